@@ -1,0 +1,44 @@
+// Package arch guards the dependency direction of DESIGN.md: the object model imports
+// nothing of ours, the data plane never learns where a snapshot came from, and the
+// REST API reaches the data plane only through narrow interfaces.
+package arch
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/svcdns/svc"
+
+// rules: for each protected package pattern, import path prefixes it must never
+// depend on, directly or through another package.
+var rules = []struct {
+	pkgs      string
+	forbidden []string
+}{
+	{"./api/...", []string{module + "/internal", module + "/dataplane", module + "/controllers", module + "/cmd"}},
+	{"./dataplane/...", []string{module + "/internal", module + "/controllers", module + "/cmd",
+		"github.com/danielgtaylor/huma", "sigs.k8s.io/controller-runtime", "modernc.org/sqlite", "k8s.io/client-go"}},
+	{"./controllers/...", []string{module + "/dataplane", module + "/internal/api", module + "/cmd"}},
+	{"./internal/api/...", []string{module + "/controllers", module + "/dataplane", module + "/cmd"}},
+	{"./internal/store/...", []string{module + "/internal/api", module + "/dataplane", module + "/controllers", module + "/cmd"}},
+}
+
+func TestDependencyDirection(t *testing.T) {
+	for _, r := range rules {
+		t.Run(r.pkgs, func(t *testing.T) {
+			out, err := exec.Command("go", "-C", "../..", "list", "-e", "-deps", "-f", "{{.ImportPath}}", r.pkgs).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go list %s: %v\n%s", r.pkgs, err, out)
+			}
+			for _, dep := range strings.Fields(string(out)) {
+				for _, f := range r.forbidden {
+					if strings.HasPrefix(dep, f) {
+						t.Errorf("%s depends on %s (forbidden: %s)", r.pkgs, dep, f)
+					}
+				}
+			}
+		})
+	}
+}
