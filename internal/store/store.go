@@ -87,6 +87,8 @@ const (
 type Event struct {
 	Type   EventType
 	Object *unstructured.Unstructured
+	// Err is set on an Error event only.
+	Err error
 }
 
 // WatchOptions select the changes a watch delivers.
@@ -108,7 +110,10 @@ type Store interface {
 	// UpdateStatus replaces the status of a stored object only.
 	UpdateStatus(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 	Delete(ctx context.Context, kind, namespace, name string, opts DeleteOptions) error
+	// Watch delivers changes until ctx ends (the channel is then closed) or the
+	// watch fails (an Error event, then the channel is closed).
 	Watch(ctx context.Context, opts WatchOptions) (<-chan Event, error)
+	ZoneDeleter
 	Close() error
 }
 
@@ -127,3 +132,60 @@ type ManagedByError struct{ Owner Manager }
 func (e *ManagedByError) Error() string {
 	return fmt.Sprintf("object is managed by %s", e.Owner)
 }
+
+// More errors every driver returns.
+var (
+	// ErrZoneNotEmpty refuses deleting a DNSZone still referenced by record sets.
+	ErrZoneNotEmpty = errors.New("zone still referenced by record sets")
+	// ErrDefaultZone refuses deleting the default (root) zone.
+	ErrDefaultZone = errors.New("the default zone cannot be deleted")
+	// ErrExpired answers a watch from a version older than the retained change
+	// log; the watcher lists again and watches from the list's version.
+	ErrExpired = errors.New("resource version too old")
+	// ErrClosed answers calls on a closed store.
+	ErrClosed = errors.New("store closed")
+)
+
+// Error is the Type of the last event of a watch that ended with an error
+// (Event.Err says why, e.g. ErrExpired when the watcher fell behind the
+// retained change log); the channel is
+// closed right after it.
+const Error EventType = "ERROR"
+
+// Admitter defaults and validates objects before they are stored. It is
+// implemented by internal/validation from the CRD schemas.
+type Admitter interface {
+	// Admit defaults obj in place and validates it against its kind's schema;
+	// old is the stored object on update (nil on create) for transition rules.
+	Admit(ctx context.Context, obj, old *unstructured.Unstructured) error
+}
+
+// DeleteZoneOptions qualify DeleteZone.
+type DeleteZoneOptions struct {
+	// Manager deletes; the zone or a record set owned by another manager refuses
+	// the whole delete with a *ManagedByError.
+	Manager Manager
+	// DryRun counts what would be deleted and deletes nothing.
+	DryRun bool
+}
+
+// DeleteZoneResult counts what a zone delete removed (or would remove).
+type DeleteZoneResult struct {
+	RecordSets int // DNSRecordSet objects referencing the zone
+	Records    int // sum of the endpoints' targets of those record sets
+}
+
+// ZoneDeleter deletes a DNSZone together with its record sets.
+type ZoneDeleter interface {
+	// DeleteZone deletes the DNSZone object named name and every DNSRecordSet
+	// whose spec.zoneRef.name is name, all or nothing.
+	DeleteZone(ctx context.Context, name string, opts DeleteZoneOptions) (DeleteZoneResult, error)
+}
+
+// Kinds the store treats specially.
+const (
+	KindDNSZone      = "DNSZone"
+	KindDNSRecordSet = "DNSRecordSet"
+	// DefaultZoneName is the object name of the default zone ".".
+	DefaultZoneName = "root"
+)
