@@ -36,19 +36,19 @@ type Node struct {
 }
 
 type Listeners struct {
-	DNS                      []DNSListener
-	DoT                      []TLSListener
-	DoQ                      []TLSListener
-	DoH                      []HTTPSListener
-	DoH3                     []HTTPSListener
-	API                      APIListener
-	Ops                      AddrListener
-	Metrics                  AddrListener
-	ProxyProtocolFrom        []netip.Prefix
-	ProxyProtocolSecretFile  string
-	Internal                 InternalListener
-	BlockPage                BlockPageListener
-	Sockets                  int // 0: one per CPU
+	DNS                     []DNSListener
+	DoT                     []TLSListener
+	DoQ                     []TLSListener
+	DoH                     []HTTPSListener
+	DoH3                    []HTTPSListener
+	API                     APIListener
+	Ops                     AddrListener
+	Metrics                 AddrListener
+	ProxyProtocolFrom       []netip.Prefix
+	ProxyProtocolSecretFile string
+	Internal                InternalListener
+	BlockPage               BlockPageListener
+	Sockets                 int // 0: one per CPU
 }
 
 // DNSListener is one plain DNS listener; Protocols holds "udp" and/or "tcp".
