@@ -1,0 +1,292 @@
+package blocklist
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+)
+
+// List is one compiled BlockList: its sources combined. It is immutable and
+// safe for concurrent use; Replace builds a new List sharing the unchanged
+// sources, which the caller publishes with an atomic pointer swap.
+type List struct {
+	spec    ListSpec
+	sources []*Source
+	hasRe   bool
+}
+
+// NewList combines compiled sources (nil entries are skipped).
+func NewList(spec ListSpec, sources []*Source) *List {
+	if spec.Mode == "" {
+		spec.Mode = ModeBlock
+	}
+	l := &List{spec: spec}
+	for _, s := range sources {
+		if s != nil {
+			l.sources = append(l.sources, s)
+		}
+	}
+	l.index()
+	return l
+}
+
+func (l *List) index() {
+	l.hasRe = false
+	for _, s := range l.sources {
+		if len(s.blockRe) > 0 || len(s.exceptRe) > 0 {
+			l.hasRe = true
+		}
+	}
+}
+
+// Replace returns a new List with the source of the same name replaced (or
+// appended). The receiver is unchanged and may still be serving queries.
+func (l *List) Replace(s *Source) *List {
+	n := &List{spec: l.spec, sources: slices.Clone(l.sources)}
+	i := slices.IndexFunc(n.sources, func(o *Source) bool { return o.name == s.name })
+	if i < 0 {
+		n.sources = append(n.sources, s)
+	} else {
+		n.sources[i] = s
+	}
+	n.index()
+	return n
+}
+
+// Source returns the compiled source called name, for reuse when the list
+// spec changes but a source's body did not.
+func (l *List) Source(name string) *Source {
+	for _, s := range l.sources {
+		if s.name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Spec returns the list's spec.
+func (l *List) Spec() ListSpec { return l.spec }
+
+// Status sums the counts of the enabled sources.
+func (l *List) Status() ListStatus {
+	var st ListStatus
+	for _, s := range l.sources {
+		st.Entries += s.status.Entries
+		st.Invalid += s.status.Invalid
+		st.Unsupported += s.status.Unsupported
+		st.RuleCount += s.status.RuleCount
+	}
+	return st
+}
+
+// SizeBytes estimates the retained heap of the list's tables.
+func (l *List) SizeBytes() int {
+	n := 0
+	for _, s := range l.sources {
+		n += s.SizeBytes()
+	}
+	return n
+}
+
+// RuleID identifies the rule that decided a match; List.RuleText turns it
+// into text.
+type RuleID struct {
+	kind  uint8  // a table flag, or kindBlockRe / kindExceptRe
+	plain bool   // the name rule was a hosts or plain-domain line
+	off   uint32 // record offset or regex index
+}
+
+const (
+	kindBlockRe  uint8 = 0x40
+	kindExceptRe uint8 = 0x80
+)
+
+// Match is the verdict of one list for one name.
+type Match struct {
+	// Matched: the name is on the list (blocked by a block list, allowed by
+	// an allow list).
+	Matched bool
+	// Exception: a rule matched but an @@ exception of the same list
+	// overrode it; Matched is then false.
+	Exception bool
+	// Source indexes the list's sources (for SourceName); -1 when nothing
+	// matched.
+	Source int
+	// Rule is the deciding rule: the block rule when Matched, the exception
+	// when Exception.
+	Rule RuleID
+}
+
+// maxLabels bounds the suffix walk: a 253-byte name has at most 127 labels.
+const maxLabels = 128
+
+// Match reports whether name is on the list. name is a query name in
+// presentation form (no escapes), any case, with or without one trailing
+// dot. It does not allocate.
+func (l *List) Match(name string) Match {
+	none := Match{Source: -1}
+	if l == nil || l.spec.Disabled || len(l.sources) == 0 {
+		return none
+	}
+	if len(name) > 0 && name[len(name)-1] == '.' {
+		name = name[:len(name)-1]
+	}
+	if len(name) == 0 || len(name) > maxName {
+		return none
+	}
+	// Hashes of every label-boundary suffix, in one right-to-left pass.
+	var starts [maxLabels]uint8
+	var hashes [maxLabels]uint64
+	k := 0
+	h := uint64(fnvOffset)
+	for i := len(name) - 1; i >= 0; i-- {
+		c := name[i]
+		if c == '.' && k < maxLabels-1 {
+			starts[k], hashes[k] = uint8(i+1), mix(h)
+			k++
+		}
+		h = (h ^ uint64(lower(c))) * fnvPrime
+	}
+	starts[k], hashes[k] = 0, mix(h)
+	k++
+
+	block, exc := none, none
+	for si, s := range l.sources {
+		if s.tab == nil {
+			continue
+		}
+		for j := 0; j < k; j++ {
+			st := int(starts[j])
+			f, off := s.tab.lookup(name[st:], hashes[j])
+			if f == 0 {
+				continue
+			}
+			var b, e uint8
+			if st == 0 {
+				b, e = f&blockSelf, f&exSelf
+			} else {
+				b, e = f&blockBelow, f&exBelow
+			}
+			if b != 0 && !block.Matched {
+				block = Match{Matched: true, Source: si, Rule: RuleID{kind: lowestBit(b), plain: f&flagPlain != 0, off: off}}
+			}
+			if e != 0 && !exc.Exception {
+				exc = Match{Exception: true, Source: si, Rule: RuleID{kind: lowestBit(e), off: off}}
+			}
+		}
+	}
+	if l.hasRe {
+		if !block.Matched && !exc.Exception {
+			block = l.matchRe(name, false)
+		}
+		if block.Matched && !exc.Exception {
+			exc = l.matchRe(name, true)
+		}
+	}
+	if exc.Exception && block.Matched {
+		return exc
+	}
+	return block
+}
+
+// MatchBytes is Match for a name held in a byte slice (not retained).
+func (l *List) MatchBytes(name []byte) Match {
+	return l.Match(unsafe.String(unsafe.SliceData(name), len(name)))
+}
+
+func lowestBit(f uint8) uint8 { return f & -f }
+
+func (l *List) matchRe(name string, exception bool) Match {
+	for si, s := range l.sources {
+		rs := s.blockRe
+		kind := kindBlockRe
+		if exception {
+			rs, kind = s.exceptRe, kindExceptRe
+		}
+		for i := range rs {
+			if rs[i].re.MatchString(name) {
+				return Match{Matched: !exception, Exception: exception, Source: si,
+					Rule: RuleID{kind: kind, off: uint32(i)}}
+			}
+		}
+	}
+	return Match{Source: -1}
+}
+
+// SourceName names the source that decided m ("" when none).
+func (l *List) SourceName(m Match) string {
+	if m.Source < 0 || m.Source >= len(l.sources) {
+		return ""
+	}
+	return l.sources[m.Source].name
+}
+
+// RuleText renders the rule that decided m, normalised as its source format
+// writes it (hosts lines render as the bare name). Allocates; for the query
+// log and Extended DNS Error text.
+func (l *List) RuleText(m Match) string {
+	if m.Source < 0 || m.Source >= len(l.sources) {
+		return ""
+	}
+	s := l.sources[m.Source]
+	switch m.Rule.kind {
+	case kindBlockRe:
+		return s.blockRe[m.Rule.off].text
+	case kindExceptRe:
+		return s.exceptRe[m.Rule.off].text
+	case 0:
+		return ""
+	}
+	return ruleText(s.tab.nameAt(m.Rule.off), m.Rule.kind, m.Rule.plain)
+}
+
+// String is for logs.
+func (l *List) String() string {
+	return fmt.Sprintf("%s (%s, %d sources)", l.spec.Name, l.spec.Mode, len(l.sources))
+}
+
+// Verdict of a set of lists for one name.
+type Verdict uint8
+
+// Verdicts.
+const (
+	VerdictNone      Verdict = iota // on no list
+	VerdictAllowed                  // on an allow list: allow lists win
+	VerdictBlocked                  // on a block list
+	VerdictNotOnList                // allowOnly and on no allow list
+)
+
+// Decision is what Decide concluded.
+type Decision struct {
+	Verdict Verdict
+	// List indexes the lists argument (-1 for VerdictNone/NotOnList).
+	List  int
+	Match Match
+}
+
+// Decide applies a policy's lists to name: a match on any allow-mode list
+// allows it (allow lists beat block lists); otherwise with allowOnly the
+// name is refused; otherwise the first block-mode list that matches blocks
+// it. A list's own mode decides its role. It does not allocate.
+func Decide(name string, lists []*List, allowOnly bool) Decision {
+	for i, l := range lists {
+		if l == nil || l.spec.Mode != ModeAllow {
+			continue
+		}
+		if m := l.Match(name); m.Matched {
+			return Decision{Verdict: VerdictAllowed, List: i, Match: m}
+		}
+	}
+	if allowOnly {
+		return Decision{Verdict: VerdictNotOnList, List: -1, Match: Match{Source: -1}}
+	}
+	for i, l := range lists {
+		if l == nil || l.spec.Mode == ModeAllow {
+			continue
+		}
+		if m := l.Match(name); m.Matched {
+			return Decision{Verdict: VerdictBlocked, List: i, Match: m}
+		}
+	}
+	return Decision{Verdict: VerdictNone, List: -1, Match: Match{Source: -1}}
+}
