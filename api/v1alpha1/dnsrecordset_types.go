@@ -18,7 +18,7 @@ type DNSRecordSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   DNSRecordSetSpec   `json:"spec,omitempty"`
+	Spec   DNSRecordSetSpec   `json:"spec"`
 	Status DNSRecordSetStatus `json:"status,omitempty"`
 }
 

@@ -11,6 +11,8 @@ import (
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=zone;zones;dnszone
 // +kubebuilder:subresource:status
+// +kubebuilder:validation:XValidation:rule="self.metadata.name != 'root' || (has(self.spec) && has(self.spec.zoneName) && self.spec.zoneName == '.')",message="the DNSZone named root is the root zone: spec.zoneName must be \".\""
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zoneName) || !(self.spec.zoneName in ['.']) || self.metadata.name == 'root'",message="only the DNSZone named root may have spec.zoneName \".\""
 // +kubebuilder:printcolumn:name="TYPE",type=string,JSONPath=`.spec.type`
 // +kubebuilder:printcolumn:name="SERIAL",type=integer,JSONPath=`.status.serial`
 // +kubebuilder:printcolumn:name="RECORDS",type=integer,JSONPath=`.status.records`
@@ -25,14 +27,14 @@ type DNSZone struct {
 }
 
 // DNSZoneSpec describes one zone.
-// +kubebuilder:validation:XValidation:rule="self.type != 'forward' || has(self.forward)",message="a forward zone needs spec.forward.upstreamGroup"
-// +kubebuilder:validation:XValidation:rule="!has(self.zoneName) || !has(oldSelf.zoneName) || self.zoneName == oldSelf.zoneName",message="spec.zoneName is immutable"
+// +kubebuilder:validation:XValidation:rule="self.type != 'forward' || has(self.forward)",message="a forward zone needs spec.forward.upstreamGroup",fieldPath=".forward"
+// +kubebuilder:validation:XValidation:rule="has(self.zoneName) == has(oldSelf.zoneName) && (!has(self.zoneName) || self.zoneName == oldSelf.zoneName)",message="spec.zoneName is immutable",fieldPath=".zoneName"
 type DNSZoneSpec struct {
 	// ZoneName is the DNS name of the zone (for example "example.com" or "." for the
 	// default zone). Empty means metadata.name. A trailing dot is optional.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
-	// +kubebuilder:validation:Pattern=`^(\.|([A-Za-z0-9_*]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?)$`
+	// +kubebuilder:validation:Pattern=`^(\.|([A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?)$`
 	ZoneName string `json:"zoneName,omitempty"`
 
 	// Type is primary (answered from DNSRecordSet objects) or forward (every name

@@ -5,11 +5,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// knownTypes lists every kind of the group with its list type. Add new kinds here.
+// knownTypes lists every CRD kind of the group with its list type. Add new kinds here.
 func knownTypes() []runtime.Object {
 	return []runtime.Object{
 		&DNSZone{}, &DNSZoneList{},
 		&DNSRecordSet{}, &DNSRecordSetList{},
+		&BlockList{}, &BlockListList{},
+		&ClientGroup{}, &ClientGroupList{},
+		&Policy{}, &PolicyList{},
+		&UnblockRequest{}, &UnblockRequestList{},
 	}
 }
 
