@@ -1,0 +1,293 @@
+package upstream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// errRcode marks an answer that counts as a failure (SERVFAIL, REFUSED).
+var errRcode = errors.New("upstream failure rcode")
+
+// upstream is one server of a group.
+type upstream struct {
+	name   string // as configured; reported to the caller and in metrics
+	t      transport
+	zeroID bool // DoH and DoQ carry message ID 0 on the wire
+	m      upstreamMetrics
+	srtt   atomic.Int64 // smoothed RTT in ns for rtt_weighted; 0 = unknown
+}
+
+// initialRTT is assumed for a server not yet measured, so new servers get
+// a fair share of queries; penalties stack failures on top of the timeout.
+const (
+	initialRTT = 50 * time.Millisecond
+	maxSRTT    = 30 * time.Second
+)
+
+func (u *upstream) rtt() time.Duration {
+	if v := u.srtt.Load(); v > 0 {
+		return time.Duration(v)
+	}
+	return initialRTT
+}
+
+// observe folds a sample into the smoothed RTT (weight 1/4, like TCP's
+// SRTT); a failure counts as a sample of the timeout plus the current
+// value, so a failing server loses weight quickly and regains it slowly.
+func (u *upstream) observe(sample time.Duration, failed bool, timeout time.Duration) {
+	for range 4 { // bounded CAS retries; losing an update under contention is harmless
+		old := u.srtt.Load()
+		cur := time.Duration(old)
+		if cur <= 0 {
+			cur = initialRTT
+		}
+		var next time.Duration
+		if failed {
+			next = min(cur+timeout, maxSRTT)
+		} else {
+			next = cur - cur/4 + sample/4
+		}
+		if u.srtt.CompareAndSwap(old, int64(max(next, time.Microsecond))) {
+			return
+		}
+	}
+}
+
+// group is one upstream group.
+type group struct {
+	name     string
+	strategy Strategy
+	timeout  time.Duration
+	ups      []*upstream
+	bufs     *bufPool
+}
+
+// result of one attempt: resp may be set with err (a SERVFAIL answer).
+type result struct {
+	resp *dns.Msg
+	up   *upstream
+	err  error
+}
+
+func (r result) ok() bool { return r.err == nil && r.resp != nil }
+
+// forward sends the packed query to the group's servers by its strategy.
+// When every server fails it returns the last answer received (such as a
+// SERVFAIL) without error, or else the last error.
+func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result {
+	var order []*upstream
+	var last result
+	switch g.strategy {
+	case ParallelBest:
+		if len(g.ups) >= 2 {
+			i := rand.IntN(len(g.ups))
+			j := rand.IntN(len(g.ups) - 1)
+			if j >= i {
+				j++
+			}
+			r := g.race(ctx, g.ups[i], g.ups[j], wire, q)
+			if r.ok() || ctx.Err() != nil {
+				return r
+			}
+			last = r
+			order = make([]*upstream, 0, len(g.ups)-2)
+			for k, u := range g.ups {
+				if k != i && k != j {
+					order = append(order, u)
+				}
+			}
+		} else {
+			order = g.ups
+		}
+	case Strict:
+		order = g.ups
+	case Random:
+		order = make([]*upstream, len(g.ups))
+		copy(order, g.ups)
+		rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	case RTTWeighted:
+		order = weightedOrder(g.ups)
+	}
+	for _, u := range order {
+		actx, cancel := context.WithTimeout(ctx, g.timeout)
+		r := g.attempt(actx, u, wire, q)
+		cancel()
+		if r.ok() {
+			return r
+		}
+		last = keepAnswer(last, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if last.resp != nil {
+		last.err = nil
+		return last
+	}
+	if last.err == nil {
+		last.err = ctx.Err()
+	}
+	if last.err == nil {
+		last.err = errors.New("no servers")
+	}
+	last.err = fmt.Errorf("upstream group %q: every server failed, last: %w", g.name, last.err)
+	return last
+}
+
+// keepAnswer prefers a failed answer (it can be given to the client) over
+// a later error.
+func keepAnswer(last, r result) result {
+	if r.resp == nil && last.resp != nil {
+		return last
+	}
+	return r
+}
+
+// race asks a and b at once within one timeout and returns the first good
+// answer; the loser is cancelled.
+func (g *group) race(ctx context.Context, a, b *upstream, wire []byte, q dns.Question) result {
+	rctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	ch := make(chan result, 2) // buffered: the loser never blocks
+	go func() { ch <- g.attempt(rctx, a, wire, q) }()
+	go func() { ch <- g.attempt(rctx, b, wire, q) }()
+	var last result
+	for range 2 {
+		r := <-ch
+		if r.ok() {
+			return r
+		}
+		last = keepAnswer(last, r)
+	}
+	return last
+}
+
+// weightedOrder draws servers without replacement, each with probability
+// proportional to 1/srtt.
+func weightedOrder(ups []*upstream) []*upstream {
+	rest := make([]*upstream, len(ups))
+	copy(rest, ups)
+	out := make([]*upstream, 0, len(ups))
+	for len(rest) > 0 {
+		total := 0.0
+		for _, u := range rest {
+			total += 1 / u.rtt().Seconds()
+		}
+		x := rand.Float64() * total
+		k := len(rest) - 1
+		for i, u := range rest {
+			x -= 1 / u.rtt().Seconds()
+			if x < 0 {
+				k = i
+				break
+			}
+		}
+		out = append(out, rest[k])
+		rest = append(rest[:k], rest[k+1:]...)
+	}
+	return out
+}
+
+// attempt sends one query to one server and accounts for the outcome.
+func (g *group) attempt(ctx context.Context, u *upstream, wire []byte, q dns.Question) result {
+	id := uint16(0)
+	if !u.zeroID {
+		id = uint16(rand.Uint32()) // fresh random ID per attempt against spoofing
+	}
+	start := time.Now()
+	resp, err := exchangeWire(ctx, u.t, g.bufs, wire, id, q)
+	elapsed := time.Since(start)
+	if err != nil {
+		if reason := classify(err); reason != "" {
+			u.m.errors[reason].Inc()
+			u.observe(elapsed, true, g.timeout)
+		}
+		return result{up: u, err: fmt.Errorf("%s: %w", u.name, err)}
+	}
+	u.m.latency.Observe(elapsed.Seconds())
+	switch resp.Rcode {
+	case dns.RcodeServerFailure, dns.RcodeRefused:
+		reason := reasonServfail
+		if resp.Rcode == dns.RcodeRefused {
+			reason = reasonRefused
+		}
+		u.m.errors[reason].Inc()
+		u.observe(elapsed, true, g.timeout)
+		return result{resp: resp, up: u, err: fmt.Errorf("%s: %w %s", u.name, errRcode, dns.RcodeToString[resp.Rcode])}
+	}
+	u.observe(elapsed, false, g.timeout)
+	return result{resp: resp, up: u}
+}
+
+// classify maps an exchange error to a metric reason; "" for a cancelled
+// race, which is not the server's fault.
+func classify(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return ""
+	case errors.Is(err, context.DeadlineExceeded):
+		return reasonTimeout
+	case errors.Is(err, errBootstrap):
+		return reasonBootstrap
+	case errors.Is(err, errMismatch):
+		return reasonMismatch
+	case errors.Is(err, errMalformed):
+		return reasonMalformed
+	case errors.Is(err, errHTTP):
+		return reasonHTTP
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return reasonTimeout
+	}
+	return reasonNetwork
+}
+
+// bufPool recycles the per-attempt buffers: the query copy and room for
+// the largest answer plus a TCP length prefix.
+type bufPool struct{ p sync.Pool }
+
+type attemptBuf struct {
+	q []byte
+	r []byte
+}
+
+func newBufPool() *bufPool {
+	return &bufPool{p: sync.Pool{New: func() any {
+		return &attemptBuf{q: make([]byte, 0, 512), r: make([]byte, maxMsgSize+2)}
+	}}}
+}
+
+// exchangeWire sends wire with the given ID and returns the parsed answer,
+// refused unless it answers exactly this ID and question.
+func exchangeWire(ctx context.Context, t transport, bp *bufPool, wire []byte, id uint16, q dns.Question) (*dns.Msg, error) {
+	b := bp.p.Get().(*attemptBuf)
+	defer bp.p.Put(b)
+	b.q = append(b.q[:0], wire...)
+	binary.BigEndian.PutUint16(b.q, id)
+	raw, err := t.exchange(ctx, b.q, b.r)
+	if err != nil {
+		return nil, err
+	}
+	resp := new(dns.Msg)
+	if err := resp.Unpack(raw); err != nil {
+		return nil, fmt.Errorf("%w: %w", errMalformed, err)
+	}
+	if resp.Id != id || !resp.Response || len(resp.Question) != 1 {
+		return nil, fmt.Errorf("%w: id %d, %d questions", errMismatch, resp.Id, len(resp.Question))
+	}
+	rq := resp.Question[0]
+	if rq.Qtype != q.Qtype || rq.Qclass != q.Qclass || !strings.EqualFold(rq.Name, q.Name) {
+		return nil, fmt.Errorf("%w: %s %s for %s %s", errMismatch, rq.Name, dns.TypeToString[rq.Qtype], q.Name, dns.TypeToString[q.Qtype])
+	}
+	return resp, nil
+}

@@ -1,0 +1,182 @@
+// Package upstream forwards queries to groups of upstream DNS servers over
+// UDP, TCP, DNS over TLS, DNS over HTTPS and DNS over QUIC, with
+// conditional forwarding, EDNS Client Subnet handling and per-upstream
+// metrics.
+package upstream
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sort"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Resolver forwards queries to upstream groups. It is immutable after New
+// and safe for concurrent use; reconfigure by building a new one and
+// closing the old one once queries have moved over.
+type Resolver struct {
+	cfg    Config
+	log    *slog.Logger
+	groups map[string]*group
+	router router
+	boot   *bootstrap
+	bufs   *bufPool
+	trs    []transport
+}
+
+// New builds a Resolver. It dials nothing: connections are made on first
+// use, so building one on every settings change is cheap. reg may be nil;
+// collectors already registered on reg by an earlier New are reused.
+func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Resolver, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	tlsBase, err := cfg.tlsConfig()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	bufs := newBufPool()
+	boot, err := newBootstrap(cfg.Bootstrap, bufs)
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolver{
+		cfg:    cfg,
+		log:    logger,
+		groups: make(map[string]*group, len(cfg.Groups)),
+		router: router{suffixes: cfg.Conditional},
+		boot:   boot,
+		bufs:   bufs,
+	}
+	d := &dialer{boot: boot}
+	// One transport per distinct address, shared by the groups naming it,
+	// so they share pooled connections.
+	shared := make(map[Address]transport)
+	names := make([]string, 0, len(cfg.Groups))
+	for name := range cfg.Groups {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		gc := cfg.Groups[name]
+		g := &group{name: name, strategy: gc.Strategy, timeout: gc.Timeout, bufs: bufs}
+		seen := make(map[Address]bool, len(gc.Servers))
+		for _, s := range gc.Servers {
+			a, err := ParseAddress(s)
+			if err != nil {
+				_ = r.Close()
+				return nil, fmt.Errorf("upstream group %q: %w", name, err)
+			}
+			if seen[a] {
+				_ = r.Close()
+				return nil, fmt.Errorf("upstream group %q lists %s twice", name, a)
+			}
+			seen[a] = true
+			t, ok := shared[a]
+			if !ok {
+				t = newTransport(a, d, tlsBase)
+				shared[a] = t
+				r.trs = append(r.trs, t)
+			}
+			g.ups = append(g.ups, &upstream{
+				name:   s,
+				t:      t,
+				zeroID: a.Scheme == SchemeHTTPS || a.Scheme == SchemeQUIC,
+				m:      m.forUpstream(name, s),
+			})
+		}
+		r.groups[name] = g
+	}
+	logger.Debug("upstream resolver built", "groups", len(r.groups), "conditional", len(cfg.Conditional), "ecs", cfg.ECS.Mode)
+	return r, nil
+}
+
+func newTransport(a Address, d *dialer, tlsBase *tls.Config) transport {
+	switch a.Scheme {
+	case SchemeTCP:
+		return newStreamTransport(tcpDial(d, a))
+	case SchemeTLS:
+		return newStreamTransport(tlsDial(d, a, tlsBase))
+	case SchemeHTTPS:
+		return newDoHTransport(a, d, tlsBase)
+	case SchemeQUIC:
+		return newDoQTransport(a, d, tlsBase)
+	default:
+		return &udpTransport{addr: a, d: d, tcp: newStreamTransport(tcpDial(d, a))}
+	}
+}
+
+// Route returns the conditional forwarding group for qname: the group of
+// the longest matching suffix (case-insensitive, on label boundaries).
+// conditional is false when no rule matches; answers of conditional
+// groups must not be cached.
+func (r *Resolver) Route(qname string) (group string, conditional bool) {
+	return r.router.route(qname)
+}
+
+// Forward sends req to the named upstream group (empty = the group chosen by
+// conditional forwarding for the name, else "default") and returns the answer
+// and the address of the upstream that gave it.
+//
+// req is not modified. The answer carries req's ID and has been checked to
+// answer req's question. When every server fails, the last failed answer
+// (SERVFAIL or REFUSED) is returned with a nil error if there was one.
+func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr) (resp *dns.Msg, upstream string, err error) {
+	if req == nil || len(req.Question) != 1 {
+		return nil, "", errors.New("forward: query must have exactly one question")
+	}
+	if group == "" {
+		if g, ok := r.router.route(req.Question[0].Name); ok {
+			group = g
+		} else {
+			group = DefaultGroup
+		}
+	}
+	g, ok := r.groups[group]
+	if !ok {
+		return nil, "", fmt.Errorf("forward: unknown upstream group %q", group)
+	}
+	p := r.prepare(req, client)
+	b := r.bufs.p.Get().(*attemptBuf)
+	defer r.bufs.p.Put(b)
+	wire, err := p.msg.PackBuffer(b.r)
+	if err != nil {
+		return nil, "", fmt.Errorf("forward: pack query: %w", err)
+	}
+	res := g.forward(ctx, wire, req.Question[0])
+	if res.up != nil {
+		upstream = res.up.name
+	}
+	if res.resp != nil {
+		p.finish(res.resp, req.Id)
+	}
+	return res.resp, upstream, res.err
+}
+
+// Close releases pooled connections and stops bootstrap lookups. Queries
+// still running on this Resolver may fail; close it after the new one has
+// taken over (for example after the longest group timeout).
+func (r *Resolver) Close() error {
+	var errs []error
+	for _, t := range r.trs {
+		errs = append(errs, t.close())
+	}
+	if r.boot != nil {
+		errs = append(errs, r.boot.close())
+	}
+	return errors.Join(errs...)
+}
