@@ -165,9 +165,9 @@ func intMin(lo int) opt[int] {
 }
 
 func durMin(lo time.Duration) opt[time.Duration] {
-	return opt[time.Duration]{rng: ">= " + lo.String(), check: func(d time.Duration) error {
+	return opt[time.Duration]{rng: fmt.Sprintf(">= %s", formatDuration(lo)), check: func(d time.Duration) error {
 		if d < lo {
-			return fmt.Errorf("invalid duration %s: want at least %s", d, lo)
+			return fmt.Errorf("invalid duration %s: want at least %s", formatDuration(d), formatDuration(lo))
 		}
 		return nil
 	}}
@@ -660,7 +660,7 @@ func upstreamGroupsKey() *key {
 		format: func(m map[string]UpstreamGroup) any {
 			out := make(map[string]any, len(m))
 			for name, g := range m {
-				out[name] = map[string]any{"servers": formatStringList(g.Servers), "strategy": g.Strategy, "timeout": g.Timeout.String()}
+				out[name] = map[string]any{"servers": formatStringList(g.Servers), "strategy": g.Strategy, "timeout": formatDuration(g.Timeout)}
 			}
 			return out
 		},

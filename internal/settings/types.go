@@ -118,7 +118,22 @@ func parseDuration(v any) (time.Duration, error) {
 	return d, nil
 }
 
-func formatDuration(d time.Duration) any { return d.String() }
+// formatDuration writes the largest exact unit (24h, 5m, 1800ms) rather than
+// Go's 24h0m0s, so values read back as the spec and users write them.
+func formatDuration(d time.Duration) any {
+	if d == 0 {
+		return "0s"
+	}
+	for _, u := range []struct {
+		s string
+		d time.Duration
+	}{{"h", time.Hour}, {"m", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}} {
+		if d%u.d == 0 {
+			return strconv.FormatInt(int64(d/u.d), 10) + u.s
+		}
+	}
+	return d.String()
+}
 
 var byteUnits = []struct {
 	suffix string
