@@ -1,0 +1,568 @@
+package authority
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+)
+
+// Defaults of DNSZone fields, as the types' markers declare them. A zero in
+// an SOA field means the default, since Go objects built without the API
+// server's defaulting carry zeros.
+const (
+	defaultTTL     = 3600
+	defaultRefresh = 3600
+	defaultRetry   = 600
+	defaultExpire  = 604800
+	defaultMinimum = 300
+	maxTTL         = 1<<31 - 1
+	maxChain       = 8 // CNAME/DNAME steps followed inside a zone
+)
+
+// Compile builds the table of all zones. Anything it cannot serve (a zone
+// without a usable name, an endpoint whose target does not parse, ...) is
+// skipped and reported as a Problem; the rest of the zone is still served.
+// now decides which expiresAt records are already out of service.
+func Compile(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet, now time.Time) (*Table, []Problem) {
+	c := &compiler{now: now, t: &Table{zones: make(map[string]*zone, len(zones))}}
+	byObject := make(map[string]*zone, len(zones))
+
+	sorted := make([]*v1alpha1.DNSZone, len(zones))
+	for i := range zones {
+		sorted[i] = &zones[i]
+	}
+	slices.SortFunc(sorted, func(a, b *v1alpha1.DNSZone) int { return cmp.Compare(a.Name, b.Name) })
+	for _, obj := range sorted {
+		z, err := c.zone(obj)
+		if err != nil {
+			c.problem("DNSZone", "", obj.Name, -1, -1, err.Error())
+			continue
+		}
+		if other := c.t.zones[z.wire]; other != nil {
+			c.problem("DNSZone", "", obj.Name, -1, -1, fmt.Sprintf("zone %s is already declared by DNSZone %s", z.name, other.object))
+			continue
+		}
+		c.t.zones[z.wire] = z
+		c.t.list = append(c.t.list, z)
+		byObject[obj.Name] = z
+	}
+
+	setsByZone := make(map[*zone][]*v1alpha1.DNSRecordSet)
+	for i := range sets {
+		rs := &sets[i]
+		z := byObject[rs.Spec.ZoneRef.Name]
+		if z == nil {
+			c.problem("DNSRecordSet", rs.Namespace, rs.Name, -1, -1, fmt.Sprintf("zone %q does not exist", rs.Spec.ZoneRef.Name))
+			continue
+		}
+		if z.typ == forward {
+			c.problem("DNSRecordSet", rs.Namespace, rs.Name, -1, -1, fmt.Sprintf("zone %q is a forward zone; its records are not served", rs.Spec.ZoneRef.Name))
+			continue
+		}
+		setsByZone[z] = append(setsByZone[z], rs)
+	}
+
+	for _, obj := range sorted {
+		z := byObject[obj.Name]
+		if z == nil || z.typ == forward {
+			continue
+		}
+		rsets := setsByZone[z]
+		slices.SortFunc(rsets, func(a, b *v1alpha1.DNSRecordSet) int {
+			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+		})
+		c.fill(z, obj, rsets)
+	}
+	slices.SortFunc(c.t.list, func(a, b *zone) int { return cmp.Compare(a.name, b.name) })
+	return c.t, c.problems
+}
+
+type compiler struct {
+	now      time.Time
+	t        *Table
+	problems []Problem
+	arena    []byte // pre-encoded blobs are carved from shared chunks
+	packBuf  []byte
+}
+
+func (c *compiler) problem(kind, ns, name string, ep, target int, reason string) {
+	c.problems = append(c.problems, Problem{Kind: kind, Namespace: ns, Name: name, Endpoint: ep, Target: target, Reason: reason})
+}
+
+func ttlOf(v *int64, def uint32) uint32 {
+	if v == nil {
+		return def
+	}
+	return uint32(min(max(*v, 0), maxTTL))
+}
+
+func orDefault(v int64, def uint32) uint32 {
+	if v <= 0 {
+		return def
+	}
+	return uint32(min(v, maxTTL))
+}
+
+// zone builds the zone header (name, type, access, SOA and NS) of one object.
+func (c *compiler) zone(obj *v1alpha1.DNSZone) (*zone, error) {
+	name := obj.Spec.ZoneName
+	if name == "" {
+		name = obj.Name
+	}
+	wire, pres, err := canonicalName(name)
+	if err != nil {
+		return nil, fmt.Errorf("zone name: %w", err)
+	}
+	z := &zone{name: pres, wire: wire, object: obj.Name, root: pres == "."}
+	switch obj.Spec.Type {
+	case "", "primary":
+	case "forward":
+		if obj.Spec.Forward == nil || obj.Spec.Forward.UpstreamGroup == "" {
+			return nil, fmt.Errorf("a forward zone needs spec.forward.upstreamGroup")
+		}
+		z.typ, z.group = forward, obj.Spec.Forward.UpstreamGroup
+	default:
+		return nil, fmt.Errorf("unknown zone type %q", obj.Spec.Type)
+	}
+	if qa := obj.Spec.QueryAccess; qa != nil && (len(qa.AllowCIDRs) > 0 || len(qa.ClientGroups) > 0) {
+		a := &access{groups: slices.Clone(qa.ClientGroups)}
+		for _, s := range qa.AllowCIDRs {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(s)
+				if aerr != nil {
+					// Failing closed: a typo must not open the zone to everyone.
+					c.problem("DNSZone", "", obj.Name, -1, -1, fmt.Sprintf("queryAccess.allowCIDRs: %q is not a CIDR; ignored", s))
+					continue
+				}
+				p = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			a.prefixes = append(a.prefixes, p.Masked())
+		}
+		z.access = a
+	}
+	return z, nil
+}
+
+// fill compiles the SOA, NS and record sets of a primary zone.
+func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRecordSet) {
+	spec := obj.Spec
+	zttl := uint32(defaultTTL)
+	if spec.DefaultTTL != nil {
+		zttl = ttlOf(spec.DefaultTTL, defaultTTL)
+	}
+	var soaSpec v1alpha1.SOA
+	if spec.SOA != nil {
+		soaSpec = *spec.SOA
+	}
+	nsNames := spec.NameServers
+	if len(nsNames) == 0 {
+		nsNames = []string{"ns." + z.name}
+		if z.root {
+			nsNames = []string{"ns."}
+		}
+	}
+	b := &zoneBuilder{z: z, nodes: make(map[string]*node)}
+	apex := b.node(z.wire, z.name)
+	var nsRRs []dns.RR
+	for i, n := range nsNames {
+		if _, ok := dns.IsDomainName(n); !ok || n == "" {
+			c.problem("DNSZone", "", obj.Name, -1, -1, fmt.Sprintf("spec.nameServers[%d] %q is not a domain name", i, n))
+			continue
+		}
+		nsRRs = append(nsRRs, &dns.NS{Hdr: dns.RR_Header{Name: z.name, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: zttl}, Ns: dns.Fqdn(n)})
+	}
+	mname := soaSpec.MName
+	if mname == "" {
+		mname = dns.Fqdn(nsNames[0])
+	}
+	rname := soaSpec.RName
+	if rname == "" {
+		rname = "hostmaster." + z.name
+		if z.root {
+			rname = "hostmaster."
+		}
+	} else if at := strings.IndexByte(rname, '@'); at >= 0 {
+		rname = rname[:at] + "." + rname[at+1:]
+	}
+	serial := uint32(soaSpec.Serial)
+	if soaSpec.Serial <= 0 {
+		serial = derivedSerial(obj, rsets)
+	}
+	z.serial = serial
+	z.soa = &dns.SOA{
+		Hdr: dns.RR_Header{Name: z.name, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: ttlOf(soaSpec.TTL, zttl)},
+		Ns:  dns.Fqdn(mname), Mbox: dns.Fqdn(rname), Serial: serial,
+		Refresh: orDefault(soaSpec.Refresh, defaultRefresh), Retry: orDefault(soaSpec.Retry, defaultRetry),
+		Expire: orDefault(soaSpec.Expire, defaultExpire), Minttl: orDefault(soaSpec.Minimum, defaultMinimum),
+	}
+	if _, ok := dns.IsDomainName(z.soa.Ns); !ok {
+		z.soa.Ns = dns.Fqdn(nsNames[0])
+	}
+	if _, ok := dns.IsDomainName(z.soa.Mbox); !ok {
+		z.soa.Mbox = "hostmaster." + z.name
+	}
+	neg := *z.soa
+	neg.Hdr.Ttl = min(z.soa.Hdr.Ttl, z.soa.Minttl)
+	z.negSOA = []dns.RR{&neg}
+	z.negTTL = neg.Hdr.Ttl
+	apex.sets = append(apex.sets, rrset{rtype: dns.TypeSOA, rrs: []dns.RR{z.soa}})
+	if len(nsRRs) > 0 {
+		apex.sets = append(apex.sets, rrset{rtype: dns.TypeNS, rrs: nsRRs})
+	}
+
+	for _, rs := range rsets {
+		for ei := range rs.Spec.Endpoints {
+			c.endpoint(b, rs, ei, zttl)
+		}
+	}
+	b.finish(c)
+}
+
+// derivedSerial grows with content changes: every write to the zone or one
+// of its record sets raises its resourceVersion (the zone reconciler rewrites
+// the zone's status when a record set is deleted), so the largest numeric
+// resourceVersion is used, folded into 32 bits. Without numeric versions the
+// largest generation is used.
+func derivedSerial(obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRecordSet) uint32 {
+	var rv, gen uint64
+	note := func(v string, g int64) {
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			rv = max(rv, n)
+		}
+		gen = max(gen, uint64(max(g, 0)))
+	}
+	note(obj.ResourceVersion, obj.Generation)
+	for _, rs := range rsets {
+		note(rs.ResourceVersion, rs.Generation)
+	}
+	s := uint32(rv)
+	if rv == 0 {
+		s = uint32(gen)
+	}
+	if s == 0 {
+		s = 1
+	}
+	return s
+}
+
+type zoneBuilder struct {
+	z     *zone
+	nodes map[string]*node
+}
+
+func (b *zoneBuilder) node(wire, pres string) *node {
+	n := b.nodes[wire]
+	if n == nil {
+		n = &node{name: pres, wire: wire, cname: -1, dname: -1}
+		b.nodes[wire] = n
+	}
+	return n
+}
+
+func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, zttl uint32) {
+	ep := &rs.Spec.Endpoints[ei]
+	bad := func(target int, format string, args ...any) {
+		c.problem("DNSRecordSet", rs.Namespace, rs.Name, ei, target, fmt.Sprintf(format, args...))
+	}
+	view := ""
+	if ext := ep.Service; ext != nil {
+		if ext.Disabled || ext.View == "public" {
+			return
+		}
+		if ext.ExpiresAt != nil {
+			exp := ext.ExpiresAt.Time
+			if !exp.After(c.now) {
+				return
+			}
+			if c.t.nextChange.IsZero() || exp.Before(c.t.nextChange) {
+				c.t.nextChange = exp
+			}
+		}
+		if v := ext.View; v != "" {
+			view = v
+			if !strings.Contains(v, "/") && rs.Namespace != "" {
+				view = rs.Namespace + "/" + v
+			}
+		}
+	}
+	rtype, err := recordType(ep.RecordType)
+	if err != nil {
+		bad(-1, "%v", err)
+		return
+	}
+	if why := unservable(rtype); why != "" {
+		bad(-1, "%s", why)
+		return
+	}
+	z := b.z
+	owner := ownerName(ep.DNSName, z.name)
+	wire, pres, err := canonicalName(owner)
+	if err != nil {
+		bad(-1, "dnsName %q: %v", ep.DNSName, err)
+		return
+	}
+	if !isSubWire(wire, z.wire) {
+		bad(-1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
+		return
+	}
+	if rtype == dns.TypeNS && wire == z.wire {
+		bad(-1, "NS at the apex comes from the zone's spec.nameServers")
+		return
+	}
+	if (rtype == dns.TypeDNAME || rtype == dns.TypeCNAME) && len(ep.Targets) > 1 {
+		bad(-1, "%s holds one target, %d given; the first is used", ep.RecordType, len(ep.Targets))
+	}
+	ttl := zttl
+	if ep.RecordTTL != nil {
+		ttl = ttlOf(ep.RecordTTL, zttl)
+	}
+	typeName := strings.ToUpper(ep.RecordType)
+	n := b.node(wire, pres)
+	for ti, target := range ep.Targets {
+		rr, err := parseTarget(pres, ttl, rtype, typeName, target)
+		if err != nil {
+			bad(ti, "%v", err)
+			continue
+		}
+		if why := n.add(rr, rtype, view, z.wire == wire); why != "" {
+			bad(ti, "%s", why)
+			if rtype == dns.TypeCNAME || rtype == dns.TypeDNAME {
+				return
+			}
+		}
+	}
+}
+
+// add puts one record in the node, keeping RFC 2181 rules: CNAME stands
+// alone, CNAME and DNAME are singletons, an RRset has one TTL (the lowest).
+func (n *node) add(rr dns.RR, rtype uint16, view string, apex bool) string {
+	var s *rrset
+	for i := range n.sets {
+		if n.sets[i].rtype == rtype {
+			s = &n.sets[i]
+		}
+	}
+	switch {
+	case rtype == dns.TypeCNAME && apex:
+		return "CNAME at the zone apex"
+	case rtype == dns.TypeCNAME && s == nil && len(n.sets) > 0:
+		return fmt.Sprintf("CNAME and other data at %s", n.name)
+	case rtype != dns.TypeCNAME && n.set(dns.TypeCNAME) != nil:
+		return fmt.Sprintf("CNAME and other data at %s", n.name)
+	case (rtype == dns.TypeCNAME || rtype == dns.TypeDNAME) && s != nil:
+		return fmt.Sprintf("a second %s at %s", dns.Type(rtype), n.name)
+	}
+	if s == nil {
+		n.sets = append(n.sets, rrset{rtype: rtype})
+		s = &n.sets[len(n.sets)-1]
+	}
+	for _, old := range s.rrs {
+		if dns.IsDuplicate(old, rr) {
+			return ""
+		}
+	}
+	if len(s.rrs) > 0 {
+		if t := s.rrs[0].Header().Ttl; t != rr.Header().Ttl {
+			t = min(t, rr.Header().Ttl)
+			for _, o := range s.rrs {
+				o.Header().Ttl = t
+			}
+			rr.Header().Ttl = t
+		}
+	}
+	if view != "" || s.views != nil {
+		if s.views == nil {
+			s.views = make([]string, len(s.rrs))
+		}
+		s.views = append(s.views, view)
+		n.views = true
+	}
+	s.rrs = append(s.rrs, rr)
+	return ""
+}
+
+// finish adds empty non-terminals, marks delegations and pre-encodes every
+// answer that does not depend on the client or on the question's spelling.
+func (b *zoneBuilder) finish(c *compiler) {
+	z := b.z
+	// Empty non-terminals: every ancestor up to the apex exists.
+	var offs [maxLabels]uint8
+	for w, n := range b.nodes {
+		if len(n.sets) == 0 {
+			continue
+		}
+		k := labelOffsets([]byte(w), &offs)
+		for i := 1; i < k; i++ {
+			aw := w[offs[i]:]
+			if len(aw) <= len(z.wire) {
+				break
+			}
+			if b.nodes[aw] != nil {
+				break // its ancestors were (or will be) added by its own walk
+			}
+			ent := &node{name: presentation([]byte(aw)), wire: aw, cname: -1, dname: -1}
+			b.nodes[aw] = ent
+		}
+	}
+	for _, n := range b.nodes {
+		slices.SortFunc(n.sets, func(a, b rrset) int { return cmp.Compare(a.rtype, b.rtype) })
+		for i := range n.sets {
+			s := &n.sets[i]
+			s.rrs = slices.Clip(s.rrs)
+			z.records += len(s.rrs)
+			switch s.rtype {
+			case dns.TypeCNAME:
+				n.cname = int8(i)
+			case dns.TypeDNAME:
+				n.dname = int8(i)
+				z.hasDNAME = true
+			case dns.TypeNS:
+				if n.wire != z.wire {
+					n.cut = true
+					z.hasCuts = true
+				}
+			}
+		}
+	}
+	if z.hasCuts {
+		for _, n := range b.nodes {
+			k := labelOffsets([]byte(n.wire), &offs)
+			for i := 1; i < k && len(n.wire)-int(offs[i]) > len(z.wire); i++ {
+				if a := b.nodes[n.wire[offs[i]:]]; a != nil && a.cut {
+					n.below = true
+					break
+				}
+			}
+		}
+	}
+	z.nodes = b.nodes
+	for _, n := range b.nodes {
+		if n.below {
+			continue
+		}
+		c.precompute(z, n)
+	}
+}
+
+// precompute builds the answers of one node that depend neither on the
+// client nor on the question's spelling, each with its wire encoding.
+func (c *compiler) precompute(z *zone, n *node) {
+	if n.cut {
+		ns := n.set(dns.TypeNS)
+		n.referral = response{kind: Referral, ns: ns.rrs, extra: z.additional(ns.rrs)}
+		c.encode(n.name, &n.referral)
+	}
+	n.nodata = response{kind: NoData, aa: true, ns: z.negSOA}
+	c.encode(n.name, &n.nodata)
+	if n.views {
+		return
+	}
+	for i := range n.sets {
+		s := &n.sets[i]
+		if n.cut && s.rtype != dns.TypeDS {
+			continue
+		}
+		s.resp = response{kind: Answered, aa: true, answer: s.rrs}
+		switch s.rtype {
+		case dns.TypeMX, dns.TypeSRV, dns.TypeNS:
+			s.resp.extra = z.additional(s.rrs)
+		}
+		c.encode(n.name, &s.resp)
+	}
+}
+
+// additional returns the in-zone A and AAAA records of the names that MX,
+// SRV and NS records point to (RFC 1034 4.3.2 step 6), skipping view records.
+func (z *zone) additional(rrs []dns.RR) []dns.RR {
+	var out []dns.RR
+	var seen []string
+	for _, rr := range rrs {
+		var target string
+		switch r := rr.(type) {
+		case *dns.MX:
+			target = r.Mx
+		case *dns.SRV:
+			target = r.Target
+		case *dns.NS:
+			target = r.Ns
+		default:
+			continue
+		}
+		w, _, err := canonicalName(target)
+		if err != nil || !isSubWire(w, z.wire) || slices.Contains(seen, w) {
+			continue
+		}
+		seen = append(seen, w)
+		n := z.nodes[w]
+		if n == nil {
+			continue
+		}
+		for _, t := range [2]uint16{dns.TypeA, dns.TypeAAAA} {
+			if s := n.set(t); s != nil {
+				for i, r := range s.rrs {
+					if s.views == nil || s.views[i] == "" {
+						out = append(out, r)
+					}
+				}
+			}
+		}
+	}
+	return slices.Clip(out)
+}
+
+// encode fills r.wire with the sections packed by miekg/dns after a question
+// for qname, so that header + client question + wire equals what the slow
+// path packs. It also computes the counts and the smallest TTL.
+func (c *compiler) encode(qname string, r *response) {
+	r.minTTL = minTTL(r.answer, r.ns, r.extra)
+	r.counts = [3]uint16{uint16(len(r.answer)), uint16(len(r.ns)), uint16(len(r.extra))}
+	m := dns.Msg{Compress: true}
+	m.Question = []dns.Question{{Name: qname, Qtype: dns.TypeA, Qclass: dns.ClassINET}}
+	m.Answer, m.Ns, m.Extra = r.answer, r.ns, r.extra
+	if cap(c.packBuf) < 4096 {
+		c.packBuf = make([]byte, 65535)
+	}
+	out, err := m.PackBuffer(c.packBuf)
+	if err != nil {
+		return // served through the slow path, which reports the error
+	}
+	qlen := 12 + wireLen(qname) + 4
+	blob := out[qlen:]
+	if len(c.arena) < len(blob) {
+		c.arena = make([]byte, max(64<<10, len(blob)))
+	}
+	r.wire = c.arena[:len(blob):len(blob)]
+	c.arena = c.arena[len(blob):]
+	copy(r.wire, blob)
+}
+
+// wireLen is the uncompressed wire length of a presentation name.
+func wireLen(name string) int {
+	var buf [256]byte
+	n, _ := dns.PackDomainName(name, buf[:], 0, nil, false)
+	return n
+}
+
+func minTTL(sections ...[]dns.RR) uint32 {
+	m, any := uint32(0), false
+	for _, s := range sections {
+		for _, rr := range s {
+			if rr.Header().Rrtype == dns.TypeOPT {
+				continue
+			}
+			if t := rr.Header().Ttl; !any || t < m {
+				m, any = t, true
+			}
+		}
+	}
+	return m
+}

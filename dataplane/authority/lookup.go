@@ -1,0 +1,326 @@
+package authority
+
+import (
+	"slices"
+
+	"github.com/miekg/dns"
+)
+
+// Lookup answers qname (wire format, lower-cased by the caller, class IN)
+// from the closest enclosing zone. Exact matches without views return
+// pre-built answers and allocate nothing; wildcards, CNAME/DNAME chains,
+// views, ANY and negative answers for absent names are built per query.
+func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
+	var offs [maxLabels]uint8
+	n := labelOffsets(qname, &offs)
+	if n == 0 {
+		return Answer{}
+	}
+	qname = qname[:int(offs[n-1])+1]
+	var z *zone
+	zl := 0 // label index of the apex within qname
+	for i := 0; i < n; i++ {
+		if z = t.zones[string(qname[offs[i]:])]; z != nil {
+			zl = i
+			break
+		}
+	}
+	switch {
+	case z == nil:
+		return Answer{}
+	case z.typ == forward:
+		return Answer{Kind: Forward, ForwardGroup: z.group, Zone: z.name}
+	case z.access != nil && !z.access.allows(client):
+		return Answer{Kind: Refused, Rcode: dns.RcodeRefused, Zone: z.name}
+	case z.unsynced:
+		return Answer{Kind: ServFail, Rcode: dns.RcodeServerFailure, Zone: z.name}
+	case qtype == dns.TypeAXFR || qtype == dns.TypeIXFR:
+		// Transfers are served by the transfer handler, never by lookup.
+		return Answer{Kind: Refused, Rcode: dns.RcodeRefused, Zone: z.name}
+	}
+
+	if !z.hasCuts && !z.hasDNAME {
+		if nd := z.nodes[string(qname)]; nd != nil {
+			return z.exact(nd, qname, qtype, client)
+		}
+		return z.resolve(qname, qtype, client)
+	}
+	// Walk down from the apex: a delegation or DNAME above qname wins.
+	for i := zl - 1; i >= 0; i-- {
+		nd := z.nodes[string(qname[offs[i]:])]
+		if nd == nil {
+			break
+		}
+		if i == 0 {
+			return z.exact(nd, qname, qtype, client)
+		}
+		if nd.cut || nd.dname >= 0 {
+			break
+		}
+	}
+	return z.resolve(qname, qtype, client)
+}
+
+// exact answers a name that exists in the zone, from pre-built responses
+// when they apply.
+func (z *zone) exact(nd *node, qname []byte, qtype uint16, client Client) Answer {
+	switch {
+	case nd.cut && qtype != dns.TypeDS:
+		return nd.referral.toAnswer(z)
+	case nd.views, qtype == dns.TypeANY, nd.cname >= 0 && qtype != dns.TypeCNAME:
+		return z.resolve(qname, qtype, client)
+	case z.root && (len(nd.sets) == 0 || nd.wire == z.wire):
+		// The default zone only answers names it holds data for.
+		return Answer{}
+	}
+	if s := nd.set(qtype); s != nil {
+		return s.resp.toAnswer(z)
+	}
+	return nd.nodata.toAnswer(z)
+}
+
+// findKind says where the walk for a name ended.
+type findKind uint8
+
+const (
+	foundExact findKind = iota
+	foundCut            // node is a delegation at or above the name
+	foundDNAME          // node owns a DNAME strictly above the name
+	foundMiss           // node is the closest encloser
+)
+
+// find walks from the apex towards name (which must be in the zone). It
+// stops at the first delegation or DNAME above the name; a delegation at the
+// name itself is reported as foundCut too.
+func (z *zone) find(name []byte) (findKind, *node, int) {
+	var offs [maxLabels]uint8
+	n := labelOffsets(name, &offs)
+	ce := z.nodes[z.wire]
+	zl := -1
+	for i := 0; i < n; i++ {
+		if len(name)-int(offs[i]) == len(z.wire) {
+			zl = i
+			break
+		}
+	}
+	for i := zl - 1; i >= 0; i-- {
+		nd := z.nodes[string(name[offs[i]:])]
+		switch {
+		case nd == nil:
+			return foundMiss, ce, 0
+		case nd.cut:
+			return foundCut, nd, 0
+		case i == 0:
+			return foundExact, nd, 0
+		case nd.dname >= 0:
+			return foundDNAME, nd, int(offs[i])
+		}
+		ce = nd
+	}
+	return foundExact, ce, 0
+}
+
+// chain collects a reply built per query.
+type chain struct {
+	z              *zone
+	qtype          uint16
+	client         Client
+	answer, ns, ex []dns.RR
+	rcode          int
+	kind           Kind
+	aa             bool
+}
+
+func (c *chain) done() Answer {
+	if c.kind == 0 {
+		c.kind = Answered
+	}
+	return Answer{
+		Kind: c.kind, Rcode: c.rcode, Authoritative: c.aa,
+		Answer: slices.Clip(c.answer), Ns: slices.Clip(c.ns), Extra: slices.Clip(c.ex),
+		Zone: c.z.name, MinTTL: minTTL(c.answer, c.ns, c.ex),
+	}
+}
+
+// visible returns the records of set s that the client may see, with owner
+// replaced when synthesising from a wildcard.
+func (c *chain) visible(s *rrset, owner string) []dns.RR {
+	if s == nil {
+		return nil
+	}
+	out := s.rrs
+	if s.views != nil {
+		out = nil
+		for i, rr := range s.rrs {
+			if v := s.views[i]; v == "" || c.client.in(v) {
+				out = append(out, rr)
+			}
+		}
+	}
+	if owner == "" || len(out) == 0 {
+		return out
+	}
+	syn := make([]dns.RR, len(out))
+	for i, rr := range out {
+		syn[i] = dns.Copy(rr)
+		syn[i].Header().Name = owner
+	}
+	return syn
+}
+
+// resolve builds the answer for qname step by step (RFC 1034 4.3.2), following
+// CNAME and DNAME inside the zone for at most maxChain steps.
+func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
+	c := &chain{z: z, qtype: qtype, client: client, aa: true}
+	name := qname
+	owner := presentation(qname)
+	visited := make([]string, 0, 4)
+	for step := 0; step < maxChain; step++ {
+		visited = append(visited, string(name))
+		how, nd, off := z.find(name)
+		synth := ""
+		switch how {
+		case foundCut:
+			if step == 0 && qtype == dns.TypeDS && nd.wire == string(name) {
+				break // DS is answered from the parent side of the cut
+			}
+			if step > 0 {
+				return c.done()
+			}
+			ns := nd.set(dns.TypeNS)
+			c.aa = false
+			c.kind = Referral
+			c.ns = ns.rrs
+			c.ex = nd.referral.extra
+			return c.done()
+		case foundDNAME:
+			d := c.visible(&nd.sets[nd.dname], "")
+			if len(d) == 0 {
+				// Not visible to this client: the name is absent below it.
+				return c.negative(step, nd)
+			}
+			dn := d[0].(*dns.DNAME)
+			tw := z0(dn.Target)
+			newName := append(append(make([]byte, 0, 256), name[:off]...), tw...)
+			c.answer = append(c.answer, dn)
+			if len(newName) > 255 || tw == nil {
+				c.rcode = dns.RcodeYXDomain
+				return c.done()
+			}
+			lowerWire(newName)
+			target := presentation(newName)
+			c.answer = append(c.answer, &dns.CNAME{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: dn.Hdr.Ttl}, Target: target})
+			if !c.follow(newName, visited) {
+				return c.done()
+			}
+			name, owner = newName, target
+			continue
+		case foundMiss:
+			wc := z.nodes["\x01*"+nd.wire]
+			if wc == nil {
+				return c.negative(step, nil)
+			}
+			nd, synth = wc, owner
+		}
+
+		if z.root && (nd.wire == z.wire || len(nd.sets) == 0) {
+			if step == 0 {
+				return Answer{}
+			}
+			return c.done()
+		}
+		if qtype == dns.TypeANY && step == 0 {
+			// RFC 8482: one RRset (the lowest type number the client may
+			// see) instead of all of them.
+			for i := range nd.sets {
+				if rrs := c.visible(&nd.sets[i], synth); len(rrs) > 0 {
+					c.answer = append(c.answer, rrs...)
+					return c.done()
+				}
+			}
+			return c.nodata(step, nd)
+		}
+		if rrs := c.visible(nd.set(qtype), synth); len(rrs) > 0 {
+			c.answer = append(c.answer, rrs...)
+			switch qtype {
+			case dns.TypeMX, dns.TypeSRV, dns.TypeNS:
+				c.ex = z.additional(rrs)
+			}
+			return c.done()
+		}
+		if nd.cname >= 0 && qtype != dns.TypeCNAME {
+			if rrs := c.visible(&nd.sets[nd.cname], synth); len(rrs) > 0 {
+				c.answer = append(c.answer, rrs[0])
+				target := rrs[0].(*dns.CNAME).Target
+				tw := z0(target)
+				if tw == nil {
+					return c.done()
+				}
+				lowerWire(tw)
+				if !c.follow(tw, visited) {
+					return c.done()
+				}
+				name, owner = tw, target
+				continue
+			}
+		}
+		return c.nodata(step, nd)
+	}
+	return c.done()
+}
+
+// follow reports whether a chain continues at name: inside the zone, not
+// seen before.
+func (c *chain) follow(name []byte, visited []string) bool {
+	if !isSubWire(string(name), c.z.wire) {
+		return false
+	}
+	return !slices.Contains(visited, string(name))
+}
+
+func (c *chain) nodata(step int, nd *node) Answer {
+	if c.z.root && step == 0 && !c.hasVisible(nd) {
+		return Answer{}
+	}
+	if step == 0 {
+		c.kind = NoData
+	}
+	c.ns = c.z.negSOA
+	return c.done()
+}
+
+func (c *chain) hasVisible(nd *node) bool {
+	for i := range nd.sets {
+		if len(c.visible(&nd.sets[i], "")) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// negative ends the chain at an absent name: NXDOMAIN (RFC 6604 keeps the
+// rcode of the last name), or nothing from the default zone.
+func (c *chain) negative(step int, _ *node) Answer {
+	if c.z.root {
+		if step == 0 {
+			return Answer{}
+		}
+		return c.done()
+	}
+	c.rcode = dns.RcodeNameError
+	if step == 0 {
+		c.kind = NXDomain
+	}
+	c.ns = c.z.negSOA
+	return c.done()
+}
+
+// z0 packs a presentation name to wire format, nil when it does not pack.
+func z0(name string) []byte {
+	buf := make([]byte, 256)
+	n, err := dns.PackDomainName(dns.Fqdn(name), buf, 0, nil, false)
+	if err != nil {
+		return nil
+	}
+	return buf[:n]
+}

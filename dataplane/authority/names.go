@@ -1,0 +1,119 @@
+package authority
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// maxLabels bounds the label offsets of one name: 255 bytes hold at most 127
+// one-byte labels plus the root.
+const maxLabels = 128
+
+// labelOffsets fills offs with the start of every label of the wire name and
+// returns how many there are, the root label included (so "\x03www\x00" gives
+// [0 4], n=2). A malformed name returns 0.
+func labelOffsets(name []byte, offs *[maxLabels]uint8) int {
+	n, i := 0, 0
+	for i < len(name) && n < maxLabels {
+		offs[n] = uint8(i)
+		n++
+		l := int(name[i])
+		if l == 0 {
+			return n
+		}
+		if l > 63 {
+			return 0
+		}
+		i += 1 + l
+		if i > 255 {
+			return 0
+		}
+	}
+	return 0
+}
+
+// lowerWire lower-cases ASCII letters in a wire-format name in place.
+func lowerWire(b []byte) {
+	i := 0
+	for i < len(b) {
+		l := int(b[i])
+		if l == 0 {
+			return
+		}
+		for j := i + 1; j <= i+l && j < len(b); j++ {
+			if c := b[j]; c >= 'A' && c <= 'Z' {
+				b[j] = c + ('a' - 'A')
+			}
+		}
+		i += 1 + l
+	}
+}
+
+// canonicalName turns a presentation-format absolute name into its lower-cased
+// wire form and the presentation form of that (escapes normalised).
+func canonicalName(name string) (wire string, pres string, err error) {
+	name = dns.Fqdn(name)
+	buf := make([]byte, 256)
+	n, err := dns.PackDomainName(name, buf, 0, nil, false)
+	if err != nil {
+		return "", "", fmt.Errorf("name %q: %w", name, err)
+	}
+	buf = buf[:n]
+	lowerWire(buf)
+	pres, _, err = dns.UnpackDomainName(buf, 0)
+	if err != nil {
+		return "", "", fmt.Errorf("name %q: %w", name, err)
+	}
+	return string(buf), pres, nil
+}
+
+// presentation converts a wire name to presentation format (slow path only).
+func presentation(wire []byte) string {
+	s, _, err := dns.UnpackDomainName(wire, 0)
+	if err != nil {
+		return "."
+	}
+	return s
+}
+
+// isSubWire reports whether wire name child equals or is below parent.
+// Both must be lower-cased wire names; the check is label-aligned.
+func isSubWire(child, parent string) bool {
+	if len(child) < len(parent) || child[len(child)-len(parent):] != parent {
+		return false
+	}
+	if len(child) == len(parent) {
+		return true
+	}
+	var offs [maxLabels]uint8
+	n := labelOffsets([]byte(child), &offs)
+	cut := len(child) - len(parent)
+	for i := 0; i < n; i++ {
+		if int(offs[i]) == cut {
+			return true
+		}
+	}
+	return false
+}
+
+// ownerName resolves an endpoint's dnsName against the zone. A name that ends
+// in a dot is absolute; "@" is the apex; a name equal to the zone or ending in
+// ".<zone>" is taken as absolute too, because external-dns writes absolute
+// names without the trailing dot; anything else is relative to the zone.
+func ownerName(dnsName, zone string) string {
+	switch {
+	case dnsName == "@":
+		return zone
+	case strings.HasSuffix(dnsName, "."):
+		return dnsName
+	case zone == ".":
+		return dnsName + "."
+	}
+	bare := strings.TrimSuffix(zone, ".")
+	if strings.EqualFold(dnsName, bare) || (len(dnsName) > len(bare) && strings.EqualFold(dnsName[len(dnsName)-len(bare)-1:], "."+bare)) {
+		return dnsName + "."
+	}
+	return dnsName + "." + zone
+}
