@@ -1,0 +1,459 @@
+// Package cache keeps upstream answers as pre-encoded wire sections so a hit
+// is one copy with TTLs rewritten in place. It is sharded, bounded (CLOCK
+// eviction), caches negative answers per RFC 2308, prefetches popular names
+// before they expire and can serve stale answers per RFC 8767.
+package cache
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+// Config holds the cache.* settings. Zero durations mean what the spec says.
+type Config struct {
+	MaxEntries        int           // 0 turns the cache off
+	MinTTL            time.Duration // 0 honours record TTLs
+	MaxTTL            time.Duration // 0 no limit
+	NegativeTTL       time.Duration // cap for NXDOMAIN/NODATA
+	PrefetchThreshold int           // hits inside PrefetchWindow; 0 off
+	PrefetchWindow    time.Duration
+	StaleTTL          time.Duration // how long past expiry an entry may be served; 0 off
+	StaleAnswerTTL    time.Duration // TTL of stale answers; 0 means 30s
+	StaleMaxWait      time.Duration // wait for upstream before serving stale; 0 means 1800ms
+	// Now replaces the clock in tests; nil uses time.Now.
+	Now func() time.Time
+}
+
+// DefaultConfig returns the spec's defaults.
+func DefaultConfig() Config {
+	return Config{
+		MaxEntries:        200000,
+		MinTTL:            5 * time.Second,
+		MaxTTL:            24 * time.Hour,
+		NegativeTTL:       5 * time.Minute,
+		PrefetchThreshold: 5,
+		PrefetchWindow:    2 * time.Hour,
+		StaleTTL:          72 * time.Hour,
+		StaleAnswerTTL:    30 * time.Second,
+		StaleMaxWait:      1800 * time.Millisecond,
+	}
+}
+
+// servfailTTL bounds how long an upstream failure is remembered (RFC 2308 7.1
+// allows 5 minutes; a short time keeps a flapping upstream from pinning it).
+const servfailTTL = 5 * time.Second
+
+// maxSections bounds the bytes one entry may hold.
+const maxSections = 16 << 10
+
+// Flags are the request bits that are part of the key.
+type Flags uint8
+
+const (
+	FlagDO Flags = 1 << iota // DNSSEC OK
+	FlagCD                   // checking disabled
+)
+
+// State is the outcome of Get.
+type State uint8
+
+const (
+	Miss State = iota
+	Fresh
+	Stale
+)
+
+// RefreshFunc re-resolves a name in the background for prefetch. name is the
+// lower-cased wire name.
+type RefreshFunc func(name string, qtype, qclass uint16, flags Flags)
+
+// Entry is an immutable cached answer; only its counters change.
+type Entry struct {
+	name       string
+	qtype      uint16
+	qclass     uint16
+	flags      Flags
+	hash       uint64
+	rcode      int
+	ad         bool
+	servfail   bool
+	sections   []byte
+	counts     [3]uint16
+	ttlOff     []uint16
+	ttl        []uint32
+	stored     int64 // nanoseconds on the cache clock
+	expires    int64
+	staleUntil int64
+	origTTL    int64
+
+	slot        int
+	ref         atomic.Bool
+	hits        atomic.Int32
+	windowStart atomic.Int64
+	prefetching atomic.Bool
+}
+
+// Rcode returns the response code of the cached answer.
+func (e *Entry) Rcode() int { return e.rcode }
+
+// AD reports whether the upstream set Authenticated Data.
+func (e *Entry) AD() bool { return e.ad }
+
+// Counts returns the answer, authority and additional counts (OPT excluded).
+func (e *Entry) Counts() (an, ns, ar uint16) { return e.counts[0], e.counts[1], e.counts[2] }
+
+// SectionsLen is the number of bytes AppendSections appends.
+func (e *Entry) SectionsLen() int { return len(e.sections) }
+
+// AppendSections appends the encoded sections with TTLs decremented by the
+// time spent in the cache, or set to staleTTL for a stale answer. The bytes
+// assume the question (same length as the cached one) sits at offset 12.
+func (e *Entry) AppendSections(dst []byte, now time.Time, c *Cache, stale bool) []byte {
+	base := len(dst)
+	dst = append(dst, e.sections...)
+	elapsed := uint32((c.clock(now) - e.stored) / int64(time.Second))
+	staleTTL := uint32(c.staleAnswerTTL / time.Second)
+	for i, off := range e.ttlOff {
+		t := staleTTL
+		if !stale {
+			t = 0
+			if e.ttl[i] > elapsed {
+				t = e.ttl[i] - elapsed
+			}
+		}
+		binary.BigEndian.PutUint32(dst[base+int(off):], t)
+	}
+	return dst
+}
+
+type shard struct {
+	mu   sync.RWMutex
+	m    map[uint64]*Entry
+	ring []*Entry
+	hand int
+	max  int
+}
+
+// Cache is safe for concurrent use.
+type Cache struct {
+	cfg            Config
+	staleAnswerTTL time.Duration
+	seed           maphash.Seed
+	shards         []shard
+	mask           uint64
+	base           time.Time
+	refresh        RefreshFunc
+}
+
+// New builds a cache; it returns nil when cfg.MaxEntries is 0, and every
+// method of a nil *Cache is a no-op miss.
+func New(cfg Config, refresh RefreshFunc) *Cache {
+	if cfg.MaxEntries <= 0 {
+		return nil
+	}
+	if cfg.StaleAnswerTTL <= 0 {
+		cfg.StaleAnswerTTL = 30 * time.Second
+	}
+	if cfg.StaleMaxWait <= 0 {
+		cfg.StaleMaxWait = 1800 * time.Millisecond
+	}
+	n := 1
+	for n < 4*runtime.GOMAXPROCS(0) && n < 256 && cfg.MaxEntries/(n*2) >= 64 {
+		n *= 2
+	}
+	c := &Cache{
+		cfg:            cfg,
+		staleAnswerTTL: cfg.StaleAnswerTTL,
+		seed:           maphash.MakeSeed(),
+		shards:         make([]shard, n),
+		mask:           uint64(n - 1),
+		base:           time.Now(),
+		refresh:        refresh,
+	}
+	per := (cfg.MaxEntries + n - 1) / n
+	for i := range c.shards {
+		c.shards[i] = shard{m: make(map[uint64]*Entry, min(per, 1024)), max: per}
+	}
+	return c
+}
+
+// Config returns the effective configuration.
+func (c *Cache) Config() Config {
+	if c == nil {
+		return Config{}
+	}
+	return c.cfg
+}
+
+// Now reads the cache clock.
+func (c *Cache) Now() time.Time {
+	if c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	return time.Now()
+}
+
+func (c *Cache) clock(t time.Time) int64 { return t.Sub(c.base).Nanoseconds() }
+
+func (c *Cache) hash(name []byte, qtype, qclass uint16, flags Flags) uint64 {
+	h := maphash.Bytes(c.seed, name)
+	h ^= (uint64(qtype)<<24 | uint64(qclass)<<8 | uint64(flags)) * 0x9E3779B97F4A7C15
+	return h
+}
+
+// Get looks a question up. name is the lower-cased wire name. A Fresh hit may
+// start a background prefetch.
+func (c *Cache) Get(name []byte, qtype, qclass uint16, flags Flags, now time.Time) (*Entry, State) {
+	if c == nil {
+		return nil, Miss
+	}
+	h := c.hash(name, qtype, qclass, flags)
+	sh := &c.shards[h&c.mask]
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e == nil || e.name != string(name) || e.qtype != qtype || e.qclass != qclass || e.flags != flags {
+		return nil, Miss
+	}
+	t := c.clock(now)
+	if t >= e.expires {
+		if t < e.staleUntil {
+			e.ref.Store(true)
+			return e, Stale
+		}
+		return nil, Miss
+	}
+	e.ref.Store(true)
+	c.countHit(e, t)
+	return e, Fresh
+}
+
+// countHit implements prefetch: an entry hit PrefetchThreshold times inside
+// PrefetchWindow is refreshed once it is in the last tenth of its TTL.
+func (c *Cache) countHit(e *Entry, t int64) {
+	if c.cfg.PrefetchThreshold <= 0 || c.refresh == nil || e.servfail {
+		return
+	}
+	ws := e.windowStart.Load()
+	if t-ws > int64(c.cfg.PrefetchWindow) && e.windowStart.CompareAndSwap(ws, t) {
+		e.hits.Store(0)
+	}
+	hits := e.hits.Add(1)
+	remaining := e.expires - t
+	if int(hits) >= c.cfg.PrefetchThreshold && (remaining*10 <= e.origTTL || remaining <= int64(time.Second)) &&
+		e.prefetching.CompareAndSwap(false, true) {
+		go c.refresh(e.name, e.qtype, e.qclass, e.flags)
+	}
+}
+
+// Put stores an upstream answer for the question. Answers other than
+// NOERROR, NXDOMAIN and SERVFAIL are not cached; a SERVFAIL never replaces an
+// answer that may still be served stale.
+func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Msg, now time.Time) error {
+	if c == nil || resp == nil {
+		return nil
+	}
+	if len(name) == 0 || len(name) > wire.MaxNameLen {
+		return fmt.Errorf("cache put: bad name length %d", len(name))
+	}
+	e := &Entry{
+		name:   string(name),
+		qtype:  qtype,
+		qclass: qclass,
+		flags:  flags,
+		rcode:  resp.Rcode,
+		ad:     resp.AuthenticatedData,
+	}
+	var extra []dns.RR
+	for _, rr := range resp.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			extra = append(extra, rr)
+		}
+	}
+	var ttl time.Duration
+	switch {
+	case resp.Rcode == dns.RcodeServerFailure:
+		e.servfail = true
+		ttl = servfailTTL
+		resp = &dns.Msg{MsgHdr: resp.MsgHdr}
+		extra = nil
+	case resp.Rcode == dns.RcodeNameError || (resp.Rcode == dns.RcodeSuccess && len(resp.Answer) == 0):
+		ttl = c.negativeTTL(resp)
+	case resp.Rcode == dns.RcodeSuccess:
+		ttl = c.positiveTTL(resp, extra)
+	default:
+		return nil
+	}
+	if ttl <= 0 {
+		return nil
+	}
+	secs := uint32(ttl / time.Second)
+	msg := &dns.Msg{Compress: true}
+	msg.Question = []dns.Question{{Name: string(wire.AppendPresentation(nil, name)), Qtype: qtype, Qclass: qclass}}
+	msg.Answer, msg.Ns, msg.Extra = resp.Answer, resp.Ns, extra
+	buf, err := msg.Pack()
+	if err != nil {
+		return fmt.Errorf("cache put: pack answer: %w", err)
+	}
+	qend := wire.HeaderLen + len(name) + 4
+	if len(buf)-qend > maxSections {
+		return nil
+	}
+	offs, _, err := wire.TTLOffsets(buf, qend, len(resp.Answer)+len(resp.Ns)+len(extra), nil)
+	if err != nil {
+		return fmt.Errorf("cache put: walk answer: %w", err)
+	}
+	e.sections = append([]byte(nil), buf[qend:]...)
+	e.counts = [3]uint16{uint16(len(resp.Answer)), uint16(len(resp.Ns)), uint16(len(extra))}
+	e.ttlOff = offs
+	e.ttl = make([]uint32, len(offs))
+	for i, off := range offs {
+		// Records keep their own TTL, raised to MinTTL and never past the
+		// entry's lifetime, which is the smallest clamped TTL.
+		t := max(binary.BigEndian.Uint32(buf[off:]), uint32(c.cfg.MinTTL/time.Second))
+		e.ttl[i] = min(t, secs)
+		e.ttlOff[i] = off - uint16(qend)
+	}
+	t := c.clock(now)
+	e.stored = t
+	e.origTTL = int64(ttl)
+	e.expires = t + int64(ttl)
+	e.staleUntil = e.expires
+	if !e.servfail {
+		e.staleUntil += int64(c.cfg.StaleTTL)
+	}
+	e.windowStart.Store(t)
+	e.hash = c.hash(name, qtype, qclass, flags)
+	c.insert(e, t)
+	return nil
+}
+
+func (c *Cache) positiveTTL(resp *dns.Msg, extra []dns.RR) time.Duration {
+	minTTL := uint32(1<<31 - 1)
+	for _, sec := range [][]dns.RR{resp.Answer, resp.Ns, extra} {
+		for _, rr := range sec {
+			minTTL = min(minTTL, rr.Header().Ttl)
+		}
+	}
+	return c.clamp(time.Duration(minTTL) * time.Second)
+}
+
+// negativeTTL follows RFC 2308 5: the lesser of the SOA's TTL and MINIMUM,
+// capped by NegativeTTL; without a SOA the cap itself is used.
+func (c *Cache) negativeTTL(resp *dns.Msg) time.Duration {
+	ttl := c.cfg.NegativeTTL
+	for _, rr := range resp.Ns {
+		if soa, ok := rr.(*dns.SOA); ok {
+			ttl = min(ttl, time.Duration(min(soa.Hdr.Ttl, soa.Minttl))*time.Second)
+		}
+	}
+	if ttl < c.cfg.MinTTL {
+		ttl = min(c.cfg.MinTTL, c.cfg.NegativeTTL)
+	}
+	return ttl
+}
+
+func (c *Cache) clamp(ttl time.Duration) time.Duration {
+	if c.cfg.MinTTL > 0 && ttl < c.cfg.MinTTL {
+		ttl = c.cfg.MinTTL
+	}
+	if c.cfg.MaxTTL > 0 && ttl > c.cfg.MaxTTL {
+		ttl = c.cfg.MaxTTL
+	}
+	return ttl
+}
+
+func (c *Cache) insert(e *Entry, t int64) {
+	sh := &c.shards[e.hash&c.mask]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if old := sh.m[e.hash]; old != nil {
+		if e.servfail && !old.servfail && t < old.staleUntil && old.name == e.name {
+			return
+		}
+		e.slot = old.slot
+		sh.ring[e.slot] = e
+		sh.m[e.hash] = e
+		return
+	}
+	if len(sh.ring) < sh.max {
+		e.slot = len(sh.ring)
+		sh.ring = append(sh.ring, e)
+		sh.m[e.hash] = e
+		return
+	}
+	// CLOCK: give referenced entries a second chance; two sweeps always find one.
+	for range 2 * len(sh.ring) {
+		victim := sh.ring[sh.hand]
+		if victim.ref.Swap(false) && t < victim.staleUntil {
+			sh.hand = (sh.hand + 1) % len(sh.ring)
+			continue
+		}
+		break
+	}
+	victim := sh.ring[sh.hand]
+	delete(sh.m, victim.hash)
+	e.slot = sh.hand
+	sh.ring[sh.hand] = e
+	sh.m[e.hash] = e
+	sh.hand = (sh.hand + 1) % len(sh.ring)
+}
+
+// Flush removes every entry (name nil) or every entry of one lower-cased
+// wire name.
+func (c *Cache) Flush(name []byte) {
+	if c == nil {
+		return
+	}
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		if name == nil {
+			clear(sh.m)
+			clear(sh.ring)
+			sh.ring = sh.ring[:0]
+			sh.hand = 0
+		} else {
+			for j := 0; j < len(sh.ring); j++ {
+				e := sh.ring[j]
+				if e.name != string(name) {
+					continue
+				}
+				delete(sh.m, e.hash)
+				last := len(sh.ring) - 1
+				sh.ring[j] = sh.ring[last]
+				sh.ring[j].slot = j
+				sh.ring[last] = nil
+				sh.ring = sh.ring[:last]
+				j--
+			}
+			if sh.hand >= len(sh.ring) {
+				sh.hand = 0
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// Len returns the number of entries held.
+func (c *Cache) Len() int {
+	if c == nil {
+		return 0
+	}
+	n := 0
+	for i := range c.shards {
+		c.shards[i].mu.RLock()
+		n += len(c.shards[i].m)
+		c.shards[i].mu.RUnlock()
+	}
+	return n
+}

@@ -1,0 +1,313 @@
+package dataplane
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Start opens the configured listeners and serves until Shutdown.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("dataplane: already started")
+	}
+	s.started = true
+	for _, l := range s.cfg.Listeners {
+		protos := l.Protocols
+		if len(protos) == 0 {
+			protos = []string{"udp", "tcp"}
+		}
+		for _, p := range protos {
+			if p != "udp" && p != "tcp" {
+				s.closeLocked()
+				return fmt.Errorf("listener %s: unknown protocol %q", l.Address, p)
+			}
+		}
+		if err := s.listenOne(ctx, l.Address, slices.Contains(protos, "udp"), slices.Contains(protos, "tcp")); err != nil {
+			s.closeLocked()
+			return err
+		}
+	}
+	return nil
+}
+
+func reusePort(network, address string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// listenOne binds one address. With port 0 the UDP port is chosen first and
+// TCP binds the same port, retrying a few times if another process holds it.
+func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) error {
+	lc := net.ListenConfig{Control: reusePort}
+	sockets := s.cfg.Sockets
+	if sockets <= 0 {
+		sockets = runtime.NumCPU()
+	}
+	for attempt := 0; ; attempt++ {
+		bound := address
+		var conns []*net.UDPConn
+		var err error
+		if udp {
+			for i := 0; i < sockets; i++ {
+				var pc net.PacketConn
+				pc, err = lc.ListenPacket(ctx, "udp", bound)
+				if err != nil {
+					break
+				}
+				uc := pc.(*net.UDPConn)
+				conns = append(conns, uc)
+				bound = uc.LocalAddr().String()
+			}
+		}
+		var ln net.Listener
+		if err == nil && tcp {
+			ln, err = lc.Listen(ctx, "tcp", bound)
+		}
+		if err != nil {
+			for _, c := range conns {
+				c.Close()
+			}
+			_, port, _ := net.SplitHostPort(address)
+			if port == "0" && udp && tcp && attempt < 5 {
+				continue
+			}
+			return fmt.Errorf("listen %s: %w", address, err)
+		}
+		for _, c := range conns {
+			s.udp = append(s.udp, c)
+			s.wg.Add(1)
+			go s.serveUDP(c)
+		}
+		if ln != nil {
+			s.tcp = append(s.tcp, ln)
+			s.wg.Add(1)
+			go s.acceptTCP(ln)
+		}
+		return nil
+	}
+}
+
+// UDPAddrs returns the bound UDP addresses, one per listener item.
+func (s *Server) UDPAddrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.AddrPort
+	for _, c := range s.udp {
+		a := c.LocalAddr().(*net.UDPAddr).AddrPort()
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// TCPAddrs returns the bound TCP addresses.
+func (s *Server) TCPAddrs() []netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.AddrPort
+	for _, l := range s.tcp {
+		out = append(out, l.Addr().(*net.TCPAddr).AddrPort())
+	}
+	return out
+}
+
+// Shutdown closes the listeners, lets in-flight queries finish until ctx
+// ends, then cancels what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closeLocked()
+	for c := range s.conns {
+		// Wake readers; in-flight answers still get written.
+		_ = c.SetReadDeadline(time.Now())
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	defer s.cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.cancel()
+		s.mu.Lock()
+		for c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		<-done
+		return fmt.Errorf("dataplane shutdown: %w", ctx.Err())
+	}
+}
+
+func (s *Server) closeLocked() {
+	s.closed = true
+	for _, c := range s.udp {
+		c.Close()
+	}
+	for _, l := range s.tcp {
+		l.Close()
+	}
+}
+
+// serveUDP is the read loop of one socket: the query value owns the read
+// and write buffers, so the common query allocates nothing.
+func (s *Server) serveUDP(c *net.UDPConn) {
+	defer s.wg.Done()
+	for {
+		q := getQuery()
+		buf := q.in[:cap(q.in)]
+		n, addr, err := c.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			putQuery(q)
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		q.in = buf[:n]
+		q.Client, q.Transport, q.Node = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), TransportUDP, s.cfg.Node
+		q.Start = time.Now()
+		q.snap = s.snap.Load()
+		q.cache = s.cache.Load()
+		q.detachable = true
+		if !s.run(q) {
+			// The query needs an upstream: finish it on its own goroutine so
+			// this loop keeps reading.
+			s.wg.Add(1)
+			go s.finishUDP(c, q, addr)
+			continue
+		}
+		s.writeUDP(c, q, addr)
+	}
+}
+
+func (s *Server) finishUDP(c *net.UDPConn, q *Query, addr netip.AddrPort) {
+	defer s.wg.Done()
+	q.detachable = false
+	s.run(q)
+	s.writeUDP(c, q, addr)
+}
+
+func (s *Server) writeUDP(c *net.UDPConn, q *Query, addr netip.AddrPort) {
+	if b := s.encode(q); b != nil {
+		_, _ = c.WriteToUDPAddrPort(b, addr)
+	}
+	putQuery(q)
+}
+
+func (s *Server) acceptTCP(ln net.Listener) {
+	defer s.wg.Done()
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(5 * time.Millisecond) // EMFILE and friends: back off, bounded
+			continue
+		}
+		select {
+		case s.tcpSlots <- struct{}{}:
+		default:
+			conn.Close() // over TCPMaxConns
+			continue
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			conn.Close()
+			<-s.tcpSlots
+			continue
+		}
+		s.conns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveTCP(conn)
+	}
+}
+
+// serveTCP reads length-framed queries (RFC 1035 4.2.2) and answers each on
+// its own goroutine, out of order, with writes serialized (RFC 7766 6.2.1.1).
+func (s *Server) serveTCP(conn net.Conn) {
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, conn)
+		s.mu.Unlock()
+		conn.Close()
+		<-s.tcpSlots
+		s.wg.Done()
+	}()
+	client := netip.AddrPort{}
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		client = a.AddrPort()
+		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
+	}
+	var (
+		wmu      sync.Mutex
+		wbuf     []byte
+		inflight = make(chan struct{}, s.cfg.TCPMaxInflight)
+		pending  sync.WaitGroup
+		lenb     [2]byte
+	)
+	defer pending.Wait()
+	for {
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+		if _, err := io.ReadFull(conn, lenb[:]); err != nil {
+			return
+		}
+		n := int(binary.BigEndian.Uint16(lenb[:]))
+		q := s.begin(client, TransportTCP)
+		if cap(q.in) < n {
+			q.in = make([]byte, n)
+		}
+		q.in = q.in[:n]
+		if _, err := io.ReadFull(conn, q.in); err != nil {
+			putQuery(q)
+			return
+		}
+		q.Start = time.Now()
+		inflight <- struct{}{}
+		pending.Add(1)
+		go func(q *Query) {
+			defer pending.Done()
+			defer func() { <-inflight }()
+			s.run(q)
+			if b := s.encode(q); b != nil {
+				wmu.Lock()
+				wbuf = binary.BigEndian.AppendUint16(wbuf[:0], uint16(len(b)))
+				wbuf = append(wbuf, b...)
+				_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+				_, err := conn.Write(wbuf)
+				wmu.Unlock()
+				if err != nil {
+					_ = conn.SetReadDeadline(time.Now())
+				}
+			}
+			putQuery(q)
+		}(q)
+	}
+}

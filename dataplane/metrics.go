@@ -1,0 +1,86 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// rcodes with their own label; others count as "other".
+var rcodeLabels = [...]string{"NOERROR", "FORMERR", "SERVFAIL", "NXDOMAIN", "NOTIMP", "REFUSED", "other", "BADVERS"}
+
+func rcodeIndex(rc int) int {
+	switch {
+	case rc >= 0 && rc <= dns.RcodeRefused:
+		return rc
+	case rc == dns.RcodeBadVers:
+		return 7
+	}
+	return 6
+}
+
+type metrics struct {
+	queries       [numTransports][numStatuses][len(rcodeLabels)]prometheus.Counter
+	latency       [numTransports]prometheus.Observer
+	cacheHits     prometheus.Counter
+	cacheMisses   prometheus.Counter
+	cachePrefetch prometheus.Counter
+	cacheStale    prometheus.Counter
+}
+
+// newMetrics creates every label child up front so counting never allocates.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	qv := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "service", Subsystem: "dns", Name: "queries_total",
+		Help: "DNS queries answered, by transport, status class and rcode.",
+	}, []string{"transport", "status", "rcode"})
+	lv := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "service", Subsystem: "dns", Name: "query_duration_seconds",
+		Help:    "Time from reading a query to its answer being decided.",
+		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
+	}, []string{"transport"})
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "service", Subsystem: "dns_cache", Name: name, Help: help})
+	}
+	m := &metrics{
+		cacheHits:     counter("hits_total", "Cache hits (fresh)."),
+		cacheMisses:   counter("misses_total", "Cache misses."),
+		cachePrefetch: counter("prefetches_total", "Background refreshes of popular entries."),
+		cacheStale:    counter("stale_total", "Stale answers served (RFC 8767)."),
+	}
+	for t := range numTransports {
+		m.latency[t] = lv.WithLabelValues(t.String())
+		for st := range numStatuses {
+			for r, rl := range rcodeLabels {
+				m.queries[t][st][r] = qv.WithLabelValues(t.String(), st.String(), rl)
+			}
+		}
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale} {
+			if err := reg.Register(c); err != nil {
+				var are prometheus.AlreadyRegisteredError
+				if errors.As(err, &are) {
+					return nil, fmt.Errorf("register: %w", err)
+				}
+				return nil, fmt.Errorf("register: %w", err)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(q *Query) {
+	t := q.Transport
+	if t >= numTransports {
+		t = TransportUDP
+	}
+	st := q.Status
+	if st >= numStatuses {
+		st = StatusFailed
+	}
+	m.queries[t][st][rcodeIndex(q.Rcode)].Inc()
+	m.latency[t].Observe(q.Duration.Seconds())
+}

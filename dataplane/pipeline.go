@@ -1,0 +1,478 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+type stage struct {
+	name string
+	run  func(*Server, *Query) stageResult
+}
+
+// buildPipeline is the one place the stage order is decided (spec: ingress,
+// identify, control, local, authoritative, blocking, cache, upstream, log).
+func buildPipeline() []stage {
+	return []stage{
+		// ingress first: nothing else may look at bytes that were not validated.
+		{"ingress", stageIngress},
+		// identify before any decision, because groups select policies and views.
+		{"identify", stageIdentify},
+		// control before data: health checks and node toggles must work whatever the zones say.
+		{"control", stageControl},
+		// local rewrites override zones and upstreams for the clients they name.
+		{"local", stageLocal},
+		// authoritative before blocking: our own zones are never blocked or forwarded.
+		{"authoritative", stageAuthoritative},
+		// blocking before cache, so a list change applies at once to cached names.
+		{"blocking", stageBlocking},
+		// cache only in front of upstream: it holds nothing else.
+		{"cache", stageCache},
+		// upstream last resort: the only stage that leaves the process.
+		{"upstream", stageUpstream},
+		// log always runs, whatever answered, so every query is counted.
+		{"log", stageLog},
+	}
+}
+
+// run executes stages from q.next. It returns false when the query detached
+// to another goroutine, which then owns it.
+func (s *Server) run(q *Query) bool {
+	last := len(s.stages) - 1
+	for i := q.next; i < last; i++ {
+		switch s.stages[i].run(s, q) {
+		case stageNext:
+			continue
+		case stageDetach:
+			q.next = i
+			return false
+		case stageDrop:
+			q.Status = StatusDropped
+			q.fast, q.resp = fastNone, nil
+		}
+		break
+	}
+	s.stages[last].run(s, q)
+	return true
+}
+
+// ingress parses the header and question from the wire (RFC 1035, 6891).
+func stageIngress(s *Server, q *Query) stageResult {
+	b := q.in
+	h, err := wire.ParseHeader(b)
+	if err != nil || h.Flags&wire.FlagQR != 0 {
+		return stageDrop // too short to answer, or a response: never reflect
+	}
+	q.ID, q.Flags = h.ID, h.Flags
+	if h.Opcode() != dns.OpcodeQuery {
+		q.qend = wire.HeaderLen
+		if h.QD == 1 {
+			if qq, err := wire.ParseQuestion(b, wire.HeaderLen, &q.lowerBuf); err == nil {
+				q.setQuestion(qq)
+			}
+		}
+		return q.fail(StatusMalformed, ReasonNotImp, dns.RcodeNotImplemented)
+	}
+	if h.QD != 1 {
+		q.qend = wire.HeaderLen
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+	}
+	qq, err := wire.ParseQuestion(b, wire.HeaderLen, &q.lowerBuf)
+	if errors.Is(err, wire.ErrPointer) {
+		return s.ingressSlow(q)
+	}
+	if err != nil {
+		q.qend = wire.HeaderLen
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+	}
+	q.setQuestion(qq)
+	e, _, err := wire.ParseRecords(b, qq.End, h.AN, h.NS, h.AR)
+	if err != nil {
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+	}
+	q.EDNS = e
+	if e.Present && e.Version > 0 {
+		q.EDNS.DO = false
+		return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)
+	}
+	if (q.Type == dns.TypeAXFR || q.Type == dns.TypeIXFR) && q.Transport == TransportUDP {
+		return q.fail(StatusRefused, ReasonZoneTransfer, dns.RcodeRefused)
+	}
+	if q.Type == dns.TypeAXFR || q.Type == dns.TypeIXFR {
+		// Zone transfers are not served yet on any transport.
+		return q.fail(StatusRefused, ReasonZoneTransfer, dns.RcodeRefused)
+	}
+	if q.Class != dns.ClassINET {
+		return q.fail(StatusRefused, ReasonClass, dns.RcodeRefused)
+	}
+	if e.HasOptions || q.Type == dns.TypeANY || h.AN != 0 || h.NS != 0 || s.cfg.DisableFastPath {
+		return s.ingressSlow(q)
+	}
+	return stageNext
+}
+
+// ingressSlow unpacks the whole request with miekg/dns for what the fast
+// parser leaves alone (options, compressed questions, ANY, ...).
+func (s *Server) ingressSlow(q *Query) stageResult {
+	req := new(dns.Msg)
+	if err := req.Unpack(q.in); err != nil || len(req.Question) != 1 {
+		q.qend = wire.HeaderLen
+		q.Name, q.Lower = nil, nil
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+	}
+	q.slow, q.req = true, req
+	if q.Name == nil {
+		// Compressed question: rebuild the name so answers echo it uncompressed.
+		name, err := packName(req.Question[0].Name)
+		if err != nil {
+			return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+		}
+		q.Name = name
+		n := copy(q.lowerBuf[:], name)
+		q.Lower = q.lowerBuf[:n]
+		lowerASCII(q.Lower)
+		q.Type, q.Class = req.Question[0].Qtype, req.Question[0].Qclass
+		q.qend = -1 // the request's question bytes cannot be echoed as-is
+		if opt := req.IsEdns0(); opt != nil {
+			q.EDNS = wire.EDNS{Present: true, UDPSize: opt.UDPSize(), Version: opt.Version(), DO: opt.Do(), HasOptions: len(opt.Option) > 0}
+		}
+		if q.EDNS.Present && q.EDNS.Version > 0 {
+			q.EDNS.DO = false
+			return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)
+		}
+		if q.Class != dns.ClassINET {
+			return q.fail(StatusRefused, ReasonClass, dns.RcodeRefused)
+		}
+	}
+	return stageNext
+}
+
+func (q *Query) setQuestion(qq wire.Question) {
+	q.Name, q.Lower, q.Type, q.Class, q.qend = qq.Name, qq.Lower, qq.Type, qq.Class, qq.End
+}
+
+// fail answers with an rcode and no records.
+func (q *Query) fail(st Status, r Reason, rcode int) stageResult {
+	q.Status, q.Reason, q.Rcode = st, r, rcode
+	q.fast, q.resp = fastEmpty, nil
+	return stageDone
+}
+
+// identify names the client and its groups.
+func stageIdentify(s *Server, q *Query) stageResult {
+	if id := q.snap.in.Identifier; id != nil {
+		q.ClientInfo = id.Identify(q.Client.Addr())
+	}
+	return stageNext
+}
+
+// healthName is the internal health-check name (spec Limits).
+var healthName = []byte("\x06health\x07service\x08internal\x00")
+
+// control answers the health name and applies node toggles.
+func stageControl(s *Server, q *Query) stageResult {
+	q.blockingOff = s.blockingOff.Load()
+	if string(q.Lower) != string(healthName) {
+		return stageNext
+	}
+	q.Reason = ReasonHealth
+	if s.lameduck.Load() {
+		return q.fail(StatusControl, ReasonLameduck, dns.RcodeServerFailure)
+	}
+	q.Status, q.Rcode = StatusControl, dns.RcodeSuccess
+	m := q.newResponse(dns.RcodeSuccess, true)
+	if q.Type == dns.TypeTXT {
+		m.Answer = []dns.RR{&dns.TXT{Hdr: dns.RR_Header{Name: m.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET}, Txt: []string{"ok"}}}
+	}
+	q.resp = m
+	return stageDone
+}
+
+// local answers rewrites and local host entries.
+func stageLocal(s *Server, q *Query) stageResult {
+	l := q.snap.in.Local
+	if l == nil {
+		return stageNext
+	}
+	a, ok := l.Resolve(q.Lower, q.Type, q.ClientInfo)
+	if !ok {
+		return stageNext
+	}
+	q.Status, q.Reason, q.Rcode, q.Rule, q.Policy = StatusLocal, ReasonRewrite, a.Rcode, a.Rule, a.Policy
+	m := q.newResponse(a.Rcode, true)
+	m.Answer = a.Answer
+	q.resp = m
+	return stageDone
+}
+
+// authoritative answers from our zones; exact answers use pre-encoded bytes.
+func stageAuthoritative(s *Server, q *Query) stageResult {
+	a := q.snap.in.Authority
+	if a == nil {
+		return stageNext
+	}
+	r := a.Lookup(q.Lower, q.Type, q.Client.Addr())
+	switch r.Kind {
+	case AuthNotFound:
+		return stageNext
+	case AuthForward:
+		q.forwardGroup = r.ForwardGroup
+		return stageNext
+	}
+	q.Status, q.Reason, q.Rcode, q.aa = StatusAuthoritative, ReasonZone, r.Rcode, r.Authoritative
+	switch r.Kind {
+	case AuthReferral:
+		q.Reason = ReasonReferral
+	case AuthRefused:
+		q.Status, q.Rcode = StatusRefused, dns.RcodeRefused
+		q.fast = fastEmpty
+		return stageDone
+	case AuthServFail:
+		q.Status, q.Rcode = StatusFailed, dns.RcodeServerFailure
+		q.fast = fastEmpty
+		return stageDone
+	}
+	if r.Wire != nil && !q.slow {
+		q.fast, q.authWire, q.counts = fastAuth, r.Wire, r.Counts
+		return stageDone
+	}
+	m := q.newResponse(r.Rcode, r.Authoritative)
+	m.Answer, m.Ns, m.Extra = r.Answer, r.Ns, r.Extra
+	q.resp = m
+	return stageDone
+}
+
+// blocking applies block and allow lists, policies and rewrites.
+func stageBlocking(s *Server, q *Query) stageResult {
+	b := q.snap.in.Blocker
+	if b == nil || q.blockingOff || !q.snap.in.BlockingEnabled {
+		return stageNext
+	}
+	d := b.Decide(q.Lower, q.Type, q.ClientInfo)
+	q.List, q.Rule, q.Policy, q.NoLog = d.List, d.Rule, d.Policy, d.NoLog
+	if d.UpstreamGroup != "" && q.forwardGroup == "" {
+		q.forwardGroup = d.UpstreamGroup
+	}
+	switch d.Verdict {
+	case VerdictAllow:
+		q.Reason = ReasonAllowed
+		return stageNext
+	case VerdictRewrite:
+		q.Status, q.Reason, q.Rcode = StatusRewritten, ReasonRewrite, dns.RcodeSuccess
+		m := q.newResponse(dns.RcodeSuccess, false)
+		m.Answer = d.Answer
+		q.resp = m
+		return stageDone
+	case VerdictBlock:
+		q.Status, q.Reason = StatusBlocked, ReasonBlockList
+		q.resp = q.blockResponse(d)
+		q.Rcode = q.resp.Rcode
+		return stageDone
+	}
+	return stageNext
+}
+
+func (q *Query) blockResponse(d Decision) *dns.Msg {
+	ttl := d.TTL
+	if ttl <= 0 {
+		ttl = q.snap.in.BlockTTL
+	}
+	switch d.Mode {
+	case BlockNXDomain:
+		return q.newResponse(dns.RcodeNameError, false)
+	case BlockRefused:
+		return q.newResponse(dns.RcodeRefused, false)
+	}
+	v4, v6 := netipZero4, netipZero6
+	if d.Mode == BlockCustomIP || d.Mode == BlockPage {
+		v4, v6 = d.IPv4, d.IPv6
+	}
+	m := q.newResponse(dns.RcodeSuccess, false)
+	hdr := dns.RR_Header{Name: m.Question[0].Name, Class: dns.ClassINET, Ttl: uint32(ttl / time.Second)}
+	switch {
+	case q.Type == dns.TypeA && v4.Is4():
+		hdr.Rrtype = dns.TypeA
+		m.Answer = []dns.RR{&dns.A{Hdr: hdr, A: v4.AsSlice()}}
+	case q.Type == dns.TypeAAAA && v6.Is6():
+		hdr.Rrtype = dns.TypeAAAA
+		m.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: v6.AsSlice()}}
+	}
+	return m
+}
+
+// cache answers from earlier upstream answers.
+func stageCache(s *Server, q *Query) stageResult {
+	c := q.cache
+	if c == nil {
+		return stageNext
+	}
+	e, st := c.Get(q.Lower, q.Type, q.Class, q.cacheFlags(), c.Now())
+	switch st {
+	case cache.Fresh:
+		s.metrics.cacheHits.Inc()
+		q.Status, q.Rcode = StatusCached, e.Rcode()
+		if e.Rcode() == dns.RcodeServerFailure {
+			q.Status, q.Reason = StatusFailed, ReasonCacheServfail
+		}
+		q.useEntry(e)
+		return stageDone
+	case cache.Stale:
+		q.stale = e
+	}
+	s.metrics.cacheMisses.Inc()
+	return stageNext
+}
+
+func (q *Query) cacheFlags() cache.Flags {
+	var f cache.Flags
+	if q.EDNS.DO {
+		f |= cache.FlagDO
+	}
+	if q.Flags&wire.FlagCD != 0 {
+		f |= cache.FlagCD
+	}
+	return f
+}
+
+func (q *Query) useEntry(e *cache.Entry) {
+	q.entry, q.ad = e, e.AD() && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
+	q.fast = fastCache
+	if q.slow {
+		q.resp = q.entryMsg(e)
+	}
+}
+
+// upstream forwards to an upstream group, serving stale answers when the
+// upstream fails or is slower than maxWait (RFC 8767).
+func stageUpstream(s *Server, q *Query) stageResult {
+	if q.detachable {
+		return stageDetach
+	}
+	fwd := q.snap.in.Forwarder
+	if fwd == nil || q.noForward {
+		return q.fail(StatusRefused, ReasonNoUpstream, dns.RcodeRefused)
+	}
+	name := string(wire.AppendPresentation(nil, q.Lower))
+	group := q.forwardGroup
+	if r := q.snap.in.Router; r != nil {
+		if g, cond := r.Route(name); cond {
+			q.conditional = true
+			if group == "" {
+				group = g
+			}
+		}
+	}
+	req := q.upstreamRequest(name)
+	type result struct {
+		resp     *dns.Msg
+		upstream string
+		err      error
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
+	var res result
+	if q.stale == nil {
+		defer cancel()
+		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
+	} else {
+		ch := make(chan result, 1)
+		c, flags, lower, qtype, qclass, cond := q.cache, q.cacheFlags(), append([]byte(nil), q.Lower...), q.Type, q.Class, q.conditional
+		client := q.Client.Addr()
+		go func() {
+			defer cancel()
+			r, up, err := fwd.Forward(ctx, group, req, client)
+			if err == nil && !cond && r != nil && !r.Truncated {
+				// A late answer still refreshes the cache for the next client.
+				_ = c.Put(lower, qtype, qclass, flags, r, c.Now())
+			}
+			ch <- result{r, up, err}
+		}()
+		t := time.NewTimer(q.cache.Config().StaleMaxWait)
+		select {
+		case res = <-ch:
+			t.Stop()
+		case <-t.C:
+			res.err = context.DeadlineExceeded
+		}
+		if res.err != nil || res.resp == nil || res.resp.Rcode == dns.RcodeServerFailure {
+			s.metrics.cacheStale.Inc()
+			q.Status, q.Rcode = StatusStale, q.stale.Rcode()
+			q.useEntry(q.stale)
+			q.entry = q.stale
+			return stageDone
+		}
+	}
+	if res.err != nil || res.resp == nil {
+		q.Reason = ReasonUpstreamError
+		if errors.Is(res.err, context.DeadlineExceeded) {
+			q.Reason = ReasonUpstreamTimeout
+		}
+		q.Status, q.Rcode = StatusFailed, dns.RcodeServerFailure
+		if !q.conditional && q.stale == nil {
+			_ = q.cache.Put(q.Lower, q.Type, q.Class, q.cacheFlags(), &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}, q.cache.Now())
+		}
+		q.fast = fastEmpty
+		return stageDone
+	}
+	q.Upstream = res.upstream
+	r := res.resp
+	q.Status, q.Rcode = StatusAnswered, r.Rcode
+	if r.Rcode == dns.RcodeServerFailure {
+		q.Status = StatusFailed
+	}
+	if !q.conditional && !r.Truncated && q.stale == nil {
+		_ = q.cache.Put(q.Lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
+	}
+	m := q.newResponse(r.Rcode, false)
+	m.AuthenticatedData = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
+	m.Answer, m.Ns = r.Answer, r.Ns
+	for _, rr := range r.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			m.Extra = append(m.Extra, rr)
+		}
+	}
+	q.resp = m
+	return stageDone
+}
+
+func (q *Query) upstreamRequest(name string) *dns.Msg {
+	req := new(dns.Msg)
+	if q.req != nil {
+		// Keep the client's EDNS options (ECS, cookies) for the forwarder to judge.
+		req = q.req.Copy()
+	} else {
+		req.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
+		if q.EDNS.Present {
+			req.SetEdns0(q.EDNS.UDPSize, q.EDNS.DO)
+		}
+	}
+	req.Id = dns.Id()
+	req.Question[0].Name = name
+	req.RecursionDesired = true
+	req.CheckingDisabled = q.Flags&wire.FlagCD != 0
+	req.AuthenticatedData = q.Flags&wire.FlagAD != 0
+	return req
+}
+
+// log records metrics and hands a copy to the query logger; it always runs.
+func stageLog(s *Server, q *Query) stageResult {
+	q.Duration = time.Since(q.Start)
+	s.metrics.observe(q)
+	if s.logger == nil || q.NoLog {
+		return stageNext
+	}
+	rec := QueryRecord{
+		Time: q.Start, Client: q.Client, Transport: q.Transport, Node: q.Node,
+		Type: q.Type, Class: q.Class, Rcode: q.Rcode, Status: q.Status, Reason: q.Reason,
+		ClientName: q.ClientInfo.Name, Groups: q.ClientInfo.Groups,
+		List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Duration: q.Duration,
+	}
+	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
+	s.logger.Log(rec)
+	return stageNext
+}

@@ -1,0 +1,235 @@
+package dataplane
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+// Transport is how a query arrived.
+type Transport uint8
+
+const (
+	TransportUDP Transport = iota
+	TransportTCP
+	TransportDoT
+	TransportDoH
+	TransportDoQ
+	TransportDoH3
+	TransportAPI
+	numTransports
+)
+
+var transportNames = [numTransports]string{"udp", "tcp", "dot", "doh", "doq", "doh3", "api"}
+
+func (t Transport) String() string {
+	if t < numTransports {
+		return transportNames[t]
+	}
+	return "unknown"
+}
+
+// ParseTransport maps a spec protocol name to a Transport.
+func ParseTransport(s string) (Transport, bool) {
+	for i, n := range transportNames {
+		if n == s {
+			return Transport(i), true
+		}
+	}
+	return 0, false
+}
+
+// Status is the class of an answer, shared by metrics, the query log and
+// the API.
+type Status uint8
+
+const (
+	StatusAnswered Status = iota // from an upstream
+	StatusCached
+	StatusStale
+	StatusBlocked
+	StatusRewritten
+	StatusAuthoritative
+	StatusLocal
+	StatusControl
+	StatusFailed
+	StatusRefused
+	StatusMalformed
+	StatusDropped
+	numStatuses
+)
+
+var statusNames = [numStatuses]string{"answered", "cached", "stale", "blocked", "rewritten", "authoritative", "local", "control", "failed", "refused", "malformed", "dropped"}
+
+func (s Status) String() string {
+	if s < numStatuses {
+		return statusNames[s]
+	}
+	return "unknown"
+}
+
+// Reason is a bounded explanation of a status.
+type Reason uint8
+
+const (
+	ReasonNone Reason = iota
+	ReasonFormErr
+	ReasonNotImp
+	ReasonBadVers
+	ReasonZoneTransfer
+	ReasonClass
+	ReasonHealth
+	ReasonLameduck
+	ReasonBlockList
+	ReasonRewrite
+	ReasonAllowed
+	ReasonZone
+	ReasonReferral
+	ReasonNoUpstream
+	ReasonUpstreamError
+	ReasonUpstreamTimeout
+	ReasonCacheServfail
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"", "formerr", "notimp", "badvers", "zone_transfer", "class", "health", "lameduck", "block_list", "rewrite", "allowed", "zone", "referral", "no_upstream", "upstream_error", "upstream_timeout", "cached_servfail"}
+
+func (r Reason) String() string {
+	if r < numReasons {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+type stageResult uint8
+
+const (
+	stageNext   stageResult = iota // pass on to the next stage
+	stageDone                      // answer decided: skip to the log stage
+	stageDrop                      // send nothing (still logged)
+	stageDetach                    // continue on another goroutine (UDP slow path)
+)
+
+type fastKind uint8
+
+const (
+	fastNone  fastKind = iota
+	fastEmpty          // header + question (+ OPT), rcode only
+	fastAuth           // pre-encoded authoritative sections
+	fastCache          // cached sections
+)
+
+// maxKeptBuffer bounds the buffers a pooled Query keeps after a large TCP
+// message, so the pool does not pin memory.
+const maxKeptBuffer = 16 << 10
+
+// Query is the pooled per-query value every stage reads and writes.
+type Query struct {
+	// Request.
+	Client    netip.AddrPort
+	Transport Transport
+	Node      string
+	ID        uint16
+	Flags     uint16 // request header flags
+	Name      []byte // question name as received (aliases the input)
+	Lower     []byte // lower-cased question name, aliases lowerBuf
+	Type      uint16
+	Class     uint16
+	EDNS      wire.EDNS
+
+	// Identity and decisions.
+	ClientInfo    ClientInfo
+	Status        Status
+	Reason        Reason
+	Rcode         int
+	List, Rule    string
+	Policy        string
+	Upstream      string
+	UpstreamGroup string
+	NoLog         bool
+
+	// Timings.
+	Start    time.Time
+	Duration time.Duration
+
+	lowerBuf     [wire.MaxNameLen]byte
+	in           []byte
+	out          []byte
+	qend         int
+	slow         bool // the request needs the full parser (q.req)
+	req          *dns.Msg
+	resp         *dns.Msg
+	fast         fastKind
+	aa           bool
+	ad           bool
+	authWire     []byte
+	counts       [3]uint16
+	entry        *cache.Entry
+	stale        *cache.Entry
+	snap         *Snapshot
+	cache        *cache.Cache
+	conditional  bool
+	blockingOff  bool
+	forwardGroup string
+	detachable   bool
+	next         int
+	noForward    bool
+}
+
+func (q *Query) reset() {
+	in, out := q.in, q.out
+	if cap(in) > maxKeptBuffer {
+		in = make([]byte, 0, 4096)
+	}
+	if cap(out) > maxKeptBuffer {
+		out = make([]byte, 0, 4096)
+	}
+	*q = Query{in: in[:0], out: out[:0]}
+}
+
+var queryPool = sync.Pool{New: func() any {
+	return &Query{in: make([]byte, 0, 4096), out: make([]byte, 0, 4096)}
+}}
+
+func getQuery() *Query { return queryPool.Get().(*Query) }
+
+func putQuery(q *Query) {
+	q.reset()
+	queryPool.Put(q)
+}
+
+// QueryRecord is the copy of a finished query handed to the QueryLogger.
+type QueryRecord struct {
+	Time       time.Time
+	Client     netip.AddrPort
+	Transport  Transport
+	Node       string
+	name       [wire.MaxNameLen]byte
+	nameLen    uint8
+	Type       uint16
+	Class      uint16
+	Rcode      int
+	Status     Status
+	Reason     Reason
+	ClientName string
+	Groups     []string
+	List, Rule string
+	Policy     string
+	Upstream   string
+	Duration   time.Duration
+}
+
+// Name returns the question name in presentation form, lower-cased.
+func (r *QueryRecord) Name() string {
+	return string(wire.AppendPresentation(nil, r.name[:r.nameLen]))
+}
+
+// QueryLogger receives a record per query. Log must not block: drop when full.
+type QueryLogger interface {
+	Log(rec QueryRecord)
+}

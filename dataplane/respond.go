@@ -1,0 +1,177 @@
+package dataplane
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+var (
+	netipZero4 = netip.IPv4Unspecified()
+	netipZero6 = netip.IPv6Unspecified()
+)
+
+// minUDPSize is the RFC 1035 limit without EDNS and the floor with it.
+const minUDPSize = 512
+
+// newResponse starts a slow-path answer; header bits are rewritten by
+// encodeSlow so both paths set them in one place (flags).
+func (q *Query) newResponse(rcode int, aa bool) *dns.Msg {
+	m := &dns.Msg{Compress: true}
+	m.Rcode, m.Authoritative = rcode, aa
+	q.aa = aa
+	m.Question = []dns.Question{{Name: string(wire.AppendPresentation(nil, q.Lower)), Qtype: q.Type, Qclass: q.Class}}
+	return m
+}
+
+// flags computes the response header flags for both paths.
+func (s *Server) flags(q *Query, rcode int, tc bool) uint16 {
+	f := uint16(wire.FlagQR) | q.Flags&(0xF<<11|wire.FlagRD|wire.FlagCD)
+	if q.aa {
+		f |= wire.FlagAA
+	}
+	if tc {
+		f |= wire.FlagTC
+	}
+	if q.ad {
+		f |= wire.FlagAD
+	}
+	if q.snap != nil && q.snap.in.Forwarder != nil {
+		f |= wire.FlagRA
+	}
+	return f | uint16(rcode&0xF)
+}
+
+// sizeLimit is the largest answer the client can take: 512 without EDNS,
+// else the client's size capped by MaxUDPSize (1232 by default, the DNS
+// flag day 2020 value that avoids IP fragmentation), never below 512.
+func (s *Server) sizeLimit(q *Query) int {
+	if q.Transport != TransportUDP {
+		return 65535
+	}
+	if !q.EDNS.Present {
+		return minUDPSize
+	}
+	return max(minUDPSize, min(int(q.EDNS.UDPSize), s.cfg.MaxUDPSize))
+}
+
+// encode writes the answer into q.out; nil means send nothing.
+func (s *Server) encode(q *Query) []byte {
+	if q.Status == StatusDropped {
+		return nil
+	}
+	out := q.out[:0]
+	if q.resp != nil {
+		var err error
+		out, err = s.encodeSlow(q, out)
+		if err != nil {
+			s.log.Warn("pack answer", "err", err, "qname", q.resp.Question[0].Name)
+			q.Status, q.Rcode, q.resp = StatusFailed, dns.RcodeServerFailure, nil
+			q.fast = fastEmpty
+			out = s.encodeFast(q, out[:0], false)
+		}
+	} else {
+		out = s.encodeFast(q, out, false)
+	}
+	if len(out) > s.sizeLimit(q) {
+		out = s.encodeFast(q, out[:0], true)
+	}
+	q.out = out
+	return out
+}
+
+// encodeFast writes header, echoed question, pre-encoded sections and OPT.
+// truncated writes the minimal TC=1 answer instead of the sections.
+func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
+	rcode := q.Rcode
+	if q.resp != nil {
+		rcode = q.resp.Rcode
+	}
+	var h wire.Header
+	h.ID = q.ID
+	h.Flags = s.flags(q, rcode, truncated)
+	out = append(out, make([]byte, wire.HeaderLen)...)
+	if q.Name != nil {
+		h.QD = 1
+		out = append(out, q.Name...)
+		out = binary.BigEndian.AppendUint16(out, q.Type)
+		out = binary.BigEndian.AppendUint16(out, q.Class)
+	}
+	if !truncated {
+		switch q.fast {
+		case fastAuth:
+			out = append(out, q.authWire...)
+			h.AN, h.NS, h.AR = q.counts[0], q.counts[1], q.counts[2]
+		case fastCache:
+			out = q.entry.AppendSections(out, q.cache.Now(), q.cache, q.entry == q.stale)
+			h.AN, h.NS, h.AR = q.entry.Counts()
+		}
+	}
+	if q.EDNS.Present {
+		out = wire.AppendOPT(out, uint16(s.cfg.MaxUDPSize), uint8(rcode>>4), q.EDNS.DO)
+		h.AR++
+	}
+	wire.PutHeader(out, h)
+	return out
+}
+
+// encodeSlow packs q.resp with miekg/dns, then sets ID, flags and the
+// question's original case exactly as encodeFast does.
+func (s *Server) encodeSlow(q *Query, out []byte) ([]byte, error) {
+	m := q.resp
+	if q.EDNS.Present {
+		m.SetEdns0(uint16(s.cfg.MaxUDPSize), q.EDNS.DO)
+	}
+	b, err := m.PackBuffer(out[:cap(out)])
+	if err != nil {
+		return out, fmt.Errorf("pack: %w", err)
+	}
+	if len(b) < wire.HeaderLen+len(q.Name) {
+		return out, fmt.Errorf("pack: short message")
+	}
+	binary.BigEndian.PutUint16(b[0:], q.ID)
+	binary.BigEndian.PutUint16(b[2:], s.flags(q, m.Rcode, false))
+	copy(b[wire.HeaderLen:], q.Name)
+	return b, nil
+}
+
+// entryMsg unpacks a cache entry for the slow path.
+func (q *Query) entryMsg(e *cache.Entry) *dns.Msg {
+	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(q.Lower)+4+e.SectionsLen())
+	b = append(b, q.Lower...)
+	b = binary.BigEndian.AppendUint16(b, q.Type)
+	b = binary.BigEndian.AppendUint16(b, q.Class)
+	b = e.AppendSections(b, q.cache.Now(), q.cache, e == q.stale)
+	h := wire.Header{QD: 1}
+	h.AN, h.NS, h.AR = e.Counts()
+	h.Flags = uint16(e.Rcode() & 0xF)
+	wire.PutHeader(b, h)
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil {
+		return q.newResponse(dns.RcodeServerFailure, false)
+	}
+	m.Compress = true
+	return m
+}
+
+func packName(name string) ([]byte, error) {
+	b := make([]byte, 256)
+	n, err := dns.PackDomainName(dns.Fqdn(name), b, 0, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("pack question name: %w", err)
+	}
+	return b[:n], nil
+}
+
+func lowerASCII(b []byte) {
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+}

@@ -1,0 +1,303 @@
+// Package dataplane answers DNS queries: it runs every query through the
+// fixed nine-stage pipeline against one immutable Snapshot, serves Do53 over
+// UDP and TCP, and offers the same pipeline to other transports and the API.
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+// ListenerConfig is one listeners.dns item.
+type ListenerConfig struct {
+	Address   string   // host:port; port 0 picks one (tests)
+	Protocols []string // "udp", "tcp"; empty means both
+}
+
+// Config holds the node-level data plane settings.
+type Config struct {
+	Node      string
+	Listeners []ListenerConfig
+	// Sockets is listeners.sockets: UDP sockets per address with
+	// SO_REUSEPORT; 0 means one per CPU.
+	Sockets int
+	// MaxUDPSize caps EDNS answers over UDP (default 1232).
+	MaxUDPSize int
+	// TCPIdleTimeout closes idle TCP connections (default 10s, RFC 7766 6.2.3).
+	TCPIdleTimeout time.Duration
+	// TCPMaxConns bounds concurrent TCP connections (default 1000).
+	TCPMaxConns int
+	// TCPMaxInflight bounds pipelined queries per connection (default 32).
+	TCPMaxInflight int
+	// UpstreamTimeout bounds one forwarded query (default 5s).
+	UpstreamTimeout time.Duration
+	Cache           cache.Config
+	// DisableFastPath sends every query through miekg/dns (tests, debugging).
+	DisableFastPath bool
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxUDPSize <= 0 {
+		c.MaxUDPSize = 1232
+	}
+	c.MaxUDPSize = max(c.MaxUDPSize, minUDPSize)
+	if c.TCPIdleTimeout <= 0 {
+		c.TCPIdleTimeout = 10 * time.Second
+	}
+	if c.TCPMaxConns <= 0 {
+		c.TCPMaxConns = 1000
+	}
+	if c.TCPMaxInflight <= 0 {
+		c.TCPMaxInflight = 32
+	}
+	if c.UpstreamTimeout <= 0 {
+		c.UpstreamTimeout = 5 * time.Second
+	}
+}
+
+// Options are the collaborators of a Server.
+type Options struct {
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer // nil: metrics are kept but not registered
+	QueryLogger QueryLogger           // nil: no query log
+}
+
+// Server is the data plane of one node.
+type Server struct {
+	cfg         Config
+	log         *slog.Logger
+	logger      QueryLogger
+	metrics     *metrics
+	stages      []stage
+	snap        atomic.Pointer[Snapshot]
+	cache       atomic.Pointer[cache.Cache]
+	lameduck    atomic.Bool
+	blockingOff atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	udp      []*net.UDPConn
+	tcp      []net.Listener
+	conns    map[net.Conn]struct{}
+	wg       sync.WaitGroup
+	started  bool
+	closed   bool
+	tcpSlots chan struct{}
+}
+
+// New builds a server with an empty snapshot; call Swap to give it data and
+// Start to open listeners.
+func New(cfg Config, opts Options) (*Server, error) {
+	cfg.setDefaults()
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		logger:   opts.QueryLogger,
+		metrics:  m,
+		stages:   buildPipeline(),
+		ctx:      ctx,
+		cancel:   cancel,
+		conns:    make(map[net.Conn]struct{}),
+		tcpSlots: make(chan struct{}, cfg.TCPMaxConns),
+	}
+	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
+	s.SetCacheConfig(cfg.Cache)
+	return s, nil
+}
+
+// StageNames lists the pipeline stages in the order they run.
+func (s *Server) StageNames() []string {
+	names := make([]string, len(s.stages))
+	for i, st := range s.stages {
+		names[i] = st.name
+	}
+	return names
+}
+
+// Swap publishes a new snapshot. In-flight queries finish on the one they
+// loaded; nothing waits.
+func (s *Server) Swap(snap *Snapshot) {
+	if snap == nil {
+		return
+	}
+	s.snap.Store(snap)
+}
+
+// Snapshot returns the current snapshot.
+func (s *Server) Snapshot() *Snapshot { return s.snap.Load() }
+
+// SetCacheConfig replaces the cache (and drops its entries) when cache.*
+// settings change.
+func (s *Server) SetCacheConfig(cfg cache.Config) {
+	s.cache.Store(cache.New(cfg, s.prefetch))
+}
+
+// FlushCache drops every cached answer (name "") or those of one name.
+func (s *Server) FlushCache(name string) error {
+	c := s.cache.Load()
+	if name == "" {
+		c.Flush(nil)
+		return nil
+	}
+	b, err := packName(name)
+	if err != nil {
+		return err
+	}
+	lowerASCII(b)
+	c.Flush(b)
+	return nil
+}
+
+// SetLameduck makes the health name answer SERVFAIL while listeners serve on.
+func (s *Server) SetLameduck(on bool) { s.lameduck.Store(on) }
+
+// Lameduck reports the lameduck state.
+func (s *Server) Lameduck() bool { return s.lameduck.Load() }
+
+// SetBlocking is the per-node blocking toggle; a change flushes the cache so
+// answers given under the old setting do not linger.
+func (s *Server) SetBlocking(enabled bool) {
+	if s.blockingOff.Swap(!enabled) != !enabled {
+		s.cache.Load().Flush(nil)
+	}
+}
+
+// Blocking reports the per-node blocking toggle.
+func (s *Server) Blocking() bool { return !s.blockingOff.Load() }
+
+// prefetch refreshes a popular cache entry before it expires.
+func (s *Server) prefetch(name string, qtype, qclass uint16, flags cache.Flags) {
+	s.metrics.cachePrefetch.Inc()
+	fwd := s.snap.Load().in.Forwarder
+	c := s.cache.Load()
+	if fwd == nil || c == nil {
+		return
+	}
+	req := new(dns.Msg)
+	req.Question = []dns.Question{{Name: string(wire.AppendPresentation(nil, []byte(name))), Qtype: qtype, Qclass: qclass}}
+	req.Id, req.RecursionDesired, req.CheckingDisabled = dns.Id(), true, flags&cache.FlagCD != 0
+	if flags&cache.FlagDO != 0 {
+		req.SetEdns0(uint16(s.cfg.MaxUDPSize), true)
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
+	defer cancel()
+	resp, _, err := fwd.Forward(ctx, "", req, netip.Addr{})
+	if err != nil || resp == nil || resp.Truncated {
+		return
+	}
+	if err := c.Put([]byte(name), qtype, qclass, flags, resp, c.Now()); err != nil {
+		s.log.Debug("prefetch", "err", err)
+	}
+}
+
+// ServeWire runs one wire-format query through the pipeline synchronously
+// and appends the answer to out. ok=false means send nothing. DoT, DoH, DoQ
+// and DoH3 listeners call this.
+func (s *Server) ServeWire(in []byte, client netip.AddrPort, transport Transport, out []byte) (resp []byte, ok bool) {
+	q := s.begin(client, transport)
+	q.in = append(q.in[:0], in...)
+	s.run(q)
+	b := s.encode(q)
+	if b != nil {
+		out, ok = append(out, b...), true
+	}
+	putQuery(q)
+	return out, ok
+}
+
+func (s *Server) begin(client netip.AddrPort, transport Transport) *Query {
+	q := getQuery()
+	q.Client, q.Transport, q.Node = client, transport, s.cfg.Node
+	q.Start = time.Now()
+	q.snap = s.snap.Load()
+	q.cache = s.cache.Load()
+	return q
+}
+
+// QueryRequest is one query asked through the API (POST /dns/query).
+type QueryRequest struct {
+	Name      string
+	Type      uint16 // 0 means A
+	Client    netip.Addr
+	Transport Transport
+	DNSSEC    bool
+}
+
+// QueryResult is the answer plus why it was given.
+type QueryResult struct {
+	Msg      *dns.Msg
+	Status   Status
+	Reason   Reason
+	List     string
+	Rule     string
+	Policy   string
+	Upstream string
+	Latency  time.Duration
+}
+
+// Query runs one query through the pipeline, as a client of the given
+// transport would see it.
+func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, error) {
+	if len(req.Name) == 0 || len(req.Name) > 255 {
+		return QueryResult{}, fmt.Errorf("query name must be 1 to 255 characters")
+	}
+	if req.Type == 0 {
+		req.Type = dns.TypeA
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(req.Name), req.Type)
+	m.SetEdns0(uint16(s.cfg.MaxUDPSize), req.DNSSEC)
+	in, err := m.Pack()
+	if err != nil {
+		return QueryResult{}, fmt.Errorf("query %q: %w", req.Name, err)
+	}
+	q := s.begin(netip.AddrPortFrom(req.Client, 0), req.Transport)
+	defer putQuery(q)
+	q.in = append(q.in[:0], in...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.run(q)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		// The pipeline is bounded by UpstreamTimeout; wait so q is not reused early.
+		<-done
+		return QueryResult{}, fmt.Errorf("query %q: %w", req.Name, ctx.Err())
+	}
+	b := s.encode(q)
+	res := QueryResult{Status: q.Status, Reason: q.Reason, List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Latency: q.Duration}
+	if b == nil {
+		return res, errors.New("query dropped")
+	}
+	res.Msg = new(dns.Msg)
+	if err := res.Msg.Unpack(b); err != nil {
+		return res, fmt.Errorf("unpack answer: %w", err)
+	}
+	return res, nil
+}

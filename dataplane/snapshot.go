@@ -1,0 +1,157 @@
+package dataplane
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// AuthKind classifies an authoritative lookup.
+type AuthKind uint8
+
+const (
+	AuthNotFound AuthKind = iota // outside every zone: continue down the pipeline
+	AuthAnswer
+	AuthNoData
+	AuthNXDomain
+	AuthReferral
+	AuthRefused
+	AuthServFail
+	AuthForward // the zone forwards this name to ForwardGroup
+)
+
+// AuthResult is what the authoritative stage needs from a zone lookup.
+type AuthResult struct {
+	Kind          AuthKind
+	Rcode         int
+	Authoritative bool
+	Answer, Ns    []dns.RR
+	Extra         []dns.RR
+	ForwardGroup  string
+	// Wire holds the answer, authority and additional sections encoded for a
+	// message whose question (same length as the query's) starts at offset 12;
+	// nil sends the answer down the slow path.
+	Wire   []byte
+	Counts [3]uint16
+}
+
+// Authority answers for the configured zones. qname is the lower-cased wire
+// name. Implementations must not allocate on exact hits.
+type Authority interface {
+	Lookup(qname []byte, qtype uint16, client netip.Addr) AuthResult
+}
+
+// ClientInfo is who the identify stage says the client is. The strings and
+// slices are shared with the snapshot, never built per query.
+type ClientInfo struct {
+	Name   string
+	Groups []string
+}
+
+// Identifier maps a client address to its name and client groups.
+type Identifier interface {
+	Identify(addr netip.Addr) ClientInfo
+}
+
+// LocalAnswer is an answer from local data (rewrites, hosts entries).
+type LocalAnswer struct {
+	Rcode  int
+	Answer []dns.RR
+	Rule   string
+	Policy string
+}
+
+// Local answers names the node serves from local data; ok=false passes on.
+type Local interface {
+	Resolve(qname []byte, qtype uint16, client ClientInfo) (LocalAnswer, bool)
+}
+
+// Verdict is the blocking stage's decision.
+type Verdict uint8
+
+const (
+	VerdictPass Verdict = iota
+	VerdictAllow
+	VerdictBlock
+	VerdictRewrite
+)
+
+// BlockMode is how a blocked name is answered.
+type BlockMode uint8
+
+const (
+	BlockZeroIP BlockMode = iota
+	BlockNXDomain
+	BlockRefused
+	BlockCustomIP
+	BlockPage
+)
+
+// Decision is what a Blocker says about one query. Name fields must be
+// strings owned by the compiled lists, not built per query.
+type Decision struct {
+	Verdict Verdict
+	Mode    BlockMode
+	TTL     time.Duration // 0 uses the snapshot's BlockTTL
+	// IPv4 and IPv6 answer BlockCustomIP and BlockPage; invalid means NODATA.
+	IPv4, IPv6 netip.Addr
+	// Answer is a prebuilt answer for VerdictRewrite (safe search, rewrites).
+	Answer        []dns.RR
+	List, Rule    string
+	Policy        string
+	UpstreamGroup string // policy's upstream group, empty for the default
+	NoLog         bool   // policy excludes these clients from the query log
+}
+
+// Blocker decides on blocking for a name; nil turns blocking off.
+type Blocker interface {
+	Decide(qname []byte, qtype uint16, client ClientInfo) Decision
+}
+
+// Forwarder is implemented by dataplane/upstream.
+type Forwarder interface {
+	// Forward sends req to the named upstream group (empty = the group chosen by
+	// conditional forwarding for the name, else "default") and returns the answer
+	// and the address of the upstream that gave it.
+	Forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr) (resp *dns.Msg, upstream string, err error)
+}
+
+// Router says whether a name is conditionally forwarded; such answers are
+// never cached.
+type Router interface {
+	Route(qname string) (group string, conditional bool)
+}
+
+// SnapshotInput gathers the parts of a Snapshot; every field may be nil.
+type SnapshotInput struct {
+	Authority  Authority
+	Identifier Identifier
+	Local      Local
+	Blocker    Blocker
+	Forwarder  Forwarder
+	Router     Router
+	// BlockingEnabled is blocking.enabled; the per-node toggle sits on the Server.
+	BlockingEnabled bool
+	BlockTTL        time.Duration // default 10m
+	// Version labels the snapshot in logs and tests.
+	Version string
+}
+
+// Snapshot is the immutable world one query sees.
+type Snapshot struct {
+	in SnapshotInput
+}
+
+// NewSnapshot builds a snapshot; it keeps the parts as given, so build them
+// off the hot path before calling.
+func NewSnapshot(in SnapshotInput) *Snapshot {
+	if in.BlockTTL <= 0 {
+		in.BlockTTL = 10 * time.Minute
+	}
+	return &Snapshot{in: in}
+}
+
+// Version returns the label given at construction.
+func (s *Snapshot) Version() string { return s.in.Version }

@@ -1,0 +1,299 @@
+// Package wire reads and writes the few parts of DNS messages the fast path
+// needs (header, question, OPT, resource-record TTL positions) straight from
+// wire bytes, without allocating.
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Header flag bits (RFC 1035 4.1.1, RFC 4035 for AD and CD).
+const (
+	FlagQR = 1 << 15
+	FlagAA = 1 << 10
+	FlagTC = 1 << 9
+	FlagRD = 1 << 8
+	FlagRA = 1 << 7
+	FlagAD = 1 << 5
+	FlagCD = 1 << 4
+)
+
+// HeaderLen is the fixed size of a DNS header.
+const HeaderLen = 12
+
+// MaxNameLen is the longest wire-format name (RFC 1035 3.1).
+const MaxNameLen = 255
+
+// TypeOPT is the EDNS(0) pseudo record type.
+const TypeOPT = 41
+
+// Errors returned by the parsers; they are values so checking them allocates nothing.
+var (
+	ErrShort       = errors.New("wire: message too short")
+	ErrLabel       = errors.New("wire: bad label")
+	ErrNameTooLong = errors.New("wire: name longer than 255 bytes")
+	ErrPointer     = errors.New("wire: bad compression pointer")
+	ErrMultipleOPT = errors.New("wire: more than one OPT record")
+	ErrOPT         = errors.New("wire: malformed OPT record")
+)
+
+// Header is the fixed 12-byte message header.
+type Header struct {
+	ID, Flags      uint16
+	QD, AN, NS, AR uint16
+}
+
+// Opcode returns the 4-bit opcode.
+func (h Header) Opcode() uint8 { return uint8(h.Flags>>11) & 0xF }
+
+// Rcode returns the low 4 bits of the response code.
+func (h Header) Rcode() uint8 { return uint8(h.Flags & 0xF) }
+
+// ParseHeader reads the header at the start of b.
+func ParseHeader(b []byte) (Header, error) {
+	if len(b) < HeaderLen {
+		return Header{}, ErrShort
+	}
+	return Header{
+		ID:    binary.BigEndian.Uint16(b[0:]),
+		Flags: binary.BigEndian.Uint16(b[2:]),
+		QD:    binary.BigEndian.Uint16(b[4:]),
+		AN:    binary.BigEndian.Uint16(b[6:]),
+		NS:    binary.BigEndian.Uint16(b[8:]),
+		AR:    binary.BigEndian.Uint16(b[10:]),
+	}, nil
+}
+
+// PutHeader writes h into the first 12 bytes of b.
+func PutHeader(b []byte, h Header) {
+	_ = b[11]
+	binary.BigEndian.PutUint16(b[0:], h.ID)
+	binary.BigEndian.PutUint16(b[2:], h.Flags)
+	binary.BigEndian.PutUint16(b[4:], h.QD)
+	binary.BigEndian.PutUint16(b[6:], h.AN)
+	binary.BigEndian.PutUint16(b[8:], h.NS)
+	binary.BigEndian.PutUint16(b[10:], h.AR)
+}
+
+// Question is a parsed question entry. Name aliases the message buffer;
+// Lower holds the lower-cased copy written into the caller's array.
+type Question struct {
+	Name  []byte // wire bytes as received (case preserved, uncompressed)
+	Lower []byte // lower-cased wire bytes, used for lookups
+	Type  uint16
+	Class uint16
+	End   int // offset just after the question
+}
+
+// ParseQuestion reads an uncompressed question at off, lower-casing the
+// name into lower (which must hold MaxNameLen bytes). A compressed question
+// name returns ErrPointer: legal but so rare that callers use a full parser.
+func ParseQuestion(b []byte, off int, lower *[MaxNameLen]byte) (Question, error) {
+	start := off
+	n := 0
+	for {
+		if off >= len(b) {
+			return Question{}, ErrShort
+		}
+		l := int(b[off])
+		if l == 0 {
+			lower[n] = 0
+			n++
+			off++
+			break
+		}
+		if l&0xC0 != 0 {
+			if l&0xC0 == 0xC0 {
+				return Question{}, ErrPointer
+			}
+			return Question{}, ErrLabel
+		}
+		if n+1+l+1 > MaxNameLen {
+			return Question{}, ErrNameTooLong
+		}
+		if off+1+l > len(b) {
+			return Question{}, ErrShort
+		}
+		lower[n] = byte(l)
+		n++
+		for _, c := range b[off+1 : off+1+l] {
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			lower[n] = c
+			n++
+		}
+		off += 1 + l
+	}
+	if off+4 > len(b) {
+		return Question{}, ErrShort
+	}
+	return Question{
+		Name:  b[start:off],
+		Lower: lower[:n],
+		Type:  binary.BigEndian.Uint16(b[off:]),
+		Class: binary.BigEndian.Uint16(b[off+2:]),
+		End:   off + 4,
+	}, nil
+}
+
+// SkipName returns the offset after the (possibly compressed) name at off.
+func SkipName(b []byte, off int) (int, error) {
+	total := 0
+	for {
+		if off >= len(b) {
+			return 0, ErrShort
+		}
+		l := int(b[off])
+		switch {
+		case l == 0:
+			return off + 1, nil
+		case l&0xC0 == 0xC0:
+			if off+2 > len(b) {
+				return 0, ErrShort
+			}
+			// A pointer ends the name in this position.
+			return off + 2, nil
+		case l&0xC0 != 0:
+			return 0, ErrLabel
+		}
+		total += l + 1
+		if total > MaxNameLen {
+			return 0, ErrNameTooLong
+		}
+		off += 1 + l
+	}
+}
+
+// EDNS describes the OPT record of a request (RFC 6891).
+type EDNS struct {
+	Present    bool
+	UDPSize    uint16
+	ExtRcode   uint8
+	Version    uint8
+	DO         bool
+	HasOptions bool // any option present: the fast path leaves these to the full parser
+}
+
+// ParseRecords walks an, ns and ar records starting at off and returns the
+// EDNS data of the one OPT record, if any. It rejects more than one OPT
+// and OPT with a non-root owner (RFC 6891 6.1.1).
+func ParseRecords(b []byte, off int, an, ns, ar uint16) (EDNS, int, error) {
+	var e EDNS
+	total := int(an) + int(ns) + int(ar)
+	for i := 0; i < total; i++ {
+		nameStart := off
+		var err error
+		off, err = SkipName(b, off)
+		if err != nil {
+			return e, 0, err
+		}
+		if off+10 > len(b) {
+			return e, 0, ErrShort
+		}
+		typ := binary.BigEndian.Uint16(b[off:])
+		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
+		if off+10+rdlen > len(b) {
+			return e, 0, ErrShort
+		}
+		if typ == TypeOPT {
+			if i < int(an)+int(ns) || off-nameStart != 1 {
+				return e, 0, ErrOPT
+			}
+			if e.Present {
+				return e, 0, ErrMultipleOPT
+			}
+			e.Present = true
+			e.UDPSize = binary.BigEndian.Uint16(b[off+2:])
+			e.ExtRcode = b[off+4]
+			e.Version = b[off+5]
+			e.DO = b[off+6]&0x80 != 0
+			e.HasOptions = rdlen > 0
+		}
+		off += 10 + rdlen
+	}
+	return e, off, nil
+}
+
+// OPTLen is the size of the OPT record AppendOPT writes.
+const OPTLen = 11
+
+// AppendOPT appends an OPT record without options.
+func AppendOPT(b []byte, udpSize uint16, extRcode uint8, do bool) []byte {
+	var flags byte
+	if do {
+		flags = 0x80
+	}
+	return append(b, 0, 0, TypeOPT, byte(udpSize>>8), byte(udpSize), extRcode, 0, flags, 0, 0, 0)
+}
+
+// TTLOffsets appends to dst the offset of the TTL field of each of count
+// records starting at off, and returns the offset after them.
+func TTLOffsets(b []byte, off, count int, dst []uint16) ([]uint16, int, error) {
+	for i := 0; i < count; i++ {
+		var err error
+		off, err = SkipName(b, off)
+		if err != nil {
+			return dst, 0, err
+		}
+		if off+10 > len(b) {
+			return dst, 0, ErrShort
+		}
+		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
+		if off+10+rdlen > len(b) || off+4 > 0xFFFF {
+			return dst, 0, ErrShort
+		}
+		dst = append(dst, uint16(off+4))
+		off += 10 + rdlen
+	}
+	return dst, off, nil
+}
+
+// EqualFoldName reports whether two wire names are equal ignoring ASCII case.
+func EqualFoldName(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// AppendPresentation appends the presentation form of an uncompressed,
+// well-formed wire name ("www.example.com."), escaping as RFC 1035 5.1.
+func AppendPresentation(dst, name []byte) []byte {
+	if len(name) <= 1 {
+		return append(dst, '.')
+	}
+	for off := 0; off < len(name) && name[off] != 0; {
+		l := int(name[off])
+		off++
+		if off+l > len(name) {
+			break
+		}
+		for _, c := range name[off : off+l] {
+			switch {
+			case c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' || c == '$':
+				dst = append(dst, '\\', c)
+			case c < '!' || c > '~':
+				dst = append(dst, '\\', '0'+c/100, '0'+(c/10)%10, '0'+c%10)
+			default:
+				dst = append(dst, c)
+			}
+		}
+		dst = append(dst, '.')
+		off += l
+	}
+	return dst
+}
