@@ -299,11 +299,11 @@ func (m *Manager) decodeEnv(environ []string) (layer, error) {
 	l := newLayer()
 	for _, kv := range environ {
 		name, val, _ := strings.Cut(kv, "=")
-		if !strings.HasPrefix(name, EnvPrefix) || nonSettingEnv(strings.ToUpper(name)) {
-			continue
-		}
 		// Key names are camelCase, so matching is case-insensitive.
 		upper := strings.ToUpper(name)
+		if !strings.HasPrefix(upper, EnvPrefix) || nonSettingEnv(upper) {
+			continue
+		}
 		k, ok := index[upper]
 		fromFile := false
 		if !ok && strings.HasSuffix(upper, "_FILE") {
@@ -403,7 +403,7 @@ func (m *Manager) crossCheck(st *state) error {
 		}
 	}
 	if c.Cache.MaxTTL != 0 && c.Cache.MinTTL > c.Cache.MaxTTL {
-		return fail("cache.minTTL", fmt.Errorf("%s is above cache.maxTTL %s", c.Cache.MinTTL, c.Cache.MaxTTL))
+		return fail("cache.minTTL", fmt.Errorf("%s is above cache.maxTTL %s", formatDuration(c.Cache.MinTTL), formatDuration(c.Cache.MaxTTL)))
 	}
 	if c.Listeners.ProxyProtocolSecretFile == "" {
 		for _, p := range c.Listeners.ProxyProtocolFrom {
