@@ -7,6 +7,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/wire"
 )
@@ -213,28 +214,28 @@ func stageLocal(s *Server, q *Query) stageResult {
 
 // authoritative answers from our zones; exact answers use pre-encoded bytes.
 func stageAuthoritative(s *Server, q *Query) stageResult {
-	a := q.snap.in.Authority
-	if a == nil {
+	t := q.snap.in.Authority
+	if t == nil {
 		return stageNext
 	}
-	r := a.Lookup(q.Lower, q.Type, q.Client.Addr())
+	r := t.Lookup(q.Lower, q.Type, authority.Client{Addr: q.Client.Addr(), InGroup: q.inGroupFn})
 	switch r.Kind {
-	case AuthNotFound:
+	case authority.NotFound:
 		return stageNext
-	case AuthForward:
+	case authority.Forward:
 		q.forwardGroup = r.ForwardGroup
 		return stageNext
 	}
 	q.Status, q.Reason, q.Rcode, q.aa = StatusAuthoritative, ReasonZone, r.Rcode, r.Authoritative
 	switch r.Kind {
-	case AuthReferral:
+	case authority.Referral:
 		q.Reason = ReasonReferral
-	case AuthRefused:
-		q.Status, q.Rcode = StatusRefused, dns.RcodeRefused
+	case authority.Refused:
+		q.Status = StatusRefused
 		q.fast = fastEmpty
 		return stageDone
-	case AuthServFail:
-		q.Status, q.Rcode = StatusFailed, dns.RcodeServerFailure
+	case authority.ServFail:
+		q.Status = StatusFailed
 		q.fast = fastEmpty
 		return stageDone
 	}

@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -179,7 +180,12 @@ type Query struct {
 	detachable   bool
 	next         int
 	noForward    bool
+	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
+	// the zone lookup allocates nothing per query.
+	inGroupFn func(string) bool
 }
+
+func (q *Query) inGroup(group string) bool { return slices.Contains(q.ClientInfo.Groups, group) }
 
 func (q *Query) reset() {
 	in, out := q.in, q.out
@@ -189,11 +195,14 @@ func (q *Query) reset() {
 	if cap(out) > maxKeptBuffer {
 		out = make([]byte, 0, 4096)
 	}
-	*q = Query{in: in[:0], out: out[:0]}
+	fn := q.inGroupFn
+	*q = Query{in: in[:0], out: out[:0], inGroupFn: fn}
 }
 
 var queryPool = sync.Pool{New: func() any {
-	return &Query{in: make([]byte, 0, 4096), out: make([]byte, 0, 4096)}
+	q := &Query{in: make([]byte, 0, 4096), out: make([]byte, 0, 4096)}
+	q.inGroupFn = q.inGroup
+	return q
 }}
 
 func getQuery() *Query { return queryPool.Get().(*Query) }

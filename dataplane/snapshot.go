@@ -6,42 +6,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/authority"
 )
-
-// AuthKind classifies an authoritative lookup.
-type AuthKind uint8
-
-const (
-	AuthNotFound AuthKind = iota // outside every zone: continue down the pipeline
-	AuthAnswer
-	AuthNoData
-	AuthNXDomain
-	AuthReferral
-	AuthRefused
-	AuthServFail
-	AuthForward // the zone forwards this name to ForwardGroup
-)
-
-// AuthResult is what the authoritative stage needs from a zone lookup.
-type AuthResult struct {
-	Kind          AuthKind
-	Rcode         int
-	Authoritative bool
-	Answer, Ns    []dns.RR
-	Extra         []dns.RR
-	ForwardGroup  string
-	// Wire holds the answer, authority and additional sections encoded for a
-	// message whose question (same length as the query's) starts at offset 12;
-	// nil sends the answer down the slow path.
-	Wire   []byte
-	Counts [3]uint16
-}
-
-// Authority answers for the configured zones. qname is the lower-cased wire
-// name. Implementations must not allocate on exact hits.
-type Authority interface {
-	Lookup(qname []byte, qtype uint16, client netip.Addr) AuthResult
-}
 
 // ClientInfo is who the identify stage says the client is. The strings and
 // slices are shared with the snapshot, never built per query.
@@ -126,7 +93,8 @@ type Router interface {
 
 // SnapshotInput gathers the parts of a Snapshot; every field may be nil.
 type SnapshotInput struct {
-	Authority  Authority
+	// Authority is the compiled zone table (authority.Compile).
+	Authority  *authority.Table
 	Identifier Identifier
 	Local      Local
 	Blocker    Blocker

@@ -1,0 +1,199 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/dataplane/cache"
+)
+
+var compileTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func ep(name, typ string, targets ...string) v1alpha1.Endpoint {
+	return v1alpha1.Endpoint{DNSName: name, RecordType: typ, Targets: targets}
+}
+
+// testTable compiles example.com. with the given extra endpoints.
+func testTable(t testing.TB, extra ...v1alpha1.Endpoint) *authority.Table {
+	t.Helper()
+	z := v1alpha1.DNSZone{}
+	z.Name = "example-com"
+	z.Spec.ZoneName = "example.com"
+	fwd := v1alpha1.DNSZone{}
+	fwd.Name = "corp"
+	fwd.Spec.ZoneName = "corp.test"
+	fwd.Spec.Type = "forward"
+	fwd.Spec.Forward = &v1alpha1.ForwardZone{UpstreamGroup: "corp"}
+	rs := v1alpha1.DNSRecordSet{}
+	rs.Namespace, rs.Name = "default", "web"
+	rs.Spec.ZoneRef.Name = "example-com"
+	long := strings.Repeat("x", 250)
+	rs.Spec.Endpoints = append([]v1alpha1.Endpoint{
+		ep("www", "A", "192.0.2.1", "192.0.2.2"),
+		ep("www", "AAAA", "2001:db8::1"),
+		ep("alias", "CNAME", "www.example.com."),
+		ep("mail", "MX", "10 www.example.com."),
+		ep("big", "TXT", long[:240]+"1", long[:240]+"2", long[:240]+"3"),
+		ep("huge", "TXT", long+"1", long+"2", long+"3", long+"4", long+"5", long+"6"),
+	}, extra...)
+	tab, problems := authority.Compile([]v1alpha1.DNSZone{z, fwd}, []v1alpha1.DNSRecordSet{rs}, compileTime)
+	if len(problems) > 0 {
+		t.Fatalf("compile problems: %v", problems)
+	}
+	return tab
+}
+
+// upstreamServer is a real miekg/dns server on loopback playing an upstream.
+type upstreamServer struct {
+	addr    string
+	queries atomic.Int64
+	srv     *dns.Server
+}
+
+func startUpstream(t testing.TB) *upstreamServer {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &upstreamServer{addr: pc.LocalAddr().String()}
+	started := make(chan struct{})
+	u.srv = &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) }, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		u.queries.Add(1)
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		name := strings.ToLower(r.Question[0].Name)
+		switch {
+		case strings.HasPrefix(name, "slow."):
+			time.Sleep(300 * time.Millisecond)
+			fallthrough
+		case strings.HasSuffix(name, "example.net.") || strings.HasSuffix(name, "corp.test."):
+			if r.Question[0].Qtype == dns.TypeA {
+				rr, _ := dns.NewRR(r.Question[0].Name + " 300 IN A 198.51.100.1")
+				m.Answer = append(m.Answer, rr)
+			}
+		case strings.HasPrefix(name, "nx."):
+			m.Rcode = dns.RcodeNameError
+			soa, _ := dns.NewRR("example.org. 3600 IN SOA ns. host. 1 2 3 4 60")
+			m.Ns = append(m.Ns, soa)
+		default:
+			m.Rcode = dns.RcodeServerFailure
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = u.srv.ActivateAndServe() }()
+	select {
+	case <-started:
+	case <-time.After(5 * time.Second):
+		t.Fatal("upstream did not start")
+	}
+	t.Cleanup(func() { _ = u.srv.Shutdown() })
+	return u
+}
+
+// testForwarder forwards to the loopback upstream; down makes it fail.
+type testForwarder struct {
+	addr   string
+	down   atomic.Bool
+	groups chan string
+}
+
+func (f *testForwarder) Forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr) (*dns.Msg, string, error) {
+	if f.groups != nil {
+		select {
+		case f.groups <- group:
+		default:
+		}
+	}
+	if f.down.Load() {
+		return nil, "", errors.New("upstream down")
+	}
+	c := &dns.Client{Net: "udp", Timeout: 2 * time.Second}
+	resp, _, err := c.ExchangeContext(ctx, req, f.addr)
+	return resp, f.addr, err
+}
+
+type suffixRouter struct{ suffix, group string }
+
+func (r suffixRouter) Route(qname string) (string, bool) {
+	if strings.HasSuffix(qname, r.suffix) {
+		return r.group, true
+	}
+	return "", false
+}
+
+// fakeClock is a settable clock for the cache.
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(compileTime.UnixNano())
+	return c
+}
+func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func testConfig() Config {
+	cc := cache.DefaultConfig()
+	cc.MaxEntries = 1000
+	return Config{
+		Node:      "node-a",
+		Listeners: []ListenerConfig{{Address: "127.0.0.1:0"}},
+		Sockets:   2,
+		Cache:     cc,
+	}
+}
+
+// startServer starts a server on loopback and stops it when the test ends.
+func startServer(t testing.TB, cfg Config, snap *Snapshot) *Server {
+	t.Helper()
+	s, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap != nil {
+		s.Swap(snap)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+	})
+	return s
+}
+
+func exchange(t testing.TB, s *Server, proto string, m *dns.Msg) *dns.Msg {
+	t.Helper()
+	addr := s.UDPAddrs()[0].String()
+	if proto == "tcp" {
+		addr = s.TCPAddrs()[0].String()
+	}
+	c := &dns.Client{Net: proto, Timeout: 3 * time.Second, UDPSize: 65535}
+	r, _, err := c.Exchange(m, addr)
+	if err != nil {
+		t.Fatalf("%s %s: %v", proto, m.Question[0].Name, err)
+	}
+	return r
+}
+
+func query(name string, qtype uint16) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	return m
+}
