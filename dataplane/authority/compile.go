@@ -444,7 +444,15 @@ func (b *zoneBuilder) finish(c *compiler) {
 			}
 		}
 	}
+	for w, n := range b.nodes {
+		if strings.HasPrefix(w, "\x01*") {
+			if p := b.nodes[w[2:]]; p != nil {
+				p.wild = n
+			}
+		}
+	}
 	z.nodes = b.nodes
+	z.nxdomain = response{kind: NXDomain, rcode: dns.RcodeNameError, aa: true, ns: z.negSOA, minTTL: z.negTTL, counts: [3]uint16{0, 1, 0}}
 	for _, n := range b.nodes {
 		if n.below {
 			continue

@@ -43,22 +43,44 @@ func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
 		if nd := z.nodes[string(qname)]; nd != nil {
 			return z.exact(nd, qname, qtype, client)
 		}
+		for i := 1; i <= zl; i++ {
+			if ce := z.nodes[string(qname[offs[i]:])]; ce != nil {
+				return z.miss(ce, qname, qtype, client)
+			}
+		}
 		return z.resolve(qname, qtype, client)
 	}
 	// Walk down from the apex: a delegation or DNAME above qname wins.
-	for i := zl - 1; i >= 0; i-- {
+	ce := z.nodes[z.wire]
+	for i := zl; i >= 0; i-- {
 		nd := z.nodes[string(qname[offs[i]:])]
-		if nd == nil {
-			break
-		}
-		if i == 0 {
+		switch {
+		case nd == nil:
+			return z.miss(ce, qname, qtype, client)
+		case i == 0:
 			return z.exact(nd, qname, qtype, client)
+		case nd.cut:
+			a := nd.referral.toAnswer(z)
+			a.Wire = nil // encoded for the cut's own name only
+			return a
+		case nd.dname >= 0:
+			return z.resolve(qname, qtype, client)
 		}
-		if nd.cut || nd.dname >= 0 {
-			break
-		}
+		ce = nd
 	}
 	return z.resolve(qname, qtype, client)
+}
+
+// miss answers a name that does not exist below closest encloser ce without
+// building anything unless a wildcard applies.
+func (z *zone) miss(ce *node, qname []byte, qtype uint16, client Client) Answer {
+	switch {
+	case ce.wild != nil:
+		return z.resolve(qname, qtype, client)
+	case z.root:
+		return Answer{}
+	}
+	return z.nxdomain.toAnswer(z)
 }
 
 // exact answers a name that exists in the zone, from pre-built responses
@@ -103,7 +125,7 @@ func (z *zone) find(name []byte) (findKind, *node, int) {
 			break
 		}
 	}
-	for i := zl - 1; i >= 0; i-- {
+	for i := zl; i >= 0; i-- {
 		nd := z.nodes[string(name[offs[i]:])]
 		switch {
 		case nd == nil:
@@ -216,7 +238,7 @@ func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
 			name, owner = newName, target
 			continue
 		case foundMiss:
-			wc := z.nodes["\x01*"+nd.wire]
+			wc := nd.wild
 			if wc == nil {
 				return c.negative(step, nil)
 			}

@@ -42,9 +42,7 @@ type zone struct {
 	hasCuts  bool // some non-apex node has NS: Lookup must walk ancestors
 	hasDNAME bool // some node has DNAME: likewise
 
-	// notFound is the shared negative result for the root zone and forward
-	// zones, kept here so Lookup returns it without building anything.
-	servfail response
+	nxdomain response // shared by every absent name (no wire: qname varies)
 }
 
 type access struct {
@@ -74,6 +72,7 @@ type node struct {
 	cut   bool    // NS below the apex: a delegation point
 	below bool    // strictly below a cut: occluded, glue only
 	views bool    // some record is limited to a client group
+	wild  *node   // the "*" child, source of wildcard synthesis
 	cname int8    // index of the CNAME set, -1 if none
 	dname int8    // index of the DNAME set, -1 if none
 
