@@ -1,0 +1,25 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svcdns/svc/internal/node"
+)
+
+func newServeCmd(g *Globals, _ Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Run a node: DNS listeners, the REST API, health checks and metrics",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return node.Run(cmd.Context(), node.Options{
+				ConfigPath:     g.Config,
+				ConfigExplicit: cmd.Flags().Changed("config"),
+				Environ:        os.Environ(),
+				Stderr:         cmd.ErrOrStderr(),
+			})
+		},
+	}
+}

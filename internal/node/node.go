@@ -1,0 +1,135 @@
+// Package node runs one server process: it loads settings, opens the store, builds
+// and swaps data-plane snapshots, and runs every listener until it is told to stop.
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/svcdns/svc/internal/settings"
+)
+
+// Options are what `svc serve` hands the node.
+type Options struct {
+	ConfigPath     string
+	ConfigExplicit bool // the path was given on the command line: it must exist
+	Environ        []string
+	Stderr         io.Writer
+	// Ready, when set, receives the bound addresses once every listener is up.
+	Ready func(Addrs)
+}
+
+// Addrs are the addresses the node's listeners are bound to.
+type Addrs struct {
+	Ops, Metrics string
+	DNS          []string
+	API          string
+}
+
+// Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
+// POST /lameduck), then shuts down cleanly.
+func Run(ctx context.Context, opts Options) error {
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	logger := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	mgr, err := settings.Load(ctx, settings.Options{
+		ConfigPath:         opts.ConfigPath,
+		ConfigPathExplicit: opts.ConfigExplicit,
+		Environ:            opts.Environ,
+		Logger:             logger,
+	})
+	if err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	cfg := mgr.Current()
+	nodeName := cfg.Node.Name
+	if nodeName == "" {
+		nodeName, _ = os.Hostname()
+	}
+	logger = logger.With("node", nodeName)
+
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	life := NewLifecycle(func(ld bool) { logger.Info("lameduck", "on", ld) })
+	ops := NewOps(life, cfg.Node.Lameduck)
+
+	var servers []*http.Server
+	var addrs Addrs
+	serveHTTP := func(name, addr string, h http.Handler) (string, error) {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return "", fmt.Errorf("%s listener %s: %w", name, addr, err)
+		}
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+		servers = append(servers, srv)
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("listener failed", "listener", name, "err", err)
+			}
+		}()
+		logger.Info("listening", "listener", name, "address", ln.Addr().String())
+		return ln.Addr().String(), nil
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range servers {
+			_ = s.Shutdown(sctx)
+		}
+	}()
+
+	if addrs.Ops, err = serveHTTP("ops", cfg.Listeners.Ops.Address, ops.Handler()); err != nil {
+		return err
+	}
+	if cfg.Listeners.Metrics.Address != "" {
+		mh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", mh)
+		if addrs.Metrics, err = serveHTTP("metrics", cfg.Listeners.Metrics.Address, mux); err != nil {
+			return err
+		}
+	}
+	if opts.Ready != nil {
+		opts.Ready(addrs)
+	}
+
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-ctx.Done():
+			logger.Info("stopping")
+			return nil
+		case s := <-sig:
+			if ld, _ := life.State(); ld {
+				logger.Info("second signal, stopping now", "signal", s.String())
+				return nil
+			}
+			logger.Info("signal, entering lameduck", "signal", s.String(), "for", cfg.Node.Lameduck)
+			life.Lameduck(cfg.Node.Lameduck)
+		case <-life.Done():
+			logger.Info("lameduck period over, stopping")
+			return nil
+		}
+	}
+}
