@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -94,6 +95,11 @@ func watch(ctx context.Context, c interface{ SetDeadline(time.Time) error }) fun
 func ioErr(ctx context.Context, op string, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s: %w", op, ctx.Err())
+	}
+	// Deadlines on sockets come only from ctx, whose own timer may not
+	// have fired yet.
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return fmt.Errorf("%s: %w", op, context.DeadlineExceeded)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
