@@ -110,7 +110,9 @@ func TestEveryServerFails(t *testing.T) {
 func TestParallelBestTakesFastest(t *testing.T) {
 	var slowN, fastN atomic.Int64
 	slow := startUDP(t, counted(&slowN, delayed(400*time.Millisecond, answerA("203.0.113.2"))))
-	fast := startUDP(t, counted(&fastN, answerA("192.0.2.21")))
+	// A little delay on the fast one too, so both queries are surely sent
+	// before the race ends and cancels the other.
+	fast := startUDP(t, counted(&fastN, delayed(30*time.Millisecond, answerA("192.0.2.21"))))
 	r := newResolver(t, group1(ParallelBest, 2*time.Second, slow, fast))
 	for i := range 3 {
 		start := time.Now()
