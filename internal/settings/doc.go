@@ -110,9 +110,9 @@ ratelimit:
   each must name an existing group.
 - **Rate-limit maps** are merged with their defaults; set a level to ` + "`0`" + ` to turn it off.
 - **CIDR lists** accept a bare address as a single-host prefix.
-- **` + "`0 means`" + `** values (` + "`cache.serveStale.answerTTL`" + `, ` + "`cache.serveStale.maxWait`" + `,
-  ` + "`ratelimit.maxBuckets`" + `) and an empty ` + "`blocking.listsDir`" + ` are shown as set but read
-  as their meaning by the server.
+- **Zero stands for a default** in (` + "`cache.serveStale.answerTTL`" + `, ` + "`cache.serveStale.maxWait`" + `,
+  ` + "`ratelimit.maxBuckets`" + `), as an empty ` + "`blocking.listsDir`" + ` stands for
+  ` + "`<dataDir>/lists`" + `: the API shows the value as set, the server uses what it stands for.
 - **` + "`auth.session.secure`" + `**: ` + "`auto`" + ` sets the Secure cookie flag when the API is served
   over TLS; ` + "`true`" + ` or ` + "`false`" + ` force it.
 - **` + "`listeners.api.pathPrefix`" + `** must start with ` + "`/`" + `.
