@@ -197,3 +197,5 @@ func query(name string, qtype uint16) *dns.Msg {
 	m.SetQuestion(name, qtype)
 	return m
 }
+
+func cacheFlags(f uint8) cache.Flags { return cache.Flags(f) }

@@ -1,0 +1,135 @@
+package dataplane
+
+import (
+	"encoding/hex"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+type goldenCase struct {
+	name  string
+	qname string
+	qtype uint16
+	edns  uint16 // 0: no OPT
+	do    bool
+	cd    bool
+}
+
+var goldenCases = []goldenCase{
+	{name: "auth-a", qname: "www.example.com.", qtype: dns.TypeA},
+	{name: "auth-a-mixed-case", qname: "wWw.EXAMPLE.com.", qtype: dns.TypeA},
+	{name: "auth-aaaa-edns", qname: "www.example.com.", qtype: dns.TypeAAAA, edns: 1232},
+	{name: "auth-a-edns-do", qname: "www.example.com.", qtype: dns.TypeA, edns: 4096, do: true},
+	{name: "auth-mx-additional", qname: "mail.example.com.", qtype: dns.TypeMX, edns: 1232},
+	{name: "auth-cname", qname: "alias.example.com.", qtype: dns.TypeA},
+	{name: "auth-nodata", qname: "www.example.com.", qtype: dns.TypeTXT},
+	{name: "auth-nxdomain", qname: "missing.example.com.", qtype: dns.TypeA, edns: 512},
+	{name: "auth-truncated", qname: "big.example.com.", qtype: dns.TypeTXT},
+	{name: "auth-truncated-edns", qname: "huge.example.com.", qtype: dns.TypeTXT, edns: 4096},
+	{name: "cache-a", qname: "cached.example.net.", qtype: dns.TypeA},
+	{name: "cache-a-case-edns", qname: "CACHED.example.net.", qtype: dns.TypeA, edns: 1232},
+	{name: "cache-nxdomain", qname: "nx.example.net.", qtype: dns.TypeA, edns: 1232},
+	{name: "cache-cd", qname: "cached.example.net.", qtype: dns.TypeA, cd: true},
+	{name: "health", qname: "health.service.internal.", qtype: dns.TypeTXT},
+	{name: "refused-no-upstream", qname: "other.example.org.", qtype: dns.TypeA},
+}
+
+func (c goldenCase) packet(t testing.TB) []byte {
+	m := query(c.qname, c.qtype)
+	m.Id = 0x1234
+	m.CheckingDisabled = c.cd
+	if c.edns > 0 {
+		m.SetEdns0(c.edns, c.do)
+	}
+	return pack(t, m)
+}
+
+func mustRR(t testing.TB, s string) dns.RR {
+	rr, err := dns.NewRR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rr
+}
+
+// goldenServers returns a fast-path and a slow-path server over the same
+// snapshot, cache contents and clock.
+func goldenServers(t testing.TB) (fast, slow *Server) {
+	clock := newFakeClock()
+	snap := NewSnapshot(SnapshotInput{Authority: testTable(t)})
+	mk := func(disable bool) *Server {
+		cfg := testConfig()
+		cfg.Cache.Now = clock.Now
+		cfg.DisableFastPath = disable
+		s, err := New(cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Swap(snap)
+		c := s.cache.Load()
+		pos := &dns.Msg{Answer: []dns.RR{mustRR(t, "cached.example.net. 300 IN CNAME a.cached.example.net."), mustRR(t, "a.cached.example.net. 120 IN A 198.51.100.7")}}
+		neg := &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeNameError}, Ns: []dns.RR{mustRR(t, "example.net. 600 IN SOA ns.example.net. h.example.net. 1 2 3 4 90")}}
+		for _, flags := range []uint8{0, 2} {
+			name, _ := packName("cached.example.net.")
+			if err := c.Put(name, dns.TypeA, dns.ClassINET, cacheFlags(flags), pos, clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name, _ := packName("nx.example.net.")
+		if err := c.Put(name, dns.TypeA, dns.ClassINET, 0, neg, clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	fast, slow = mk(false), mk(true)
+	clock.Advance(7_500_000_000) // 7.5s in the cache: TTLs drop by 7
+	return fast, slow
+}
+
+func TestGoldenFastSlowIdentical(t *testing.T) {
+	fast, slow := goldenServers(t)
+	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	for _, tc := range goldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			pkt := tc.packet(t)
+			a, ok1 := fast.ServeWire(pkt, client, TransportUDP, nil)
+			b, ok2 := slow.ServeWire(pkt, client, TransportUDP, nil)
+			if !ok1 || !ok2 {
+				t.Fatalf("dropped: fast %v slow %v", ok1, ok2)
+			}
+			if string(a) != string(b) {
+				ma, mb := new(dns.Msg), new(dns.Msg)
+				_ = ma.Unpack(a)
+				_ = mb.Unpack(b)
+				t.Fatalf("fast and slow differ\nfast %x\n%v\nslow %x\n%v", a, ma, b, mb)
+			}
+			path := filepath.Join("testdata", "golden", tc.name+".hex")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(hex.EncodeToString(a)+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if got := hex.EncodeToString(a); got != strings.TrimSpace(string(want)) {
+				m := new(dns.Msg)
+				_ = m.Unpack(a)
+				t.Fatalf("answer differs from %s:\n got %s\nwant %s\n%v", path, got, want, m)
+			}
+		})
+	}
+}
