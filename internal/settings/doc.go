@@ -110,9 +110,10 @@ ratelimit:
   each must name an existing group.
 - **Rate-limit maps** are merged with their defaults; set a level to ` + "`0`" + ` to turn it off.
 - **CIDR lists** accept a bare address as a single-host prefix.
-- **Zero stands for a default** in (` + "`cache.serveStale.answerTTL`" + `, ` + "`cache.serveStale.maxWait`" + `,
-  ` + "`ratelimit.maxBuckets`" + `), as an empty ` + "`blocking.listsDir`" + ` stands for
-  ` + "`<dataDir>/lists`" + `: the API shows the value as set, the server uses what it stands for.
+- **Zero stands for a default** in ` + "`cache.serveStale.answerTTL`" + ` (30s),
+  ` + "`cache.serveStale.maxWait`" + ` (1800ms) and ` + "`ratelimit.maxBuckets`" + ` (65536), and an
+  empty ` + "`blocking.listsDir`" + ` stands for ` + "`<dataDir>/lists`" + `: the API shows the value
+  as set, the server uses what it stands for.
 - **` + "`auth.session.secure`" + `**: ` + "`auto`" + ` sets the Secure cookie flag when the API is served
   over TLS; ` + "`true`" + ` or ` + "`false`" + ` force it.
 - **` + "`listeners.api.pathPrefix`" + `** must start with ` + "`/`" + `.
