@@ -560,3 +560,38 @@ func (m *Manager) publish(c *Config) {
 		ch <- c
 	}
 }
+
+// Value is one key's effective value with its provenance (GET /settings).
+type Value struct {
+	Key    string `json:"key"`
+	Value  any    `json:"value,omitempty"`
+	Source Source `json:"source"`
+	Scope  Scope  `json:"scope"`
+	// ReadOnly is true when the API cannot change the key: host-only or set
+	// by the environment.
+	ReadOnly bool `json:"readOnly"`
+	// Redacted is true for write-only keys whose value is left out.
+	Redacted bool `json:"redacted,omitempty"`
+}
+
+// Values lists every key of the given scope (empty: all) in registry order,
+// with write-only values left out.
+func (m *Manager) Values(scope Scope) []Value {
+	st := m.cur.Load()
+	out := make([]Value, 0, len(m.keys))
+	for _, k := range m.keys {
+		p := k.info.Key
+		if scope != "" && k.info.Scope != scope {
+			continue
+		}
+		v := Value{Key: p, Source: st.sources[p], Scope: k.info.Scope,
+			ReadOnly: k.is(FlagHostOnly) || st.sources[p] == SourceEnv}
+		if k.is(FlagWriteOnly) {
+			v.Redacted = true
+		} else {
+			v.Value = k.format(st.vals[p])
+		}
+		out = append(out, v)
+	}
+	return out
+}

@@ -321,3 +321,25 @@ func TestWatchReloads(t *testing.T) {
 	}
 	waitFor(t, "reload to default", func() bool { return m.Current().Cache.MaxEntries == 200000 })
 }
+
+func TestValues(t *testing.T) {
+	m := mustLoad(t, "tsigKeys: []\ncache:\n  maxEntries: 3\n", "SERVICE_CACHE__MINTTL=1s")
+	got := map[string]Value{}
+	for _, v := range m.Values(ScopeCluster) {
+		got[v.Key] = v
+	}
+	if _, ok := got["node.dataDir"]; ok {
+		t.Error("node key in cluster values")
+	}
+	if v := got["cache.minTTL"]; v.Source != SourceEnv || !v.ReadOnly || v.Value != "1s" {
+		t.Errorf("cache.minTTL = %+v", v)
+	}
+	if v := got["cache.maxEntries"]; v.Source != SourceFile || v.ReadOnly {
+		t.Errorf("cache.maxEntries = %+v", v)
+	}
+	for _, v := range m.Values("") {
+		if v.Key == "tsigKeys" && (!v.Redacted || v.Value != nil || !v.ReadOnly) {
+			t.Errorf("tsigKeys = %+v", v)
+		}
+	}
+}
