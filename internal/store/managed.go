@@ -195,13 +195,19 @@ func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, 
 	if _, _, err := normalize(next); err != nil {
 		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 	}
-	out, err := s.d.Write(ctx, []Write{w})
-	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
-	}
 	res := Updated
 	if stored == nil {
 		res = Created
+	}
+	if opts.DryRun {
+		if stored != nil {
+			next.SetResourceVersion(stored.GetResourceVersion())
+		}
+		return ApplyResult{Result: res, ResourceVersion: next.GetResourceVersion(), Object: next}, nil
+	}
+	out, err := s.d.Write(ctx, []Write{w})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 	}
 	return ApplyResult{Result: res, ResourceVersion: out[0].GetResourceVersion(), Object: out[0]}, nil
 }

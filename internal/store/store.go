@@ -43,6 +43,9 @@ type ApplyOptions struct {
 	Manager Manager
 	// ResourceVersion, when set, must equal the stored version (ErrPrecondition).
 	ResourceVersion string
+	// DryRun runs every check (ownership, precondition, defaulting, validation,
+	// size) and reports the result without storing anything.
+	DryRun bool
 }
 
 // ApplyResult reports what one apply did.

@@ -27,6 +27,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"CreateUpdateUnchanged", testCreateUpdateUnchanged},
 		{"DefaultingIsUnchanged", testDefaultingIsUnchanged},
 		{"Preconditions", testPreconditions},
+		{"DryRun", testDryRun},
 		{"ManagedBy", testManagedBy},
 		{"StatusPreserved", testStatusPreserved},
 		{"Invalid", testInvalid},
@@ -191,6 +192,33 @@ func testPreconditions(t *testing.T, s store.Store) {
 	}
 	if err := s.Delete(ctx, store.KindDNSRecordSet, "ns", "a", store.DeleteOptions{ResourceVersion: r2.ResourceVersion}); err != nil {
 		t.Fatalf("delete with the current version: %v", err)
+	}
+}
+
+func testDryRun(t *testing.T, s store.Store) {
+	ctx := ctxFor(t)
+	dry := store.ApplyOptions{Manager: store.ManagerAPI, DryRun: true}
+	r, err := s.Apply(ctx, RecordSet("ns", "dry", "z", "192.0.2.1"), dry)
+	if err != nil || r.Result != store.Created {
+		t.Fatalf("dry-run create: %v %v", r.Result, err)
+	}
+	if _, err := s.Get(ctx, store.KindDNSRecordSet, "ns", "dry"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("dry run stored the object: %v", err)
+	}
+	if _, err := s.Apply(ctx, RecordSet("ns", "dry", "", "192.0.2.1"), dry); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("dry run of an invalid object: %v, want ErrInvalid", err)
+	}
+	real := mustApply(t, s, RecordSet("ns", "dry", "z", "192.0.2.1"), "file:a.yaml")
+	if _, err := s.Apply(ctx, RecordSet("ns", "dry", "z", "192.0.2.2"), dry); !errors.As(err, new(*store.ManagedByError)) {
+		t.Fatalf("dry run over another manager: %v, want ManagedByError", err)
+	}
+	r, err = s.Apply(ctx, RecordSet("ns", "dry", "z", "192.0.2.2"), store.ApplyOptions{Manager: "file:a.yaml", DryRun: true})
+	if err != nil || r.Result != store.Updated {
+		t.Fatalf("dry-run update: %v %v", r.Result, err)
+	}
+	got, _ := s.Get(ctx, store.KindDNSRecordSet, "ns", "dry")
+	if got.GetResourceVersion() != real.ResourceVersion {
+		t.Fatal("dry-run update changed the stored object")
 	}
 }
 
