@@ -30,19 +30,27 @@ const DefaultConfigPath = "/etc/service/service.yaml"
 // EnvPrefix starts every settings environment variable.
 const EnvPrefix = "SERVICE_"
 
+// apiError is a sentinel that also carries its REST API error key.
+type apiError struct{ msg, key string }
+
+func (e *apiError) Error() string    { return e.msg }
+func (e *apiError) ErrorKey() string { return e.key }
+
 var (
 	// ErrUnknownKey: the name matches no key of the registry.
-	ErrUnknownKey = errors.New("unknown key")
+	ErrUnknownKey error = &apiError{"unknown key", "invalid"}
 	// ErrHostOnly: the key is set only by the config file or environment (API key host_only).
-	ErrHostOnly = errors.New("host-only key: set it in the config file or the environment")
+	ErrHostOnly error = &apiError{"host-only key: set it in the config file or the environment", "host_only"}
 	// ErrEnvLocked: an environment variable sets the key, so the API cannot (API key env_locked).
-	ErrEnvLocked = errors.New("set by an environment variable")
+	ErrEnvLocked error = &apiError{"set by an environment variable", "env_locked"}
 	// ErrWrongScope: the key belongs to the other scope's route.
-	ErrWrongScope = errors.New("wrong scope")
+	ErrWrongScope error = &apiError{"wrong scope", "invalid"}
 	// ErrFileOnly: list and map keys cannot come from the environment.
-	ErrFileOnly = errors.New("list and map keys can only be set in a file")
+	ErrFileOnly error = &apiError{"list and map keys can only be set in a file", "invalid"}
 	// ErrReadOnly: no settingsFile is configured, so nothing can be changed (API key read_only).
-	ErrReadOnly = errors.New("settings are read-only: no settingsFile is configured")
+	ErrReadOnly error = &apiError{"settings are read-only: no settingsFile is configured", "read_only"}
+	// ErrInvalidPatch: the body is not a JSON object.
+	ErrInvalidPatch error = &apiError{"invalid merge patch", "invalid"}
 )
 
 // KeyError names the key and the source (config file, settings file,
@@ -63,19 +71,17 @@ func (e *KeyError) Error() string {
 
 func (e *KeyError) Unwrap() error { return e.Err }
 
+// ErrorKey is the REST API error key of the refusal.
+func (e *KeyError) ErrorKey() string { return APIErrorKey(e.Err) }
+
 // APIErrorKey maps an error of this package to the stable error key of the
 // REST API: host_only, env_locked, read_only or invalid.
 func APIErrorKey(err error) string {
-	switch {
-	case errors.Is(err, ErrHostOnly):
-		return "host_only"
-	case errors.Is(err, ErrEnvLocked):
-		return "env_locked"
-	case errors.Is(err, ErrReadOnly):
-		return "read_only"
-	default:
-		return "invalid"
+	var a *apiError
+	if errors.As(err, &a) {
+		return a.key
 	}
+	return "invalid"
 }
 
 // Source says which layer an effective value came from.

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -45,10 +44,10 @@ func (m *Manager) patch(ctx context.Context, body []byte, scope Scope) error {
 	dec.UseNumber()
 	var raw map[string]any
 	if err := dec.Decode(&raw); err != nil {
-		return fmt.Errorf("merge patch: %w", err)
+		return fmt.Errorf("%w: %v", ErrInvalidPatch, err)
 	}
 	if dec.More() {
-		return errors.New("merge patch: trailing data")
+		return fmt.Errorf("%w: trailing data", ErrInvalidPatch)
 	}
 	entries, err := m.flattenPatch(raw)
 	if err != nil {

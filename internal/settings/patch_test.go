@@ -107,8 +107,8 @@ func TestPatchRefusals(t *testing.T) {
 		{"unknown key", false, `{"cache":{"size":1}}`, ErrUnknownKey, "invalid", "cache.size: unknown key (API)"},
 		{"invalid value", false, `{"cache":{"minTTL":"5x"}}`, nil, "invalid", `cache.minTTL: invalid duration "5x" (API)`},
 		{"cross check", false, `{"upstreams":{"conditional":{"corp.example":"corp"}}}`, nil, "invalid", "names unknown upstream group"},
-		{"not json", false, `{"cache":`, nil, "invalid", "merge patch"},
-		{"not an object", false, `[1]`, nil, "invalid", "merge patch"},
+		{"not json", false, `{"cache":`, nil, "invalid", "invalid merge patch"},
+		{"not an object", false, `[1]`, nil, "invalid", "invalid merge patch"},
 		{"one bad key refuses all", false, `{"blockPage":{"title":"changed"},"cache":{"maxEntries":-1}}`, nil, "invalid", "cache.maxEntries"},
 	}
 	for _, c := range cases {
@@ -127,6 +127,11 @@ func TestPatchRefusals(t *testing.T) {
 			}
 			if got := APIErrorKey(err); got != c.apiKey {
 				t.Errorf("API key = %s, want %s", got, c.apiKey)
+			}
+			// The REST layer reads the key through an ErrorKey method.
+			var keyed interface{ ErrorKey() string }
+			if !errors.As(err, &keyed) || keyed.ErrorKey() != c.apiKey {
+				t.Errorf("ErrorKey of %v wrong", err)
 			}
 			if readFile(t, sf) != before {
 				t.Error("refused patch changed the settings file")
