@@ -213,6 +213,12 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 	neg := *z.soa
 	neg.Hdr.Ttl = min(z.soa.Hdr.Ttl, z.soa.Minttl)
 	z.negSOA = []dns.RR{&neg}
+	z.nodataByLen = make(map[int][]byte)
+	for _, n := range []string{z.soa.Ns, z.soa.Mbox} {
+		if w, _, err := canonicalName(n); err == nil {
+			z.soaNames = append(z.soaNames, w)
+		}
+	}
 	z.negTTL = neg.Hdr.Ttl
 	apex.sets = append(apex.sets, rrset{rtype: dns.TypeSOA, rrs: []dns.RR{z.soa}})
 	if len(nsRRs) > 0 {
@@ -379,11 +385,14 @@ func (n *node) add(rr dns.RR, rtype uint16, view string, apex bool) string {
 			rr.Header().Ttl = t
 		}
 	}
-	if view != "" || s.views != nil {
-		if s.views == nil {
-			s.views = make([]string, len(s.rrs))
+	if view != "" || s.views() != nil {
+		if s.more == nil {
+			s.more = &rrsetMore{}
 		}
-		s.views = append(s.views, view)
+		if s.more.views == nil {
+			s.more.views = make([]string, len(s.rrs))
+		}
+		s.more.views = append(s.more.views, view)
 		n.views = true
 	}
 	s.rrs = append(s.rrs, rr)
@@ -466,11 +475,12 @@ func (b *zoneBuilder) finish(c *compiler) {
 func (c *compiler) precompute(z *zone, n *node) {
 	if n.cut {
 		ns := n.set(dns.TypeNS)
-		n.referral = response{kind: Referral, ns: ns.rrs, extra: z.additional(ns.rrs)}
-		c.encode(n.name, &n.referral)
+		n.referral = &response{kind: Referral, ns: ns.rrs, extra: z.additional(ns.rrs)}
+		n.referral.wire = c.pack(n.name, nil, n.referral.ns, n.referral.extra)
+		n.referral.minTTL = minTTL(n.referral.ns, n.referral.extra)
+		n.referral.counts = [3]uint16{0, uint16(len(n.referral.ns)), uint16(len(n.referral.extra))}
 	}
-	n.nodata = response{kind: NoData, aa: true, ns: z.negSOA}
-	c.encode(n.name, &n.nodata)
+	n.nodata = c.nodataWire(z, n)
 	if n.views {
 		return
 	}
@@ -479,13 +489,124 @@ func (c *compiler) precompute(z *zone, n *node) {
 		if n.cut && s.rtype != dns.TypeDS {
 			continue
 		}
-		s.resp = response{kind: Answered, aa: true, answer: s.rrs}
+		var extra []dns.RR
 		switch s.rtype {
 		case dns.TypeMX, dns.TypeSRV, dns.TypeNS:
-			s.resp.extra = z.additional(s.rrs)
+			if extra = z.additional(s.rrs); len(extra) > 0 {
+				s.more = &rrsetMore{extra: extra}
+			}
 		}
-		c.encode(n.name, &s.resp)
+		s.minTTL = minTTL(s.rrs, extra)
+		if extra == nil && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA || s.rtype == dns.TypeTXT) {
+			s.wire = c.packSimple(s.rrs)
+			continue
+		}
+		s.wire = c.pack(n.name, s.rrs, nil, extra)
 	}
+}
+
+// nodataWire encodes the SOA authority section after the question n.name.
+// Its bytes depend on the question only through its length, unless the
+// SOA's mname or rname shares a label below the apex with the question (then
+// compression may point into that label), so blobs are shared by length.
+func (c *compiler) nodataWire(z *zone, n *node) []byte {
+	shared := n.wire != z.wire && !sharesBelowApex(n.wire, z.soaNames, z.wire)
+	if shared {
+		if b, ok := z.nodataByLen[len(n.wire)]; ok {
+			return b
+		}
+	}
+	b := c.pack(n.name, nil, z.negSOA, nil)
+	if shared {
+		z.nodataByLen[len(n.wire)] = b
+	}
+	return b
+}
+
+// sharesBelowApex reports whether name and any of others have the same
+// label right below the apex.
+func sharesBelowApex(name string, others []string, apex string) bool {
+	top := topLabel(name, apex)
+	for _, o := range others {
+		if t := topLabel(o, apex); t != "" && t == top {
+			return true
+		}
+	}
+	return false
+}
+
+// topLabel is the wire label of name directly below apex, "" if none.
+func topLabel(name, apex string) string {
+	if len(name) <= len(apex) || !isSubWire(name, apex) {
+		return ""
+	}
+	var offs [maxLabels]uint8
+	k := labelOffsets([]byte(name), &offs)
+	for i := 0; i+1 < k; i++ {
+		if len(name)-int(offs[i+1]) == len(apex) {
+			return name[offs[i]:offs[i+1]]
+		}
+	}
+	return ""
+}
+
+// packSimple encodes records whose data holds no names exactly as miekg/dns
+// does after a question for their owner: the owner compresses to a pointer
+// at offset 12 and the rest is copied.
+func (c *compiler) packSimple(rrs []dns.RR) []byte {
+	if cap(c.packBuf) < 65535 {
+		c.packBuf = make([]byte, 65535)
+	}
+	buf := c.packBuf[:65535]
+	out := c.alloc(0)
+	size := 0
+	for _, rr := range rrs {
+		end, err := dns.PackRR(rr, buf, 0, nil, false)
+		if err != nil {
+			return nil
+		}
+		nl := wireLen(rr.Header().Name)
+		size += 2 + end - nl
+		if size > 65000 {
+			return nil
+		}
+		out = append(out, 0xc0, 0x0c)
+		out = append(out, buf[nl:end]...)
+	}
+	return c.commit(out)
+}
+
+// pack encodes sections with miekg/dns after a question for qname and keeps
+// the bytes after the question.
+func (c *compiler) pack(qname string, answer, ns, extra []dns.RR) []byte {
+	m := dns.Msg{Compress: true}
+	m.Question = []dns.Question{{Name: qname, Qtype: dns.TypeA, Qclass: dns.ClassINET}}
+	m.Answer, m.Ns, m.Extra = answer, ns, extra
+	if cap(c.packBuf) < 65535 {
+		c.packBuf = make([]byte, 65535)
+	}
+	out, err := m.PackBuffer(c.packBuf)
+	if err != nil {
+		return nil // served through the slow path, which reports the error
+	}
+	return c.commit(append(c.alloc(0), out[12+wireLen(qname)+4:]...))
+}
+
+// alloc returns an empty slice at the arena's free space; commit carves what
+// was appended to it out of the arena (copying if it outgrew the space).
+func (c *compiler) alloc(int) []byte {
+	if cap(c.arena) < 512 {
+		c.arena = make([]byte, 0, 64<<10)
+	}
+	return c.arena[:0]
+}
+
+func (c *compiler) commit(b []byte) []byte {
+	b = b[:len(b):len(b)]
+	if len(b) > 0 && cap(c.arena) >= len(b) && &c.arena[:1][0] == &b[0] {
+		c.arena = c.arena[len(b):cap(c.arena)]
+	}
+	return b
 }
 
 // additional returns the in-zone A and AAAA records of the names that MX,
@@ -516,8 +637,9 @@ func (z *zone) additional(rrs []dns.RR) []dns.RR {
 		}
 		for _, t := range [2]uint16{dns.TypeA, dns.TypeAAAA} {
 			if s := n.set(t); s != nil {
+				views := s.views()
 				for i, r := range s.rrs {
-					if s.views == nil || s.views[i] == "" {
+					if views == nil || views[i] == "" {
 						out = append(out, r)
 					}
 				}
@@ -525,32 +647,6 @@ func (z *zone) additional(rrs []dns.RR) []dns.RR {
 		}
 	}
 	return slices.Clip(out)
-}
-
-// encode fills r.wire with the sections packed by miekg/dns after a question
-// for qname, so that header + client question + wire equals what the slow
-// path packs. It also computes the counts and the smallest TTL.
-func (c *compiler) encode(qname string, r *response) {
-	r.minTTL = minTTL(r.answer, r.ns, r.extra)
-	r.counts = [3]uint16{uint16(len(r.answer)), uint16(len(r.ns)), uint16(len(r.extra))}
-	m := dns.Msg{Compress: true}
-	m.Question = []dns.Question{{Name: qname, Qtype: dns.TypeA, Qclass: dns.ClassINET}}
-	m.Answer, m.Ns, m.Extra = r.answer, r.ns, r.extra
-	if cap(c.packBuf) < 4096 {
-		c.packBuf = make([]byte, 65535)
-	}
-	out, err := m.PackBuffer(c.packBuf)
-	if err != nil {
-		return // served through the slow path, which reports the error
-	}
-	qlen := 12 + wireLen(qname) + 4
-	blob := out[qlen:]
-	if len(c.arena) < len(blob) {
-		c.arena = make([]byte, max(64<<10, len(blob)))
-	}
-	r.wire = c.arena[:len(blob):len(blob)]
-	c.arena = c.arena[len(blob):]
-	copy(r.wire, blob)
 }
 
 // wireLen is the uncompressed wire length of a presentation name.

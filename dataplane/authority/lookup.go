@@ -96,9 +96,9 @@ func (z *zone) exact(nd *node, qname []byte, qtype uint16, client Client) Answer
 		return Answer{}
 	}
 	if s := nd.set(qtype); s != nil {
-		return s.resp.toAnswer(z)
+		return s.toAnswer(z)
 	}
-	return nd.nodata.toAnswer(z)
+	return nd.nodataAnswer(z)
 }
 
 // findKind says where the walk for a name ended.
@@ -171,10 +171,10 @@ func (c *chain) visible(s *rrset, owner string) []dns.RR {
 		return nil
 	}
 	out := s.rrs
-	if s.views != nil {
+	if views := s.views(); views != nil {
 		out = nil
 		for i, rr := range s.rrs {
-			if v := s.views[i]; v == "" || c.client.in(v) {
+			if v := views[i]; v == "" || c.client.in(v) {
 				out = append(out, rr)
 			}
 		}

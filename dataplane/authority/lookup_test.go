@@ -40,6 +40,8 @@ var lookupCases = []Case{
 	{Qname: "example.com.", Qtype: dns.TypeANY, Kind: Answered},
 	{Qname: "www.example.com.", Qtype: dns.TypeANY, Kind: Answered},
 	{Qname: "mail.example.com.", Qtype: dns.TypeA, Kind: Answered, Blob: true},
+	{Qname: "ns1.example.com.", Qtype: dns.TypeMX, Kind: NoData, Blob: true},
+	{Qname: "ns2.example.com.", Qtype: dns.TypeTXT, Kind: NoData, Blob: true},
 	{Qname: "alias.example.com.", Qtype: dns.TypeA, Kind: Answered},
 	{Qname: "alias.example.com.", Qtype: dns.TypeCNAME, Kind: Answered, Blob: true},
 	{Qname: "alias.example.com.", Qtype: dns.TypeMX, Kind: Answered},

@@ -55,18 +55,32 @@ func lowerWire(b []byte) {
 // wire form and the presentation form of that (escapes normalised).
 func canonicalName(name string) (wire string, pres string, err error) {
 	name = dns.Fqdn(name)
-	buf := make([]byte, 256)
-	n, err := dns.PackDomainName(name, buf, 0, nil, false)
+	var buf [256]byte
+	n, err := dns.PackDomainName(name, buf[:], 0, nil, false)
 	if err != nil {
 		return "", "", fmt.Errorf("name %q: %w", name, err)
 	}
-	buf = buf[:n]
-	lowerWire(buf)
-	pres, _, err = dns.UnpackDomainName(buf, 0)
+	lowerWire(buf[:n])
+	if plainLower(name) {
+		return string(buf[:n]), name, nil
+	}
+	pres, _, err = dns.UnpackDomainName(buf[:n], 0)
 	if err != nil {
 		return "", "", fmt.Errorf("name %q: %w", name, err)
 	}
-	return string(buf), pres, nil
+	return string(buf[:n]), pres, nil
+}
+
+// plainLower reports whether a presentation name needs no normalising: lower
+// case, no escapes.
+func plainLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '*') {
+			return false
+		}
+	}
+	return true
 }
 
 // presentation converts a wire name to presentation format (slow path only).

@@ -43,6 +43,10 @@ type zone struct {
 	hasDNAME bool // some node has DNAME: likewise
 
 	nxdomain response // shared by every absent name (no wire: qname varies)
+
+	// Compile-time only: NODATA blobs shared by question length.
+	soaNames    []string
+	nodataByLen map[int][]byte
 }
 
 type access struct {
@@ -76,15 +80,53 @@ type node struct {
 	cname int8    // index of the CNAME set, -1 if none
 	dname int8    // index of the DNAME set, -1 if none
 
-	nodata   response // pre-encoded NODATA for the exact name
-	referral response // pre-encoded referral when cut
+	nodata   []byte    // pre-encoded NODATA sections for the exact name
+	referral *response // pre-encoded referral when cut
 }
 
+// rrset is kept small: a million-record zone holds a million of them.
 type rrset struct {
-	rtype uint16
-	rrs   []dns.RR
-	views []string // parallel to rrs when the node has views; "" serves everyone
-	resp  response // pre-encoded exact answer for this type (when no views)
+	rtype  uint16
+	minTTL uint32
+	rrs    []dns.RR
+	wire   []byte // pre-encoded exact answer for this type (when no views)
+	more   *rrsetMore
+}
+
+// rrsetMore holds what few sets have.
+type rrsetMore struct {
+	views []string // parallel to rrs; "" serves everyone
+	extra []dns.RR // additional-section records of the exact answer
+}
+
+func (s *rrset) views() []string {
+	if s.more == nil {
+		return nil
+	}
+	return s.more.views
+}
+
+func (s *rrset) extra() []dns.RR {
+	if s.more == nil {
+		return nil
+	}
+	return s.more.extra
+}
+
+func (s *rrset) toAnswer(z *zone) Answer {
+	ex := s.extra()
+	return Answer{
+		Kind: Answered, Authoritative: true, Answer: s.rrs, Extra: ex,
+		Zone: z.name, MinTTL: s.minTTL, Wire: s.wire,
+		Counts: [3]uint16{uint16(len(s.rrs)), 0, uint16(len(ex))},
+	}
+}
+
+func (n *node) nodataAnswer(z *zone) Answer {
+	return Answer{
+		Kind: NoData, Authoritative: true, Ns: z.negSOA, Zone: z.name,
+		MinTTL: z.negTTL, Wire: n.nodata, Counts: [3]uint16{0, 1, 0},
+	}
 }
 
 // response is a complete, pre-built answer. wire is nil when it could not be

@@ -42,8 +42,9 @@ func (t *Table) ZoneFile(zone string) (string, error) {
 			if s.rtype == dns.TypeSOA {
 				continue
 			}
+			views := s.views()
 			for j, rr := range s.rrs {
-				if s.views != nil && s.views[j] != "" {
+				if views != nil && views[j] != "" {
 					continue
 				}
 				b.WriteString(rrText(rr))
