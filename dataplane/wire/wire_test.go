@@ -1,0 +1,85 @@
+package wire
+
+import (
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+func TestParseQuestionAndEDNS(t *testing.T) {
+	m := new(dns.Msg)
+	m.SetQuestion("WwW.Example.COM.", dns.TypeAAAA)
+	m.SetEdns0(4096, true)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := ParseHeader(b)
+	if err != nil || h.QD != 1 || h.AR != 1 || h.Flags&FlagRD == 0 {
+		t.Fatalf("header %+v %v", h, err)
+	}
+	var lower [MaxNameLen]byte
+	q, err := ParseQuestion(b, HeaderLen, &lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(q.Lower) != "\x03www\x07example\x03com\x00" || string(q.Name) != "\x03WwW\x07Example\x03COM\x00" || q.Type != dns.TypeAAAA || q.Class != dns.ClassINET {
+		t.Fatalf("question %+v", q)
+	}
+	e, end, err := ParseRecords(b, q.End, h.AN, h.NS, h.AR)
+	if err != nil || end != len(b) || !e.Present || e.UDPSize != 4096 || !e.DO || e.HasOptions || e.Version != 0 {
+		t.Fatalf("edns %+v end %d err %v", e, end, err)
+	}
+	if got := string(AppendPresentation(nil, q.Lower)); got != "www.example.com." {
+		t.Fatal(got)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	var lower [MaxNameLen]byte
+	cases := map[string][]byte{
+		"short":   {0, 1},
+		"pointer": {0xC0, 12, 0, 1, 0, 1},
+		"label":   {0x40, 'a', 0, 0, 1, 0, 1},
+		"cut":     {3, 'w', 'w'},
+	}
+	for name, b := range cases {
+		if _, err := ParseQuestion(b, 0, &lower); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	long := make([]byte, 0, 300)
+	for range 5 {
+		long = append(long, 63)
+		long = append(long, make([]byte, 63)...)
+	}
+	long = append(long, 0, 0, 1, 0, 1)
+	if _, err := ParseQuestion(long, 0, &lower); err != ErrNameTooLong {
+		t.Errorf("long name: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	b, _ := m.Pack()
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var lower [MaxNameLen]byte
+		h, err := ParseHeader(b)
+		if err != nil {
+			return
+		}
+		q, err := ParseQuestion(b, HeaderLen, &lower)
+		if err != nil {
+			return
+		}
+		if len(q.Lower) != len(q.Name) || !EqualFoldName(q.Lower, q.Name) {
+			t.Fatalf("lower %x name %x", q.Lower, q.Name)
+		}
+		_ = AppendPresentation(nil, q.Lower)
+		_, _, _ = ParseRecords(b, q.End, h.AN, h.NS, h.AR)
+		_, _, _ = TTLOffsets(b, q.End, int(h.AN), nil)
+	})
+}
