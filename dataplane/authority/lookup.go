@@ -232,7 +232,8 @@ func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
 			lowerWire(newName)
 			target := presentation(newName)
 			c.answer = append(c.answer, &dns.CNAME{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: dn.Hdr.Ttl}, Target: target})
-			if !c.follow(newName, visited) {
+			if qtype == dns.TypeCNAME || !c.follow(newName, visited) {
+				// The synthesised CNAME is itself the answer to a CNAME query.
 				return c.done()
 			}
 			name, owner = newName, target

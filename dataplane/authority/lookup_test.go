@@ -59,6 +59,7 @@ var lookupCases = []Case{
 	{Qname: "old.example.com.", Qtype: dns.TypeA, Kind: NoData, Blob: true},
 	{Qname: "host.legacy.example.com.", Qtype: dns.TypeA, Kind: Answered},
 	{Qname: "gone.legacy.example.com.", Qtype: dns.TypeA, Kind: Answered, Rcode: dns.RcodeNameError},
+	{Qname: "gone.legacy.example.com.", Qtype: dns.TypeCNAME, Kind: Answered},
 	{Qname: "foo.wild.example.com.", Qtype: dns.TypeA, Kind: Answered},
 	{Qname: "foo.wild.example.com.", Qtype: dns.TypeTXT, Kind: Answered},
 	{Qname: "foo.wild.example.com.", Qtype: dns.TypeMX, Kind: NoData},
