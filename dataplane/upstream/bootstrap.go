@@ -20,9 +20,7 @@ const (
 )
 
 // bootstrap resolves upstream host names through plain DNS servers and
-// caches the addresses for their TTL. When a refresh fails the expired
-// addresses are used, so an outage of the bootstrap servers does not take
-// down upstreams that were reachable before.
+// caches the addresses for their TTL.
 type bootstrap struct {
 	servers []transport
 	names   []string
@@ -75,7 +73,10 @@ func newBootstrap(servers []string, bufs *bufPool) (*bootstrap, error) {
 	return b, nil
 }
 
-// lookup returns the addresses of host, IPv4 first.
+// lookup returns the addresses of host, IPv4 first. An expired entry is
+// still returned while a refresh runs in the background, so a TTL expiry
+// never delays a query and a bootstrap outage does not take down upstreams
+// that were reachable before.
 func (b *bootstrap) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{ip}, nil
@@ -95,21 +96,15 @@ func (b *bootstrap) lookup(ctx context.Context, host string) ([]netip.Addr, erro
 		go b.resolve(host, call)
 	}
 	b.mu.Unlock()
+	if cached {
+		return e.addrs, nil
+	}
 	select {
 	case <-call.done:
 	case <-ctx.Done():
-		if cached {
-			return e.addrs, nil
-		}
 		return nil, fmt.Errorf("%w: %s: %w", errBootstrap, host, ctx.Err())
 	}
-	if call.err != nil {
-		if cached {
-			return e.addrs, nil
-		}
-		return nil, call.err
-	}
-	return call.addrs, nil
+	return call.addrs, call.err
 }
 
 func (b *bootstrap) resolve(host string, call *bootCall) {
@@ -118,11 +113,9 @@ func (b *bootstrap) resolve(host string, call *bootCall) {
 	addrs, ttl, err := b.query(ctx, host)
 	b.mu.Lock()
 	if err == nil {
-		if ttl > 0 {
-			b.cache[host] = bootEntry{addrs: addrs, expires: time.Now().Add(ttl)}
-		} else {
-			delete(b.cache, host) // TTL 0: use once, never cache
-		}
+		// TTL 0 keeps the addresses only as stale ones, refreshed on
+		// every use.
+		b.cache[host] = bootEntry{addrs: addrs, expires: time.Now().Add(ttl)}
 	}
 	delete(b.inflight, host)
 	b.mu.Unlock()
