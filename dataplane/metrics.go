@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/miekg/dns"
@@ -61,10 +60,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg != nil {
 		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale} {
 			if err := reg.Register(c); err != nil {
-				var are prometheus.AlreadyRegisteredError
-				if errors.As(err, &are) {
-					return nil, fmt.Errorf("register: %w", err)
-				}
 				return nil, fmt.Errorf("register: %w", err)
 			}
 		}

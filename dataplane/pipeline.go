@@ -356,7 +356,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		return stageDetach
 	}
 	fwd := q.snap.in.Forwarder
-	if fwd == nil || q.noForward {
+	if fwd == nil {
 		return q.fail(StatusRefused, ReasonNoUpstream, dns.RcodeRefused)
 	}
 	name := string(wire.AppendPresentation(nil, q.Lower))
@@ -369,6 +369,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 			}
 		}
 	}
+	q.UpstreamGroup = group
 	req := q.upstreamRequest(name)
 	type result struct {
 		resp     *dns.Msg

@@ -179,7 +179,6 @@ type Query struct {
 	forwardGroup string
 	detachable   bool
 	next         int
-	noForward    bool
 	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
 	// the zone lookup allocates nothing per query.
 	inGroupFn func(string) bool
