@@ -95,7 +95,7 @@ func (l *countingListener) Accept() (net.Conn, error) {
 }
 
 // startServer runs a miekg/dns server on pc or l and stops it at cleanup.
-func startServer(t *testing.T, srv *dns.Server) {
+func startServer(t testing.TB, srv *dns.Server) {
 	t.Helper()
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
@@ -115,7 +115,7 @@ func startServer(t *testing.T, srv *dns.Server) {
 }
 
 // startUDP serves f over UDP on 127.0.0.1 port 0 and returns host:port.
-func startUDP(t *testing.T, f responder) string {
+func startUDP(t testing.TB, f responder) string {
 	t.Helper()
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -126,7 +126,7 @@ func startUDP(t *testing.T, f responder) string {
 }
 
 // startTCP serves f over TCP and returns host:port and the listener.
-func startTCP(t *testing.T, f responder) (string, *countingListener) {
+func startTCP(t testing.TB, f responder) (string, *countingListener) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -138,7 +138,7 @@ func startTCP(t *testing.T, f responder) (string, *countingListener) {
 }
 
 // startUDPAndTCP serves udp and tcp responders on one port number.
-func startUDPAndTCP(t *testing.T, udp, tcp responder) string {
+func startUDPAndTCP(t testing.TB, udp, tcp responder) string {
 	t.Helper()
 	for range 20 { // another process may hold the TCP port: bounded retries
 		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -235,7 +235,7 @@ func (p *testPKI) serverTLS(sni *sync.Map, protos ...string) *tls.Config {
 }
 
 // startDoT serves f over DNS over TLS.
-func startDoT(t *testing.T, pki *testPKI, sni *sync.Map, f responder) (string, *countingListener) {
+func startDoT(t testing.TB, pki *testPKI, sni *sync.Map, f responder) (string, *countingListener) {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -255,7 +255,7 @@ type dohServer struct {
 	nonZero  atomic.Int64 // queries with a message ID other than 0
 }
 
-func startDoH(t *testing.T, pki *testPKI, sni *sync.Map, f responder) *dohServer {
+func startDoH(t testing.TB, pki *testPKI, sni *sync.Map, f responder) *dohServer {
 	t.Helper()
 	d := &dohServer{}
 	mux := http.NewServeMux()
@@ -312,7 +312,7 @@ type doqServer struct {
 	wg      sync.WaitGroup
 }
 
-func startDoQ(t *testing.T, pki *testPKI, sni *sync.Map, f responder) *doqServer {
+func startDoQ(t testing.TB, pki *testPKI, sni *sync.Map, f responder) *doqServer {
 	t.Helper()
 	l, err := quic.ListenAddr("127.0.0.1:0", pki.serverTLS(sni, "doq"), &quic.Config{MaxIdleTimeout: 30 * time.Second})
 	if err != nil {
@@ -398,7 +398,7 @@ func query(name string, qtype uint16) *dns.Msg {
 var clientAddr = netip.MustParseAddr("192.0.2.77")
 
 // newResolver builds a Resolver on a fresh registry and closes it at cleanup.
-func newResolver(t *testing.T, cfg Config) *Resolver {
+func newResolver(t testing.TB, cfg Config) *Resolver {
 	t.Helper()
 	if cfg.Bootstrap == nil {
 		cfg.Bootstrap = []string{} // never reach the public default in tests
@@ -412,7 +412,7 @@ func newResolver(t *testing.T, cfg Config) *Resolver {
 }
 
 // firstA returns the address of the first A record of m.
-func firstA(t *testing.T, m *dns.Msg) string {
+func firstA(t testing.TB, m *dns.Msg) string {
 	t.Helper()
 	if m == nil {
 		t.Fatal("no answer")
@@ -429,7 +429,7 @@ func firstA(t *testing.T, m *dns.Msg) string {
 func writeFile(name string, b []byte) error { return os.WriteFile(name, b, 0o600) }
 
 // errorCount reads svc_upstream_errors_total for one upstream and reason.
-func errorCount(t *testing.T, r *Resolver, group, upstream, reason string) float64 {
+func errorCount(t testing.TB, r *Resolver, group, upstream, reason string) float64 {
 	t.Helper()
 	g := r.groups[group]
 	for _, u := range g.ups {
