@@ -216,7 +216,9 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 	z.nodataByLen = make(map[int][]byte)
 	for _, n := range []string{z.soa.Ns, z.soa.Mbox} {
 		if w, _, err := canonicalName(n); err == nil {
-			z.soaNames = append(z.soaNames, w)
+			if t := topLabel(w, z.wire); t != "" {
+				z.soaTops = append(z.soaTops, t)
+			}
 		}
 	}
 	z.negTTL = neg.Hdr.Ttl
@@ -510,7 +512,7 @@ func (c *compiler) precompute(z *zone, n *node) {
 // SOA's mname or rname shares a label below the apex with the question (then
 // compression may point into that label), so blobs are shared by length.
 func (c *compiler) nodataWire(z *zone, n *node) []byte {
-	shared := n.wire != z.wire && !sharesBelowApex(n.wire, z.soaNames, z.wire)
+	shared := n.wire != z.wire && (len(z.soaTops) == 0 || !slices.Contains(z.soaTops, topLabel(n.wire, z.wire)))
 	if shared {
 		if b, ok := z.nodataByLen[len(n.wire)]; ok {
 			return b
@@ -521,18 +523,6 @@ func (c *compiler) nodataWire(z *zone, n *node) []byte {
 		z.nodataByLen[len(n.wire)] = b
 	}
 	return b
-}
-
-// sharesBelowApex reports whether name and any of others have the same
-// label right below the apex.
-func sharesBelowApex(name string, others []string, apex string) bool {
-	top := topLabel(name, apex)
-	for _, o := range others {
-		if t := topLabel(o, apex); t != "" && t == top {
-			return true
-		}
-	}
-	return false
 }
 
 // topLabel is the wire label of name directly below apex, "" if none.

@@ -45,7 +45,7 @@ type zone struct {
 	nxdomain response // shared by every absent name (no wire: qname varies)
 
 	// Compile-time only: NODATA blobs shared by question length.
-	soaNames    []string
+	soaTops     []string // labels right below the apex of the SOA's mname and rname
 	nodataByLen map[int][]byte
 }
 
