@@ -310,11 +310,25 @@ type doqServer struct {
 	conns   atomic.Int64
 	nonZero atomic.Int64
 	wg      sync.WaitGroup
+	stop    func() // idempotent; also run at cleanup
 }
 
 func startDoQ(t testing.TB, pki *testPKI, sni *sync.Map, f responder) *doqServer {
+	return startDoQAt(t, "127.0.0.1:0", pki, sni, f)
+}
+
+func startDoQAt(t testing.TB, addr string, pki *testPKI, sni *sync.Map, f responder) *doqServer {
 	t.Helper()
-	l, err := quic.ListenAddr("127.0.0.1:0", pki.serverTLS(sni, "doq"), &quic.Config{MaxIdleTimeout: 30 * time.Second})
+	var l *quic.Listener
+	var err error
+	// A restarted server may wait briefly for quic-go to release the port.
+	for range 100 {
+		l, err = quic.ListenAddr(addr, pki.serverTLS(sni, "doq"), &quic.Config{MaxIdleTimeout: 30 * time.Second})
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,11 +361,15 @@ func startDoQ(t testing.TB, pki *testPKI, sni *sync.Map, f responder) *doqServer
 			}()
 		}
 	}()
-	t.Cleanup(func() {
-		cancel()
-		l.Close()
-		s.wg.Wait()
-	})
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			cancel()
+			l.Close()
+			s.wg.Wait()
+		})
+	}
+	t.Cleanup(s.stop)
 	return s
 }
 

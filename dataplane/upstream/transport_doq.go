@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -96,10 +97,14 @@ func (t *doqTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, err
 		if err == nil {
 			return resp, nil
 		}
-		if c.Context().Err() == nil && ctx.Err() == nil {
+		dead := c.Context().Err() != nil
+		if !dead && ctx.Err() == nil {
 			return nil, err // the stream failed, the connection lives on
 		}
-		if c.Context().Err() != nil {
+		// A timed-out stream may mean a connection the server forgot (it
+		// restarted): dial anew next time rather than wait for the idle
+		// timeout. A cancelled race is no sign of that.
+		if dead || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			t.drop(c)
 		}
 		if !reused || ctx.Err() != nil {

@@ -273,3 +273,35 @@ func TestDoTCertificateTrust(t *testing.T) {
 		t.Errorf("answer %v", resp)
 	}
 }
+
+// TestDoQRedialsAfterServerRestart: the shared QUIC connection dies with
+// the server; the next queries dial the restarted server.
+func TestDoQRedialsAfterServerRestart(t *testing.T) {
+	pki := newTestPKI(t)
+	first := startDoQ(t, pki, nil, answerA("192.0.2.70"))
+	addr := first.hostPort()
+	r := newResolver(t, Config{
+		Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{"quic://" + addr}, Strategy: Strict, Timeout: 300 * time.Millisecond}},
+		TLS:    &tls.Config{RootCAs: pki.roots},
+	})
+	if _, _, err := r.Forward(context.Background(), "", query("q.example", dns.TypeA), clientAddr); err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+	second := startDoQAt(t, addr, pki, nil, answerA("192.0.2.71"))
+	var got string
+	for i := range 3 { // at most one query may time out on the forgotten connection
+		resp, _, err := r.Forward(context.Background(), "", query("q.example", dns.TypeA), clientAddr)
+		if err == nil {
+			got = firstA(t, resp)
+			break
+		}
+		t.Logf("query %d after restart: %v", i, err)
+	}
+	if got != "192.0.2.71" {
+		t.Fatalf("no answer from the restarted server (got %q)", got)
+	}
+	if n := second.conns.Load(); n != 1 {
+		t.Errorf("restarted server saw %d connections, want 1", n)
+	}
+}
