@@ -30,10 +30,10 @@ func (b *bootServer) respond(req *dns.Msg) *dns.Msg {
 		return m
 	}
 	if q.Qtype == dns.TypeA {
-		b.aQueries.Add(1)
 		m.Answer = append(m.Answer,
 			&dns.CNAME{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 300}, Target: "alias.dns.test."},
 			&dns.A{Hdr: dns.RR_Header{Name: "alias.dns.test.", Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: b.ttl.Load()}, A: net.ParseIP(b.ip.Load().(string))})
+		b.aQueries.Add(1) // after reading ip and ttl: tests change them once counted
 	}
 	return m
 }
@@ -114,15 +114,18 @@ func TestBootstrapCacheHonoursTTL(t *testing.T) {
 	if err := ask(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return boot.aQueries.Load() == 2 })
+	waitFor(t, func() bool { return boot.aQueries.Load() == 2 && cachedFresh(r, "dns.test") })
 	// A refreshed answer pointing elsewhere is used from then on.
 	boot.ip.Store("127.0.0.2")
 	boot.ttl.Store(300)
 	time.Sleep(1100 * time.Millisecond)
 	_ = ask() // stale, triggers refresh to 127.0.0.2
-	waitFor(t, func() bool { return boot.aQueries.Load() == 3 })
+	waitFor(t, func() bool { return cachedFresh(r, "dns.test") })
 	if addrs, err := r.boot.lookup(context.Background(), "dns.test"); err != nil || len(addrs) != 1 || addrs[0].String() != "127.0.0.2" {
 		t.Errorf("cached addresses %v, %v; want [127.0.0.2]", addrs, err)
+	}
+	if n := boot.aQueries.Load(); n != 3 {
+		t.Errorf("bootstrap asked %d times, want 3", n)
 	}
 }
 
@@ -156,4 +159,12 @@ func TestBootstrapFailure(t *testing.T) {
 	if got := errorCount(t, r, DefaultGroup, "udp://unknown.test:53", reasonBootstrap); got != 1 {
 		t.Errorf("bootstrap errors = %v, want 1", got)
 	}
+}
+
+// cachedFresh reports whether the bootstrap cache holds an unexpired entry.
+func cachedFresh(r *Resolver, host string) bool {
+	r.boot.mu.Lock()
+	defer r.boot.mu.Unlock()
+	e, ok := r.boot.cache[host]
+	return ok && time.Now().Before(e.expires)
 }

@@ -120,7 +120,7 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result
 	}
 	for _, u := range order {
 		actx, cancel := context.WithTimeout(ctx, g.timeout)
-		r := g.attempt(actx, u, wire, q)
+		r := g.attempt(actx, u, g.bufs.fill(wire), q)
 		cancel()
 		if r.ok() {
 			return r
@@ -159,8 +159,11 @@ func (g *group) race(ctx context.Context, a, b *upstream, wire []byte, q dns.Que
 	rctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	ch := make(chan result, 2) // buffered: the loser never blocks
-	go func() { ch <- g.attempt(rctx, a, wire, q) }()
-	go func() { ch <- g.attempt(rctx, b, wire, q) }()
+	// The copies are made here: the loser may run on after this returns,
+	// when wire already belongs to another query.
+	ba, bb := g.bufs.fill(wire), g.bufs.fill(wire)
+	go func() { ch <- g.attempt(rctx, a, ba, q) }()
+	go func() { ch <- g.attempt(rctx, b, bb, q) }()
 	var last result
 	for range 2 {
 		r := <-ch
@@ -198,14 +201,16 @@ func weightedOrder(ups []*upstream) []*upstream {
 	return out
 }
 
-// attempt sends one query to one server and accounts for the outcome.
-func (g *group) attempt(ctx context.Context, u *upstream, wire []byte, q dns.Question) result {
+// attempt sends the query in b (which it returns to the pool) to one
+// server and accounts for the outcome.
+func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Question) result {
+	defer g.bufs.p.Put(b)
 	id := uint16(0)
 	if !u.zeroID {
 		id = uint16(rand.Uint32()) // fresh random ID per attempt against spoofing
 	}
 	start := time.Now()
-	resp, err := exchangeWire(ctx, u.t, g.bufs, wire, id, q)
+	resp, err := exchangeBuf(ctx, u.t, b, id, q)
 	elapsed := time.Since(start)
 	if err != nil {
 		if reason := classify(err); reason != "" {
@@ -267,12 +272,23 @@ func newBufPool() *bufPool {
 	}}}
 }
 
+// fill returns a pooled buffer holding a copy of wire.
+func (bp *bufPool) fill(wire []byte) *attemptBuf {
+	b := bp.p.Get().(*attemptBuf)
+	b.q = append(b.q[:0], wire...)
+	return b
+}
+
 // exchangeWire sends wire with the given ID and returns the parsed answer,
 // refused unless it answers exactly this ID and question.
 func exchangeWire(ctx context.Context, t transport, bp *bufPool, wire []byte, id uint16, q dns.Question) (*dns.Msg, error) {
-	b := bp.p.Get().(*attemptBuf)
+	b := bp.fill(wire)
 	defer bp.p.Put(b)
-	b.q = append(b.q[:0], wire...)
+	return exchangeBuf(ctx, t, b, id, q)
+}
+
+// exchangeBuf is exchangeWire on a filled buffer.
+func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q dns.Question) (*dns.Msg, error) {
 	binary.BigEndian.PutUint16(b.q, id)
 	raw, err := t.exchange(ctx, b.q, b.r)
 	if err != nil {
