@@ -96,10 +96,13 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result
 				j++
 			}
 			r := g.race(ctx, g.ups[i], g.ups[j], wire, q)
-			if r.ok() || ctx.Err() != nil {
+			if r.ok() {
 				return r
 			}
 			last = r
+			if ctx.Err() != nil {
+				break // the caller gave up: no point asking the others
+			}
 			order = make([]*upstream, 0, len(g.ups)-2)
 			for k, u := range g.ups {
 				if k != i && k != j {

@@ -113,7 +113,7 @@ type udpTransport struct {
 }
 
 func (t *udpTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
-	c, err := t.d.dial(ctx, "udp", t.addr)
+	c, err := t.dialUDP(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +140,20 @@ func (t *udpTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, err
 		return buf[:n], nil
 	}
 	return nil, fmt.Errorf("udp read: %w: too many unrelated packets", errMalformed)
+}
+
+// dialUDP connects a UDP socket; an IP literal skips the name-based dial
+// path and its allocations (connecting UDP sends nothing, so it cannot
+// block).
+func (t *udpTransport) dialUDP(ctx context.Context) (net.Conn, error) {
+	if ip, err := netip.ParseAddr(t.addr.Host); err == nil {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, t.addr.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("dial udp %s: %w", t.addr.HostPort(), err)
+		}
+		return c, nil
+	}
+	return t.d.dial(ctx, "udp", t.addr)
 }
 
 func (t *udpTransport) close() error { return t.tcp.close() }
