@@ -30,8 +30,8 @@ Lowest to highest; a higher layer wins key by key:
    error log and the last good settings stay in force.
 4. **Environment**: ` + "`SERVICE_<SECTION>__<KEY>`" + `, ` + "`__`" + ` for each dot of the path, matched
    case-insensitively (` + "`SERVICE_CACHE__MAXENTRIES`" + `, ` + "`SERVICE_LISTENERS__API__ADDRESS`" + `,
-   ` + "`SERVICE_SETTINGSFILE`" + `). A ` + "`_FILE`" + ` suffix names a file holding the value (one
-   trailing newline is dropped); setting both forms is an error. ` + "`string[]`" + `, ` + "`cidr[]`" + `
+   ` + "`SERVICE_SETTINGSFILE`" + `). A ` + "`_FILE`" + ` suffix names a file holding the value (trailing
+   line breaks are dropped); setting both forms is an error. ` + "`string[]`" + `, ` + "`cidr[]`" + `
    and ` + "`upstream[]`" + ` values are comma-separated. List and map keys can only be set
    in a file. A key set by the environment is read-only for the API (` + "`env_locked`" + `).
 
@@ -42,10 +42,8 @@ either file are errors too.
 
 An environment variable starting with ` + "`SERVICE_`" + ` that names no key stops the
 server at start. These variables are read elsewhere and are not settings; they
-and their ` + "`_FILE`" + ` forms are allowed: ` + "`SERVICE_ENCRYPTION_KEY`" + `,
-` + "`SERVICE_ENCRYPTION_KEY_PREVIOUS`" + `, ` + "`SERVICE_ADMIN_PASSWORD`" + `, ` + "`SERVICE_BOOTSTRAP_TOKEN`" + `,
-` + "`SERVICE_SERVER`" + `, ` + "`SERVICE_TOKEN`" + `, ` + "`SERVICE_CONTEXT`" + `, ` + "`SERVICE_CLI_CONFIG`" + `,
-` + "`SERVICE_KEYRING`" + `, ` + "`SERVICE_ADMIN_SOCKET`" + `.
+and their ` + "`_FILE`" + ` forms are allowed:
+<!-- non-setting variables -->
 
 ## File format
 
@@ -137,7 +135,11 @@ a restart), **R** restart, **W** write-only (never returned).
 // Markdown renders docs/settings.md from the registry.
 func Markdown() []byte {
 	var b bytes.Buffer
-	b.WriteString(docIntro)
+	names := make([]string, 0, len(NonSettingEnv()))
+	for _, n := range NonSettingEnv() {
+		names = append(names, "`"+n+"`")
+	}
+	b.WriteString(strings.Replace(docIntro, "<!-- non-setting variables -->", strings.Join(names, ", ")+".", 1))
 	for _, info := range schema(registry()) {
 		flags := ""
 		for _, f := range info.Flags {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -94,17 +95,17 @@ const (
 	SourceEnv          Source = "env"
 )
 
-// nonSettingEnv lists the SERVICE_ variables that are read elsewhere and are
-// not settings; they (and their _FILE forms) must not stop the server.
-func nonSettingEnv(name string) bool {
-	name = strings.TrimSuffix(name, "_FILE")
-	switch name {
-	case "SERVICE_ENCRYPTION_KEY", "SERVICE_ENCRYPTION_KEY_PREVIOUS", "SERVICE_ADMIN_PASSWORD",
+// NonSettingEnv lists the SERVICE_ variables that are read elsewhere and are
+// not settings; they (and their _FILE forms) must not stop the server. This
+// is the one place that list lives.
+func NonSettingEnv() []string {
+	return []string{"SERVICE_ENCRYPTION_KEY", "SERVICE_ENCRYPTION_KEY_PREVIOUS", "SERVICE_ADMIN_PASSWORD",
 		"SERVICE_BOOTSTRAP_TOKEN", "SERVICE_SERVER", "SERVICE_TOKEN", "SERVICE_CONTEXT",
-		"SERVICE_CLI_CONFIG", "SERVICE_KEYRING", "SERVICE_ADMIN_SOCKET":
-		return true
-	}
-	return false
+		"SERVICE_CLI_CONFIG", "SERVICE_KEYRING", "SERVICE_ADMIN_SOCKET"}
+}
+
+func nonSettingEnv(upper string) bool {
+	return slices.Contains(NonSettingEnv(), strings.TrimSuffix(upper, "_FILE"))
 }
 
 // EnvName is the environment variable of a key path, e.g. cache.maxEntries ->
