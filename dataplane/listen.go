@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/ratelimit"
 )
 
 // Start opens the configured listeners and serves until Shutdown.
@@ -99,6 +102,8 @@ func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) e
 			go s.serveUDP(c)
 		}
 		if ln != nil {
+			// Trusted peers start with a PROXY header; others must not.
+			ln = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol, OnReject: s.proxyReject}
 			s.tcp = append(s.tcp, ln)
 			s.wg.Add(1)
 			go s.acceptTCP(ln)
@@ -188,8 +193,32 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
+		client := netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+		// PROXY v2 from trusted peers: the header names the real client,
+		// which every later stage (rate limit, identify, log) sees.
+		real, payload, perr := s.cfg.ProxyProtocol.Datagram(client, buf[:n])
+		if perr != nil {
+			s.proxyReject(client, perr)
+			putQuery(q)
+			continue
+		}
+		if len(payload) != n {
+			n = copy(buf, payload)
+		}
+		client = real
+		if l := s.limiter.Load(); l != nil {
+			if act := l.Check(client.Addr(), buf[:n]); act != ratelimit.Allow {
+				if act == ratelimit.Slip {
+					if b, ok := ratelimit.AppendTruncated(q.out[:0], buf[:n]); ok {
+						_, _ = c.WriteToUDPAddrPort(b, addr)
+					}
+				}
+				putQuery(q)
+				continue
+			}
+		}
 		q.in = buf[:n]
-		q.Client, q.Transport, q.Node = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port()), TransportUDP, s.cfg.Node
+		q.Client, q.Transport, q.Node = client, TransportUDP, s.cfg.Node
 		q.Start = time.Now()
 		q.snap = s.snap.Load()
 		q.cache = s.cache.Load()
@@ -204,6 +233,17 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 		s.writeUDP(c, q, addr)
 	}
 }
+
+// proxyReject counts datagrams and connections refused by the PROXY
+// protocol policy.
+func (s *Server) proxyReject(peer netip.AddrPort, err error) {
+	if s.proxyRejected.Add(1) <= 10 {
+		s.log.Warn("proxy protocol: rejected", "peer", peer, "err", err)
+	}
+}
+
+// ProxyRejected counts what the PROXY protocol policy refused.
+func (s *Server) ProxyRejected() uint64 { return s.proxyRejected.Load() }
 
 func (s *Server) finishUDP(c *net.UDPConn, q *Query, addr netip.AddrPort) {
 	defer s.wg.Done()

@@ -134,14 +134,17 @@ type Query struct {
 	// Request.
 	Client    netip.AddrPort
 	Transport Transport
-	Node      string
-	ID        uint16
-	Flags     uint16 // request header flags
-	Name      []byte // question name as received (aliases the input)
-	Lower     []byte // lower-cased question name, aliases lowerBuf
-	Type      uint16
-	Class     uint16
-	EDNS      wire.EDNS
+	// ClientID is the client's self-declared ID from an encrypted
+	// transport (DoT/DoQ SNI label, DoH path segment); "" for none.
+	ClientID string
+	Node     string
+	ID       uint16
+	Flags    uint16 // request header flags
+	Name     []byte // question name as received (aliases the input)
+	Lower    []byte // lower-cased question name, aliases lowerBuf
+	Type     uint16
+	Class    uint16
+	EDNS     wire.EDNS
 
 	// Identity and decisions.
 	ClientInfo    ClientInfo

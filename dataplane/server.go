@@ -18,6 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/ratelimit"
 	"github.com/svcdns/svc/dataplane/wire"
 )
 
@@ -47,6 +49,10 @@ type Config struct {
 	Cache           cache.Config
 	// DisableFastPath sends every query through miekg/dns (tests, debugging).
 	DisableFastPath bool
+	// ProxyProtocol is listeners.proxyProtocolFrom and its secret: peers
+	// that put a PROXY v2 header before each UDP datagram and TCP
+	// connection. Nil: nobody.
+	ProxyProtocol *proxyproto.Policy
 }
 
 func (c *Config) setDefaults() {
@@ -90,20 +96,25 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	udp      []*net.UDPConn
-	tcp      []net.Listener
-	conns    map[net.Conn]struct{}
-	wg       sync.WaitGroup
-	started  bool
-	closed   bool
-	tcpSlots chan struct{}
+	mu            sync.Mutex
+	udp           []*net.UDPConn
+	tcp           []net.Listener
+	conns         map[net.Conn]struct{}
+	wg            sync.WaitGroup
+	started       bool
+	closed        bool
+	tcpSlots      chan struct{}
+	limiter       atomic.Pointer[ratelimit.Limiter]
+	proxyRejected atomic.Uint64
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and
 // Start to open listeners.
 func New(cfg Config, opts Options) (*Server, error) {
 	cfg.setDefaults()
+	if err := cfg.ProxyProtocol.Validate(); err != nil {
+		return nil, fmt.Errorf("dataplane: %w", err)
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -214,11 +225,22 @@ func (s *Server) prefetch(name string, qtype, qclass uint16, flags cache.Flags) 
 	}
 }
 
+// SetRateLimiter installs the UDP rate limiter (ratelimit.* settings); nil
+// turns limiting off. Call again with a new limiter when the settings change.
+func (s *Server) SetRateLimiter(l *ratelimit.Limiter) { s.limiter.Store(l) }
+
 // ServeWire runs one wire-format query through the pipeline synchronously
 // and appends the answer to out. ok=false means send nothing. DoT, DoH, DoQ
 // and DoH3 listeners call this.
 func (s *Server) ServeWire(in []byte, client netip.AddrPort, transport Transport, out []byte) (resp []byte, ok bool) {
+	return s.ServeWireID(in, client, transport, "", out)
+}
+
+// ServeWireID is ServeWire with the client ID the transport found (DoT SNI
+// label, DoH path segment, DoQ SNI label); "" for none.
+func (s *Server) ServeWireID(in []byte, client netip.AddrPort, transport Transport, clientID string, out []byte) (resp []byte, ok bool) {
 	q := s.begin(client, transport)
+	q.ClientID = clientID
 	q.in = append(q.in[:0], in...)
 	s.run(q)
 	b := s.encode(q)

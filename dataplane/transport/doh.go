@@ -1,0 +1,229 @@
+package transport
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/net/netutil"
+
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/proxyproto"
+)
+
+// dohHandler is RFC 8484 on one path; DoH and DoH3 share it.
+type dohHandler struct {
+	s         *Server
+	path      string
+	transport dataplane.Transport
+	name      string
+	altSvc    func() string // "" when no DoH3 listener
+}
+
+const contentType = "application/dns-message"
+
+// maxGETParam bounds the dns= parameter: base64url of a 65535-byte message.
+var maxGETParam = base64.RawURLEncoding.EncodedLen(maxMessage)
+
+func (s *Server) newDoHHandler(l Listener, t dataplane.Transport, name string) *dohHandler {
+	p := l.Path
+	if p == "" {
+		p = DefaultPath
+	}
+	h := &dohHandler{s: s, path: strings.TrimSuffix(p, "/"), transport: t, name: name}
+	if t == dataplane.TransportDoH {
+		h.altSvc = func() string { return s.altSvc }
+	}
+	return h
+}
+
+func (s *Server) startDoH(ctx context.Context, l Listener) error {
+	tc, err := s.tlsConfig(s.ctx, l, []string{"h2", "http/1.1"})
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", l.Address)
+	if err != nil {
+		return fmt.Errorf("doh listen %s: %w", l.Address, err)
+	}
+	s.tcp = append(s.tcp, ln)
+	s.addrs[kindDoH] = append(s.addrs[kindDoH], addrPortOf(ln.Addr()))
+	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol,
+		OnReject: func(netip.AddrPort, error) { s.m.reject("doh", "proxy") }}
+	wrapped = netutil.LimitListener(wrapped, s.cfg.MaxConns)
+	h2 := new(http.HTTP2Config)
+	h2.MaxConcurrentStreams = 100
+	srv := &http.Server{
+		Handler:           s.newDoHHandler(l, dataplane.TransportDoH, "doh"),
+		TLSConfig:         tc,
+		ReadHeaderTimeout: handshakeTimeout,
+		ReadTimeout:       handshakeTimeout + 5*time.Second,
+		WriteTimeout:      handshakeTimeout + 5*time.Second,
+		IdleTimeout:       s.idle(kindDoH),
+		MaxHeaderBytes:    16 << 10,
+		HTTP2:             h2,
+		ErrorLog:          nil,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			switch st {
+			case http.StateNew:
+				s.m.conns.WithLabelValues("doh").Inc()
+			case http.StateClosed, http.StateHijacked:
+				s.m.conns.WithLabelValues("doh").Dec()
+			}
+		},
+	}
+	s.https = append(s.https, srv)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := srv.ServeTLS(wrapped, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("doh listener stopped", "address", l.Address, "err", err)
+		}
+	}()
+	return nil
+}
+
+func (h *dohHandler) fail(w http.ResponseWriter, code int, reason string) {
+	h.s.m.reject(h.name, reason)
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, http.StatusText(code), code)
+}
+
+// ServeHTTP answers GET ?dns= and POST application/dns-message on the path
+// and on path/<clientid>.
+func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	clientID, ok := h.clientID(r.URL.Path)
+	if !ok {
+		h.fail(w, http.StatusNotFound, "path")
+		return
+	}
+	var msg []byte
+	bp := getBuf()
+	defer putBuf(bp)
+	switch r.Method {
+	case http.MethodGet:
+		p := r.URL.Query().Get("dns")
+		if p == "" {
+			h.fail(w, http.StatusBadRequest, "bad_request")
+			return
+		}
+		if len(p) > maxGETParam {
+			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
+			return
+		}
+		n := base64.RawURLEncoding.DecodedLen(len(p))
+		if cap(*bp) < n {
+			*bp = make([]byte, n)
+		}
+		m, err := base64.RawURLEncoding.AppendDecode((*bp)[:0], []byte(p))
+		if err != nil {
+			h.fail(w, http.StatusBadRequest, "bad_request")
+			return
+		}
+		msg = m
+	case http.MethodPost:
+		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || mt != contentType {
+			h.fail(w, http.StatusUnsupportedMediaType, "content_type")
+			return
+		}
+		if r.ContentLength > maxMessage {
+			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
+			return
+		}
+		m, err := readBounded((*bp)[:0], r.Body, maxMessage)
+		*bp = m
+		if errors.Is(err, errTooLarge) {
+			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
+			return
+		}
+		if err != nil {
+			h.fail(w, http.StatusBadRequest, "bad_request")
+			return
+		}
+		msg = m
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		h.fail(w, http.StatusMethodNotAllowed, "method")
+		return
+	}
+	if len(msg) < 12 {
+		h.fail(w, http.StatusBadRequest, "bad_request")
+		return
+	}
+	client, _ := netip.ParseAddrPort(r.RemoteAddr)
+	client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
+	op := getBuf()
+	defer putBuf(op)
+	out, ok := h.s.h.ServeWireID(msg, client, h.transport, clientID, (*op)[:0])
+	*op = out
+	if !ok {
+		// The pipeline drops only what is not a query (short, QR=1).
+		h.fail(w, http.StatusBadRequest, "bad_request")
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", contentType)
+	hd.Set("Content-Length", strconv.Itoa(len(out)))
+	if ttl, ok := cacheTTL(out); ok {
+		hd.Set("Cache-Control", "max-age="+strconv.FormatUint(uint64(ttl), 10))
+	} else {
+		hd.Set("Cache-Control", "no-store")
+	}
+	if h.altSvc != nil && r.ProtoMajor < 3 {
+		if a := h.altSvc(); a != "" {
+			hd.Set("Alt-Svc", a)
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+// clientID matches the path exactly ("") or path/<clientid>.
+func (h *dohHandler) clientID(p string) (string, bool) {
+	if p == h.path || p == h.path+"/" {
+		return "", true
+	}
+	rest, ok := strings.CutPrefix(p, h.path+"/")
+	if !ok {
+		return "", false
+	}
+	rest = strings.TrimSuffix(rest, "/")
+	if !validClientID(rest) {
+		return "", false
+	}
+	return strings.ToLower(rest), true
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readBounded appends at most limit bytes of r to b; more is errTooLarge.
+func readBounded(b []byte, r io.Reader, limit int) ([]byte, error) {
+	lr := io.LimitReader(r, int64(limit)+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if len(b) > limit {
+			return b, errTooLarge
+		}
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, fmt.Errorf("read body: %w", err)
+		}
+	}
+}

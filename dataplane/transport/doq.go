@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/svcdns/svc/dataplane"
+)
+
+// DoQ error codes (RFC 9250 4.3).
+const (
+	DoQNoError          quic.ApplicationErrorCode = 0x0
+	DoQInternalError    quic.ApplicationErrorCode = 0x1
+	DoQProtocolError    quic.ApplicationErrorCode = 0x2
+	DoQRequestCancelled quic.ApplicationErrorCode = 0x3
+	DoQExcessiveLoad    quic.ApplicationErrorCode = 0x4
+)
+
+// maxDoQInflight bounds streams being answered across all DoQ connections
+// of a server; past it new streams are reset with DOQ_EXCESSIVE_LOAD.
+const maxDoQInflight = 4096
+
+// quicConfig refuses 0-RTT: data in it can be replayed, and DNS queries
+// carry client IDs and change cache state. Clients resend after the
+// handshake completes.
+func (s *Server) quicConfig(kind int) *quic.Config {
+	streams := int64(s.cfg.MaxInflight)
+	if streams <= 0 {
+		streams = 100
+	}
+	return &quic.Config{
+		HandshakeIdleTimeout:  handshakeTimeout,
+		MaxIdleTimeout:        s.idle(kind),
+		MaxIncomingStreams:    streams,
+		MaxIncomingUniStreams: -1,
+		Allow0RTT:             false,
+	}
+}
+
+func (s *Server) listenUDP(ctx context.Context, address string) (net.PacketConn, error) {
+	var lc net.ListenConfig
+	pc, err := lc.ListenPacket(ctx, "udp", address)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", address, err)
+	}
+	return pc, nil
+}
+
+func (s *Server) startDoQ(ctx context.Context, l Listener) error {
+	tc, err := s.tlsConfig(s.ctx, l, []string{"doq"})
+	if err != nil {
+		return err
+	}
+	tc.MinVersion = tls.VersionTLS13
+	pc, err := s.listenUDP(ctx, l.Address)
+	if err != nil {
+		return fmt.Errorf("doq: %w", err)
+	}
+	ln, err := quic.Listen(pc, tc, s.quicConfig(kindDoQ))
+	if err != nil {
+		_ = pc.Close()
+		return fmt.Errorf("doq listen %s: %w", l.Address, err)
+	}
+	s.quic = append(s.quic, ln)
+	s.addrs[kindDoQ] = append(s.addrs[kindDoQ], addrPortOf(pc.LocalAddr()))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer pc.Close()
+		s.acceptDoQ(ln)
+	}()
+	return nil
+}
+
+func (s *Server) acceptDoQ(ln *quic.Listener) {
+	inflight := make(chan struct{}, maxDoQInflight)
+	for {
+		conn, err := ln.Accept(s.ctx)
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		if s.closed || len(s.quicConns) >= s.cfg.MaxConns {
+			s.mu.Unlock()
+			s.m.reject("doq", "max_conns")
+			_ = conn.CloseWithError(DoQExcessiveLoad, "too many connections")
+			continue
+		}
+		s.quicConns[conn] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveDoQConn(conn, inflight)
+	}
+}
+
+func (s *Server) serveDoQConn(conn *quic.Conn, inflight chan struct{}) {
+	s.m.conns.WithLabelValues("doq").Inc()
+	defer func() {
+		s.m.conns.WithLabelValues("doq").Dec()
+		s.mu.Lock()
+		delete(s.quicConns, conn)
+		s.mu.Unlock()
+		s.wg.Done()
+	}()
+	client := addrPortOf(conn.RemoteAddr())
+	clientID := s.clientIDFromSNI(conn.ConnectionState().TLS.ServerName)
+	for {
+		st, err := conn.AcceptStream(s.ctx)
+		if err != nil {
+			return
+		}
+		select {
+		case inflight <- struct{}{}:
+		default:
+			s.m.reject("doq", "excessive_load")
+			st.CancelRead(quic.StreamErrorCode(DoQExcessiveLoad))
+			st.CancelWrite(quic.StreamErrorCode(DoQExcessiveLoad))
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-inflight }()
+			s.serveDoQStream(conn, st, client, clientID)
+		}()
+	}
+}
+
+// serveDoQStream answers the one query of a stream (RFC 9250 4.2): 2-byte
+// length, message with ID 0, then FIN. A nonzero ID or a broken message
+// closes the connection with DOQ_PROTOCOL_ERROR.
+func (s *Server) serveDoQStream(conn *quic.Conn, st *quic.Stream, client netip.AddrPort, clientID string) {
+	_ = st.SetDeadline(time.Now().Add(s.idle(kindDoQ)))
+	var lenb [2]byte
+	if _, err := io.ReadFull(st, lenb[:]); err != nil {
+		st.CancelRead(quic.StreamErrorCode(DoQRequestCancelled))
+		st.CancelWrite(quic.StreamErrorCode(DoQRequestCancelled))
+		return
+	}
+	n := int(binary.BigEndian.Uint16(lenb[:]))
+	protoErr := func(why string) {
+		s.m.reject("doq", "protocol")
+		_ = conn.CloseWithError(DoQProtocolError, why)
+	}
+	if n < 12 {
+		protoErr("short message")
+		return
+	}
+	bp := getBuf()
+	defer putBuf(bp)
+	if cap(*bp) < n {
+		*bp = make([]byte, n)
+	}
+	in := (*bp)[:n]
+	if _, err := io.ReadFull(st, in); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			protoErr("truncated message")
+			return
+		}
+		st.CancelRead(quic.StreamErrorCode(DoQRequestCancelled))
+		st.CancelWrite(quic.StreamErrorCode(DoQRequestCancelled))
+		return
+	}
+	if binary.BigEndian.Uint16(in) != 0 {
+		protoErr("message ID must be 0")
+		return
+	}
+	op := getBuf()
+	defer putBuf(op)
+	out, ok := s.h.ServeWireID(in, client, dataplane.TransportDoQ, clientID, append((*op)[:0], 0, 0))
+	*op = out
+	if !ok {
+		protoErr("not a query")
+		return
+	}
+	if len(out)-2 > maxMessage {
+		st.CancelWrite(quic.StreamErrorCode(DoQInternalError))
+		return
+	}
+	binary.BigEndian.PutUint16(out, uint16(len(out)-2))
+	if _, err := st.Write(out); err != nil {
+		return
+	}
+	_ = st.Close() // FIN
+}
+
+func (s *Server) startDoH3(ctx context.Context, l Listener) error {
+	tc, err := s.tlsConfig(s.ctx, l, nil)
+	if err != nil {
+		return err
+	}
+	tc.MinVersion = tls.VersionTLS13
+	pc, err := s.listenUDP(ctx, l.Address)
+	if err != nil {
+		return fmt.Errorf("doh3: %w", err)
+	}
+	srv := &http3.Server{
+		Handler:        s.newDoHHandler(l, dataplane.TransportDoH3, "doh3"),
+		TLSConfig:      http3.ConfigureTLSConfig(tc),
+		QUICConfig:     s.quicConfig(kindDoH3),
+		MaxHeaderBytes: 16 << 10,
+		IdleTimeout:    s.idle(kindDoH3),
+	}
+	s.h3 = append(s.h3, srv)
+	s.addrs[kindDoH3] = append(s.addrs[kindDoH3], addrPortOf(pc.LocalAddr()))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer pc.Close()
+		if err := srv.Serve(pc); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+			s.log.Error("doh3 listener stopped", "address", l.Address, "err", err)
+		}
+	}()
+	return nil
+}

@@ -1,0 +1,96 @@
+// Package tlscert serves a certificate loaded from PEM files and reloads it
+// when the files change, without a restart: handshakes read the current
+// certificate from an atomic pointer.
+package tlscert
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultInterval is how often the files' modification times are checked.
+const DefaultInterval = 10 * time.Second
+
+// Reloader holds the certificate of one cert/key file pair.
+type Reloader struct {
+	certFile, keyFile string
+	cert              atomic.Pointer[tls.Certificate]
+	stamp             string
+	log               *slog.Logger
+}
+
+// New loads the pair once; an error here stops the listener from starting.
+func New(certFile, keyFile string, log *slog.Logger) (*Reloader, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Reloader{certFile: certFile, keyFile: keyFile, log: log}
+	if _, err := r.reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reloader) fileStamp() (string, error) {
+	var st string
+	for _, f := range []string{r.certFile, r.keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return "", fmt.Errorf("tls certificate: %w", err)
+		}
+		st += fmt.Sprintf("%d/%d;", fi.ModTime().UnixNano(), fi.Size())
+	}
+	return st, nil
+}
+
+// reload loads the files when their stamp changed; it reports whether a new
+// certificate was installed. A broken pair keeps the old certificate.
+func (r *Reloader) reload() (bool, error) {
+	st, err := r.fileStamp()
+	if err != nil {
+		return false, err
+	}
+	if st == r.stamp {
+		return false, nil
+	}
+	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	if err != nil {
+		return false, fmt.Errorf("tls certificate %s: %w", r.certFile, err)
+	}
+	r.stamp = st
+	r.cert.Store(&c)
+	return true, nil
+}
+
+// Run polls the files every interval (0: DefaultInterval) until ctx ends.
+func (r *Reloader) Run(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			changed, err := r.reload()
+			switch {
+			case err != nil:
+				r.log.Warn("tls certificate reload failed; keeping the old one", "cert", r.certFile, "err", err)
+			case changed:
+				r.log.Info("tls certificate reloaded", "cert", r.certFile)
+			}
+		}
+	}
+}
+
+// GetCertificate is for tls.Config.GetCertificate.
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.cert.Load(), nil
+}

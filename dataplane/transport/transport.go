@@ -1,0 +1,354 @@
+// Package transport serves the data plane over the encrypted transports:
+// DNS over TLS (RFC 7858), DNS over HTTPS on HTTP/1.1 and HTTP/2 (RFC 8484),
+// DNS over QUIC (RFC 9250) and DNS over HTTP/3. Transports only turn bytes
+// into a query and the answer back into bytes: every query goes through
+// Handler.ServeWireID, the one pipeline.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/transport/tlscert"
+)
+
+// Handler runs one wire-format query through the pipeline and appends the
+// answer to out; ok=false means send nothing. *dataplane.Server is one.
+type Handler interface {
+	ServeWireID(in []byte, client netip.AddrPort, t dataplane.Transport, clientID string, out []byte) (resp []byte, ok bool)
+}
+
+// DefaultPath is the DoH and DoH3 path when none is configured.
+const DefaultPath = "/dns-query"
+
+// Listener is one listeners.dot/.doh/.doq/.doh3 item.
+type Listener struct {
+	Address  string // host:port; port 0 picks one (tests)
+	CertFile string
+	KeyFile  string
+	Path     string // DoH and DoH3 only; "" means /dns-query
+}
+
+// Config holds the encrypted listeners and their limits.
+type Config struct {
+	DoT, DoH, DoQ, DoH3 []Listener
+	// ClientIDDomain: a TLS server name "<id>.<ClientIDDomain>" (DoT, DoQ)
+	// gives the client ID <id>. Empty: only DoH paths carry client IDs.
+	ClientIDDomain string
+	// ProxyProtocol applies to DoT and DoH (TCP) listeners; nil: nobody.
+	ProxyProtocol *proxyproto.Policy
+	// IdleTimeout closes idle connections (default 10s for DoT, 30s for
+	// DoH, DoQ and DoH3 when zero).
+	IdleTimeout time.Duration
+	// MaxConns bounds connections per TCP listener (default 1000).
+	MaxConns int
+	// MaxInflight bounds pipelined queries per DoT connection and open
+	// streams per QUIC connection (default 32 and 100).
+	MaxInflight int
+	// CertReloadInterval is how often certificate files are checked for
+	// changes (default 10s).
+	CertReloadInterval time.Duration
+}
+
+// Options are the collaborators.
+type Options struct {
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer // nil: metrics kept, not registered
+}
+
+const (
+	handshakeTimeout = 5 * time.Second
+	maxMessage       = 65535
+)
+
+// Server runs the configured encrypted listeners.
+type Server struct {
+	h   Handler
+	cfg Config
+	log *slog.Logger
+	m   *metrics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	addrs     [4][]netip.AddrPort // dot, doh, doq, doh3
+	tcp       []net.Listener
+	https     []*http.Server
+	h3        []*http3.Server
+	quic      []*quic.Listener
+	dotConns  map[net.Conn]struct{}
+	quicConns map[*quic.Conn]struct{}
+	altSvc    string
+}
+
+const (
+	kindDoT = iota
+	kindDoH
+	kindDoQ
+	kindDoH3
+)
+
+// New checks the configuration; Start binds the listeners.
+func New(h Handler, cfg Config, opts Options) (*Server, error) {
+	if h == nil {
+		return nil, errors.New("transport: nil handler")
+	}
+	if err := cfg.ProxyProtocol.Validate(); err != nil {
+		return nil, fmt.Errorf("transport: %w", err)
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 1000
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range append(append([]Listener{}, cfg.DoH...), cfg.DoH3...) {
+		if l.Path != "" && !strings.HasPrefix(l.Path, "/") {
+			return nil, fmt.Errorf("transport: listener %s: path %q must start with /", l.Address, l.Path)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{h: h, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel,
+		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}}, nil
+}
+
+func (s *Server) idle(kind int) time.Duration {
+	if s.cfg.IdleTimeout > 0 {
+		return s.cfg.IdleTimeout
+	}
+	if kind == kindDoT {
+		return 10 * time.Second
+	}
+	return 30 * time.Second
+}
+
+// tlsConfig builds the server TLS configuration of one listener: TLS 1.2
+// and 1.3, session tickets on (resumption), the certificate reloaded when
+// its files change.
+func (s *Server) tlsConfig(ctx context.Context, l Listener, protos []string) (*tls.Config, error) {
+	r, err := tlscert.New(l.CertFile, l.KeyFile, s.log)
+	if err != nil {
+		return nil, fmt.Errorf("listener %s: %w", l.Address, err)
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		r.Run(ctx, s.cfg.CertReloadInterval)
+	}()
+	return &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: r.GetCertificate,
+		NextProtos:     protos,
+	}, nil
+}
+
+// Start binds every listener; on error the ones already bound are closed.
+// DoH3 listeners bind first so DoH answers can advertise them in Alt-Svc.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return errors.New("transport: already started")
+	}
+	s.started = true
+	err := func() error {
+		for _, l := range s.cfg.DoH3 {
+			if err := s.startDoH3(ctx, l); err != nil {
+				return err
+			}
+		}
+		if len(s.addrs[kindDoH3]) > 0 {
+			s.altSvc = fmt.Sprintf(`h3=":%d"; ma=86400`, s.addrs[kindDoH3][0].Port())
+		}
+		for _, l := range s.cfg.DoT {
+			if err := s.startDoT(ctx, l); err != nil {
+				return err
+			}
+		}
+		for _, l := range s.cfg.DoH {
+			if err := s.startDoH(ctx, l); err != nil {
+				return err
+			}
+		}
+		for _, l := range s.cfg.DoQ {
+			if err := s.startDoQ(ctx, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		s.closeLocked()
+		s.cancel()
+	}
+	return err
+}
+
+// Addrs returns the bound addresses of one kind: "dot", "doh", "doq", "doh3".
+func (s *Server) Addrs(kind string) []netip.AddrPort {
+	i := map[string]int{"dot": kindDoT, "doh": kindDoH, "doq": kindDoQ, "doh3": kindDoH3}
+	k, ok := i[kind]
+	if !ok {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]netip.AddrPort(nil), s.addrs[k]...)
+}
+
+func (s *Server) closeLocked() {
+	s.closed = true
+	for _, l := range s.tcp {
+		_ = l.Close()
+	}
+	for _, l := range s.quic {
+		_ = l.Close()
+	}
+	for _, h := range s.https {
+		_ = h.Close()
+	}
+	for _, h := range s.h3 {
+		_ = h.Close()
+	}
+}
+
+// Shutdown closes the listeners, lets in-flight queries finish until ctx
+// ends, then closes every connection.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	for _, l := range s.tcp {
+		_ = l.Close()
+	}
+	for _, l := range s.quic {
+		_ = l.Close()
+	}
+	for c := range s.dotConns {
+		_ = c.SetReadDeadline(time.Now()) // wake readers; answers still go out
+	}
+	https, h3 := s.https, s.h3
+	s.mu.Unlock()
+	var errs []error
+	for _, h := range https {
+		if err := h.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+			_ = h.Close()
+		}
+	}
+	for _, h := range h3 {
+		if err := h.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+			_ = h.Close()
+		}
+	}
+	s.mu.Lock()
+	for c := range s.quicConns {
+		_ = c.CloseWithError(DoQNoError, "")
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.dotConns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		s.cancel()
+		<-done
+		errs = append(errs, ctx.Err())
+	}
+	s.cancel()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("transport shutdown: %w", err)
+	}
+	return nil
+}
+
+// clientIDFromSNI returns the first label of a server name under the
+// configured domain, if it is a valid client ID.
+func (s *Server) clientIDFromSNI(sni string) string {
+	d := s.cfg.ClientIDDomain
+	if d == "" || len(sni) <= len(d)+1 {
+		return ""
+	}
+	sni = strings.TrimSuffix(sni, ".")
+	d = strings.TrimSuffix(d, ".")
+	if !strings.HasSuffix(strings.ToLower(sni), "."+strings.ToLower(d)) {
+		return ""
+	}
+	id := sni[:len(sni)-len(d)-1]
+	if !validClientID(id) {
+		return ""
+	}
+	return strings.ToLower(id)
+}
+
+// validClientID: one DNS label of letters, digits and hyphens.
+func validClientID(id string) bool {
+	if len(id) == 0 || len(id) > 63 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func addrPortOf(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	case *net.UDPAddr:
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+}
+
+// bufPool holds message buffers for reads and answers.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+func getBuf() *[]byte { return bufPool.Get().(*[]byte) }
+
+func putBuf(b *[]byte) {
+	if cap(*b) > 16<<10 {
+		return
+	}
+	*b = (*b)[:0]
+	bufPool.Put(b)
+}
