@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,5 +305,43 @@ func TestDoQRedialsAfterServerRestart(t *testing.T) {
 	}
 	if n := second.conns.Load(); n != 1 {
 		t.Errorf("restarted server saw %d connections, want 1", n)
+	}
+}
+
+// TestDoHOversizedBody: a body larger than any DNS message is refused
+// without reading it all.
+func TestDoHOversizedBody(t *testing.T) {
+	pki := newTestPKI(t)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/dns-message")
+		chunk := make([]byte, 16<<10)
+		for range 64 { // 1 MiB, bounded
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = pki.serverTLS(nil, "h2")
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	r := newResolver(t, Config{
+		Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{"https://" + srv.Listener.Addr().String() + "/dns-query"}, Strategy: Strict, Timeout: 2 * time.Second}},
+		TLS:    &tls.Config{RootCAs: pki.roots},
+	})
+	_, _, err := r.Forward(context.Background(), "", query("big.example", dns.TypeA), clientAddr)
+	if !errors.Is(err, errMalformed) {
+		t.Errorf("error %v, want malformed (too large)", err)
+	}
+}
+
+func TestForwardRejectsBadQueries(t *testing.T) {
+	r := newResolver(t, group1(Strict, time.Second, "192.0.2.1"))
+	two := query("a.example", dns.TypeA)
+	two.Question = append(two.Question, two.Question[0])
+	for name, req := range map[string]*dns.Msg{"nil": nil, "no question": new(dns.Msg), "two questions": two} {
+		if _, _, err := r.Forward(context.Background(), "", req, clientAddr); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }
