@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/svcdns/svc/internal/manifest"
 	"github.com/svcdns/svc/internal/store"
@@ -444,6 +445,15 @@ func applyDiag(source string, o manifest.Object, err error) Diagnostic {
 func fieldOf(err error) string {
 	if !errors.Is(err, store.ErrInvalid) {
 		return ""
+	}
+	// The schema validator's error carries the failing fields as causes.
+	var se *apierrors.StatusError
+	if errors.As(err, &se) && se.ErrStatus.Details != nil {
+		for _, c := range se.ErrStatus.Details.Causes {
+			if c.Field != "" {
+				return c.Field
+			}
+		}
 	}
 	msg := err.Error()
 	i := strings.Index(msg, store.ErrInvalid.Error()+": ")

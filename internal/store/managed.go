@@ -157,7 +157,9 @@ func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, 
 			if errors.Is(err, ErrInvalid) {
 				return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 			}
-			return ApplyResult{}, fmt.Errorf("apply %s: %w: %v", key, ErrInvalid, err)
+			// Both stay reachable: errors.Is(ErrInvalid) for the class,
+			// errors.As for the validator's own error (field causes).
+			return ApplyResult{}, fmt.Errorf("apply %s: %w: %w", key, ErrInvalid, err)
 		}
 		// The admitter may not take the object's ownership away.
 		ann := next.GetAnnotations()
