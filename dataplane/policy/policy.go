@@ -1,0 +1,540 @@
+// Package policy compiles ClientGroup and Policy objects into an immutable
+// table that the data plane's identify and blocking stages use: it
+// implements dataplane.Identifier (Groups) and dataplane.Blocker (Table).
+package policy
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/blocklist"
+	"github.com/svcdns/svc/dataplane/catalogue"
+	"github.com/svcdns/svc/dataplane/safesearch"
+)
+
+// Settings are the blocking.* and blockPage.* settings a table needs.
+type Settings struct {
+	// DefaultResponse is blocking.defaultResponse (zeroIP when empty).
+	DefaultResponse string
+	// BlockTTL is blocking.blockTTL (10m when zero).
+	BlockTTL time.Duration
+	// CustomIPv4/6 are blocking.customIP.v4/.v6; invalid answers NODATA.
+	CustomIPv4, CustomIPv6 netip.Addr
+	// BlockPageIPv4/6 are blockPage.ipv4/.ipv6.
+	BlockPageIPv4, BlockPageIPv6 netip.Addr
+}
+
+// List is one compiled BlockList and the parts of its object that decide
+// how its blocks are answered.
+type List struct {
+	Object   *v1alpha1.BlockList
+	Compiled *blocklist.List
+}
+
+// Input gathers what a table is compiled from.
+type Input struct {
+	Groups     []v1alpha1.ClientGroup
+	Policies   []v1alpha1.Policy
+	Lists      []List
+	Catalogue  *catalogue.Catalogue
+	SafeSearch *safesearch.Table
+	Settings   Settings
+	// Now is the clock schedules are evaluated against (time.Now when nil).
+	Now func() time.Time
+}
+
+// Special list names in decisions and the query log.
+const (
+	ListSafeSearch = "safesearch"
+	ListRewrite    = "rewrite"
+)
+
+type listRef struct {
+	name       string // namespace/name
+	list       *blocklist.List
+	mode       dataplane.BlockMode
+	modeSet    bool
+	ipv4, ipv6 netip.Addr
+}
+
+type rewrite struct {
+	name    string // presentation, lower case, with trailing dot ("*.x." for wildcards)
+	rule    string
+	qtype   uint16 // type of targets
+	cname   bool
+	answers []dns.RR // owner = name
+}
+
+type compiled struct {
+	name      string
+	namespace string
+	priority  int32
+	all       bool
+	groups    []string
+	groupSet  map[string]struct{}
+	allow     []listRef
+	block     []listRef
+	allowOnly bool
+	modeSet   bool
+	mode      dataplane.BlockMode
+	ttl       time.Duration
+	services  *blocklist.List
+	noLog     bool
+	exact     map[string]*rewrite // key: lower-case wire name
+	wildcard  map[string]*rewrite // key: lower-case wire name of the parent
+	safe      bool
+	safeMode  safesearch.Mode
+	schedule  *window
+	upstream  string
+}
+
+// Table is the compiled world of policies. It is immutable and safe for
+// concurrent use.
+type Table struct {
+	groups   *Groups
+	policies []*compiled // by priority descending, then name
+	byName   map[string]*compiled
+	settings Settings
+	safe     *safesearch.Table
+	now      func() time.Time
+	problems []Problem
+	bufs     sync.Pool
+}
+
+// Compile builds a table. Problems (unknown services, categories, lists,
+// groups, bad time zones) are returned; what they affect is skipped and the
+// rest applies.
+func Compile(ctx context.Context, in Input) (*Table, []Problem) {
+	g, problems := CompileGroups(in.Groups)
+	t := &Table{groups: g, byName: map[string]*compiled{}, settings: in.Settings, safe: in.SafeSearch, now: in.Now}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	if t.settings.BlockTTL <= 0 {
+		t.settings.BlockTTL = 10 * time.Minute
+	}
+	t.bufs.New = func() any { return new([256]byte) }
+	lists := map[string]*List{}
+	for i := range in.Lists {
+		l := &in.Lists[i]
+		if l.Object != nil {
+			lists[key(l.Object.Namespace, l.Object.Name)] = l
+		}
+	}
+	groupNames := map[string]bool{}
+	for _, n := range g.names {
+		groupNames[n] = true
+	}
+	for i := range in.Policies {
+		if ctx.Err() != nil {
+			break
+		}
+		p := &in.Policies[i]
+		c, probs := compilePolicy(p, lists, groupNames, in.Catalogue, t.settings)
+		problems = append(problems, probs...)
+		t.policies = append(t.policies, c)
+		t.byName[c.name] = c
+	}
+	sort.SliceStable(t.policies, func(i, j int) bool {
+		a, b := t.policies[i], t.policies[j]
+		if a.priority != b.priority {
+			return a.priority > b.priority
+		}
+		return a.name < b.name
+	})
+	t.problems = problems
+	return t, problems
+}
+
+// Groups returns the identification table (a dataplane.Identifier).
+func (t *Table) Groups() *Groups { return t.groups }
+
+// Problems returns what Compile reported.
+func (t *Table) Problems() []Problem { return append([]Problem(nil), t.problems...) }
+
+// ParseBlockMode maps spec names to dataplane modes.
+func ParseBlockMode(s string) (dataplane.BlockMode, bool) {
+	switch s {
+	case "zeroIP":
+		return dataplane.BlockZeroIP, true
+	case "nxdomain":
+		return dataplane.BlockNXDomain, true
+	case "refused":
+		return dataplane.BlockRefused, true
+	case "customIP":
+		return dataplane.BlockCustomIP, true
+	case "blockPage":
+		return dataplane.BlockPage, true
+	}
+	return dataplane.BlockZeroIP, false
+}
+
+func ref(ns, r string) string {
+	if strings.Contains(r, "/") {
+		return r
+	}
+	return key(ns, r)
+}
+
+func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string]bool, cat *catalogue.Catalogue, set Settings) (*compiled, []Problem) {
+	name := key(p.Namespace, p.Name)
+	var probs []Problem
+	bad := func(reason, format string, args ...any) {
+		probs = append(probs, Problem{"Policy", name, reason, fmt.Sprintf(format, args...)})
+	}
+	s := &p.Spec
+	c := &compiled{name: name, namespace: p.Namespace, priority: s.Priority, groupSet: map[string]struct{}{},
+		allowOnly: s.AllowOnly, noLog: s.QueryLog != nil && !*s.QueryLog, upstream: s.UpstreamGroup, safe: s.SafeSearch}
+	c.all = len(s.ClientGroupRefs) == 0
+	for _, gr := range s.ClientGroupRefs {
+		k := ref(p.Namespace, gr)
+		if !groups[k] {
+			bad("UnknownClientGroup", "client group %s does not exist", k)
+		}
+		if _, dup := c.groupSet[k]; !dup {
+			c.groupSet[k] = struct{}{}
+			c.groups = append(c.groups, k)
+		}
+	}
+	if s.BlockMode != "" {
+		c.mode, c.modeSet = ParseBlockMode(s.BlockMode)
+	}
+	if s.BlockTTL != "" {
+		d, err := time.ParseDuration(s.BlockTTL)
+		if err != nil {
+			bad("InvalidBlockTTL", "blockTTL %q: %v", s.BlockTTL, err)
+		} else {
+			c.ttl = d
+		}
+	}
+	if c.ttl <= 0 {
+		c.ttl = set.BlockTTL
+	}
+	c.safeMode, _ = safesearch.ParseMode(s.SafeSearchMode)
+	resolve := func(refs []string, allowRole bool) {
+		for _, r := range refs {
+			k := ref(p.Namespace, r)
+			l, ok := lists[k]
+			if !ok || l.Compiled == nil {
+				bad("UnknownList", "block list %s does not exist or is not loaded", k)
+				continue
+			}
+			lr := listRef{name: k, list: l.Compiled}
+			if l.Object.Spec.Response != "" {
+				lr.mode, lr.modeSet = ParseBlockMode(l.Object.Spec.Response)
+			}
+			if ci := l.Object.Spec.CustomIP; ci != nil {
+				lr.ipv4, _ = netip.ParseAddr(ci.V4)
+				lr.ipv6, _ = netip.ParseAddr(ci.V6)
+			}
+			if allowRole || l.Compiled.Spec().Mode == blocklist.ModeAllow {
+				c.allow = append(c.allow, lr)
+			} else {
+				c.block = append(c.block, lr)
+			}
+		}
+	}
+	resolve(s.AllowListRefs, true)
+	resolve(s.BlockListRefs, false)
+	if cat != nil {
+		c.services, probs = compileServices(s, cat, name, probs)
+	} else if len(s.BlockedServices)+len(s.BlockedCategories) > 0 {
+		bad("CatalogueUnavailable", "no catalogue loaded")
+	}
+	if s.Schedule != nil {
+		w, err := parseWindow(s.Schedule)
+		if err != nil {
+			bad("InvalidSchedule", "%v", err)
+		} else {
+			c.schedule = w
+		}
+	}
+	for i, rw := range s.Rewrites {
+		if err := c.addRewrite(rw); err != nil {
+			bad("InvalidRewrite", "rewrites[%d]: %v", i, err)
+		}
+	}
+	return c, probs
+}
+
+// compileServices builds one list whose sources are the blocked services:
+// blockedServices (and the services they require) plus the services of
+// blockedCategories minus allowedServices. Source names are "service:<id>".
+func compileServices(s *v1alpha1.PolicySpec, cat *catalogue.Catalogue, name string, probs []Problem) (*blocklist.List, []Problem) {
+	ids := map[string]bool{}
+	var order []string
+	add := func(id string) {
+		if !ids[id] {
+			ids[id] = true
+			order = append(order, id)
+		}
+	}
+	var explicit func(id string, depth int)
+	explicit = func(id string, depth int) {
+		svc, ok := cat.Service(id)
+		if !ok {
+			if depth == 0 {
+				probs = append(probs, Problem{"Policy", name, "UnknownService", fmt.Sprintf("service %q is not in the catalogue", id)})
+			}
+			return
+		}
+		add(id)
+		if depth < 4 {
+			for _, r := range svc.Requires {
+				explicit(r, depth+1)
+			}
+		}
+	}
+	for _, id := range s.BlockedServices {
+		explicit(id, 0)
+	}
+	allowed := map[string]bool{}
+	for _, id := range s.AllowedServices {
+		if !cat.HasService(id) {
+			probs = append(probs, Problem{"Policy", name, "UnknownService", fmt.Sprintf("allowed service %q is not in the catalogue", id)})
+		}
+		allowed[id] = true
+	}
+	for _, cid := range s.BlockedCategories {
+		if !cat.HasCategory(cid) {
+			probs = append(probs, Problem{"Policy", name, "UnknownCategory", fmt.Sprintf("category %q is not in the catalogue", cid)})
+			continue
+		}
+		for _, id := range cat.CategoryServices(cid) {
+			if !allowed[id] {
+				add(id)
+			}
+		}
+	}
+	if len(order) == 0 {
+		return nil, probs
+	}
+	srcs := make([]*blocklist.Source, 0, len(order))
+	for _, id := range order {
+		srcs = append(srcs, cat.Source(id))
+	}
+	return blocklist.NewList(blocklist.ListSpec{Name: "services", Mode: blocklist.ModeBlock}, srcs), probs
+}
+
+func (c *compiled) addRewrite(rw v1alpha1.Rewrite) error {
+	n := strings.ToLower(dns.Fqdn(strings.TrimSpace(rw.Name)))
+	wild := strings.HasPrefix(n, "*.")
+	base := n
+	if wild {
+		base = n[2:]
+	}
+	wire := make([]byte, 256)
+	l, err := dns.PackDomainName(base, wire, 0, nil, false)
+	if err != nil {
+		return fmt.Errorf("name %q: %w", rw.Name, err)
+	}
+	r := &rewrite{name: n, rule: rw.Name}
+	switch {
+	case rw.CNAME != "":
+		r.cname, r.qtype = true, dns.TypeCNAME
+		r.answers = []dns.RR{&dns.CNAME{Hdr: dns.RR_Header{Name: n, Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 300}, Target: dns.Fqdn(rw.CNAME)}}
+	case len(rw.Targets) > 0:
+		typ := rw.Type
+		if typ == "" {
+			typ = "A"
+			if a, err := netip.ParseAddr(rw.Targets[0]); err == nil && a.Is6() {
+				typ = "AAAA"
+			}
+		}
+		qt, ok := dns.StringToType[typ]
+		if !ok {
+			return fmt.Errorf("unknown type %q", typ)
+		}
+		r.qtype = qt
+		for _, tg := range rw.Targets {
+			rr, err := dns.NewRR(fmt.Sprintf("%s 300 IN %s %s", n, typ, tg))
+			if err != nil || rr == nil {
+				return fmt.Errorf("target %q: %v", tg, err)
+			}
+			r.answers = append(r.answers, rr)
+		}
+	default:
+		return fmt.Errorf("name %q has neither cname nor targets", rw.Name)
+	}
+	if wild {
+		if c.wildcard == nil {
+			c.wildcard = map[string]*rewrite{}
+		}
+		c.wildcard[string(wire[:l])] = r
+	} else {
+		if c.exact == nil {
+			c.exact = map[string]*rewrite{}
+		}
+		c.exact[string(wire[:l])] = r
+	}
+	return nil
+}
+
+// choose returns the policy that applies to the client now: the one with
+// the highest priority whose groups include one of the client's and whose
+// schedule is active.
+func (t *Table) choose(client dataplane.ClientInfo, now time.Time) *compiled {
+	for _, p := range t.policies {
+		if !p.applies(client.Groups) {
+			continue
+		}
+		if p.schedule != nil && !p.schedule.active(now) {
+			continue
+		}
+		return p
+	}
+	return nil
+}
+
+func (p *compiled) applies(groups []string) bool {
+	if p.all {
+		return true
+	}
+	for _, g := range groups {
+		if _, ok := p.groupSet[g]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Decide implements dataplane.Blocker. qname is the lower-case wire-format
+// query name. Order inside the chosen policy: rewrites, safe search, allow
+// lists (they win over every service and block list), blocked services and
+// categories, block lists, allowOnly. Passing and allowing allocate nothing;
+// a block allocates the rule text.
+func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) dataplane.Decision {
+	p := t.choose(client, t.now())
+	if p == nil {
+		return dataplane.Decision{}
+	}
+	d := dataplane.Decision{Policy: p.name, UpstreamGroup: p.upstream, NoLog: p.noLog}
+	if rw := p.rewriteFor(qname); rw != nil {
+		return p.rewriteDecision(d, rw, qname, qtype)
+	}
+	if p.safe && t.safe != nil {
+		if ans, _, ok := t.safe.Lookup(qname, p.safeMode); ok {
+			d.Verdict, d.Answer, d.List = dataplane.VerdictRewrite, ans, ListSafeSearch
+			return d
+		}
+	}
+	buf := t.bufs.Get().(*[256]byte)
+	defer t.bufs.Put(buf)
+	name := presentation(buf, qname)
+	for i := range p.allow {
+		if m := p.allow[i].list.MatchBytes(name); m.Matched {
+			d.Verdict, d.List = dataplane.VerdictAllow, p.allow[i].name
+			return d
+		}
+	}
+	if p.services != nil {
+		if m := p.services.MatchBytes(name); m.Matched {
+			d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.services.SourceName(m), p.services.RuleText(m)
+			t.answer(&d, p, nil)
+			return d
+		}
+	}
+	for i := range p.block {
+		if m := p.block[i].list.MatchBytes(name); m.Matched {
+			l := p.block[i].list
+			d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.block[i].name, l.RuleText(m)
+			t.answer(&d, p, &p.block[i])
+			return d
+		}
+	}
+	if p.allowOnly {
+		d.Verdict = dataplane.VerdictBlock
+		t.answer(&d, p, nil)
+	}
+	return d
+}
+
+// answer fills mode, TTL and addresses: the policy's blockMode, else the
+// list's response, else blocking.defaultResponse.
+func (t *Table) answer(d *dataplane.Decision, p *compiled, l *listRef) {
+	mode, _ := ParseBlockMode(t.settings.DefaultResponse)
+	switch {
+	case p.modeSet:
+		mode = p.mode
+	case l != nil && l.modeSet:
+		mode = l.mode
+	}
+	d.Mode, d.TTL = mode, p.ttl
+	switch mode {
+	case dataplane.BlockCustomIP:
+		d.IPv4, d.IPv6 = t.settings.CustomIPv4, t.settings.CustomIPv6
+		if l != nil && (l.ipv4.IsValid() || l.ipv6.IsValid()) {
+			d.IPv4, d.IPv6 = l.ipv4, l.ipv6
+		}
+	case dataplane.BlockPage:
+		d.IPv4, d.IPv6 = t.settings.BlockPageIPv4, t.settings.BlockPageIPv6
+	}
+}
+
+func (p *compiled) rewriteFor(qname []byte) *rewrite {
+	if p.exact != nil {
+		if r, ok := p.exact[string(qname)]; ok {
+			return r
+		}
+	}
+	if p.wildcard == nil {
+		return nil
+	}
+	// walk parent names: "*.x" matches names below x, not x itself.
+	for off := 0; off < len(qname) && qname[off] != 0; {
+		off += int(qname[off]) + 1
+		if off >= len(qname) {
+			break
+		}
+		if r, ok := p.wildcard[string(qname[off:])]; ok {
+			return r
+		}
+	}
+	return nil
+}
+
+func (p *compiled) rewriteDecision(d dataplane.Decision, rw *rewrite, qname []byte, qtype uint16) dataplane.Decision {
+	d.Verdict, d.List, d.Rule = dataplane.VerdictRewrite, ListRewrite, rw.rule
+	if !rw.cname && rw.qtype != qtype {
+		return d // the name exists with other types: NODATA
+	}
+	if !strings.HasPrefix(rw.name, "*.") {
+		d.Answer = rw.answers
+		return d
+	}
+	owner := dns.Fqdn(string(presentation(new([256]byte), qname)))
+	for _, a := range rw.answers {
+		c := dns.Copy(a)
+		c.Header().Name = owner
+		d.Answer = append(d.Answer, c)
+	}
+	return d
+}
+
+// presentation writes a wire-format name as dotted text without the
+// trailing dot into buf.
+func presentation(buf *[256]byte, wire []byte) []byte {
+	n := 0
+	for off := 0; off < len(wire); {
+		l := int(wire[off])
+		if l == 0 || off+1+l > len(wire) || n+l+1 > len(buf) {
+			break
+		}
+		if n > 0 {
+			buf[n] = '.'
+			n++
+		}
+		n += copy(buf[n:], wire[off+1:off+1+l])
+		off += l + 1
+	}
+	return buf[:n]
+}
