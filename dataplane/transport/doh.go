@@ -47,7 +47,7 @@ func (s *Server) newDoHHandler(l Listener, t dataplane.Transport, name string) *
 }
 
 func (s *Server) startDoH(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.ctx, l, []string{"h2", "http/1.1"})
+	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"h2", "http/1.1"})
 	if err != nil {
 		return err
 	}

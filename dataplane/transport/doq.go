@@ -39,13 +39,16 @@ func (s *Server) quicConfig(kind int) *quic.Config {
 	if streams <= 0 {
 		streams = 100
 	}
-	return &quic.Config{
-		HandshakeIdleTimeout:  handshakeTimeout,
-		MaxIdleTimeout:        s.idle(kind),
-		MaxIncomingStreams:    streams,
-		MaxIncomingUniStreams: -1,
-		Allow0RTT:             false,
+	c := &quic.Config{
+		HandshakeIdleTimeout: handshakeTimeout,
+		MaxIdleTimeout:       s.idle(kind),
+		MaxIncomingStreams:   streams,
+		Allow0RTT:            false,
 	}
+	if kind == kindDoQ {
+		c.MaxIncomingUniStreams = -1 // DoQ uses bidirectional streams only
+	}
+	return c
 }
 
 func (s *Server) listenUDP(ctx context.Context, address string) (net.PacketConn, error) {
@@ -58,7 +61,7 @@ func (s *Server) listenUDP(ctx context.Context, address string) (net.PacketConn,
 }
 
 func (s *Server) startDoQ(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.ctx, l, []string{"doq"})
+	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"doq"})
 	if err != nil {
 		return err
 	}
@@ -196,7 +199,7 @@ func (s *Server) serveDoQStream(conn *quic.Conn, st *quic.Stream, client netip.A
 }
 
 func (s *Server) startDoH3(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.ctx, l, nil)
+	tc, err := s.tlsConfig(s.reloadCtx, l, nil)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 func (s *Server) startDoT(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.ctx, l, []string{"dot"})
+	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"dot"})
 	if err != nil {
 		return err
 	}

@@ -86,6 +86,9 @@ type Server struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// reload ends the certificate watchers.
+	reloadCtx    context.Context
+	reloadCancel context.CancelFunc
 
 	mu        sync.Mutex
 	started   bool
@@ -132,7 +135,8 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{h: h, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel,
+	rctx, rcancel := context.WithCancel(context.Background())
+	return &Server{h: h, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, reloadCtx: rctx, reloadCancel: rcancel,
 		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}}, nil
 }
 
@@ -204,6 +208,7 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		s.closeLocked()
 		s.cancel()
+		s.reloadCancel()
 	}
 	return err
 }
@@ -239,6 +244,7 @@ func (s *Server) closeLocked() {
 // Shutdown closes the listeners, lets in-flight queries finish until ctx
 // ends, then closes every connection.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.reloadCancel()
 	s.mu.Lock()
 	s.closed = true
 	for _, l := range s.tcp {

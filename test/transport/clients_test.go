@@ -1,0 +1,195 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/transport"
+)
+
+func run(t *testing.T, bin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", bin, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// TestThirdPartyClients asks kdig and dig over every transport they speak.
+func TestThirdPartyClients(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	kdig, dig := tool(t, "kdig"), tool(t, "dig")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	ca := st.pki.caFile
+	cases := []struct {
+		name string
+		bin  string
+		args []string
+		tr   dataplane.Transport
+		id   string
+	}{
+		{"kdig/udp", kdig, []string{"-p", port("udp"), "+notcp"}, dataplane.TransportUDP, ""},
+		{"kdig/tcp", kdig, []string{"-p", port("tcp"), "+tcp"}, dataplane.TransportTCP, ""},
+		{"kdig/dot", kdig, []string{"-p", port("dot"), "+tls", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoT, ""},
+		{"kdig/dot-clientid", kdig, []string{"-p", port("dot"), "+tls", "+tls-ca=" + ca, "+tls-hostname=kdig1." + serverName, "+tls-sni=kdig1." + serverName}, dataplane.TransportDoT, "kdig1"},
+		{"kdig/doh-post", kdig, []string{"-p", port("doh"), "+https=/dns-query", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoH, ""},
+		{"kdig/doh-get-clientid", kdig, []string{"-p", port("doh"), "+https=/dns-query/kdig2", "+https-get", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoH, "kdig2"},
+		{"kdig/doq-clientid", kdig, []string{"-p", port("doq"), "+tls-ca=" + ca, "+tls-hostname=kdig4." + serverName, "+tls-sni=kdig4." + serverName, "+quic"}, dataplane.TransportDoQ, "kdig4"},
+		{"dig/udp", dig, []string{"-p", port("udp")}, dataplane.TransportUDP, ""},
+		{"dig/tcp", dig, []string{"-p", port("tcp"), "+tcp"}, dataplane.TransportTCP, ""},
+		{"dig/dot", dig, []string{"-p", port("dot"), "+tls", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoT, ""},
+		{"dig/doh-post", dig, []string{"-p", port("doh"), "+https=/dns-query", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoH, ""},
+		{"dig/doh-get-clientid", dig, []string{"-p", port("doh"), "+https-get=/dns-query/dig3", "+tls-ca=" + ca, "+tls-hostname=" + serverName}, dataplane.TransportDoH, "dig3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			retry := "+retry=0"
+			if tc.bin == dig {
+				retry = "+tries=1"
+			}
+			args := append([]string{"@127.0.0.1", retry, "+timeout=3"}, tc.args...)
+			args = append(args, "www.example.com", "A")
+			out := run(t, tc.bin, args...)
+			if !strings.Contains(out, "192.0.2.1") || !strings.Contains(out, "NOERROR") {
+				t.Fatalf("no answer:\n%s", out)
+			}
+			if tc.id != "" && !st.rec.seen(tc.tr, tc.id) {
+				t.Errorf("client ID %q not passed to the pipeline", tc.id)
+			}
+		})
+	}
+}
+
+func query(t testing.TB, id uint16) []byte {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	m.Id = id
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func checkAnswer(t testing.TB, b []byte) *dns.Msg {
+	t.Helper()
+	m := new(dns.Msg)
+	if err := m.Unpack(b); err != nil {
+		t.Fatalf("unpack: %v", err)
+	}
+	if len(m.Answer) != 1 || !strings.Contains(m.Answer[0].String(), "192.0.2.1") {
+		t.Fatalf("unexpected answer: %v", m)
+	}
+	return m
+}
+
+// doqAsk sends one query on a new stream of conn.
+func doqAsk(ctx context.Context, conn *quic.Conn, msg []byte) ([]byte, error) {
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	_ = st.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := st.Write(binary.BigEndian.AppendUint16(nil, uint16(len(msg)))); err != nil {
+		return nil, err
+	}
+	if _, err := st.Write(msg); err != nil {
+		return nil, err
+	}
+	_ = st.Close()
+	var lb [2]byte
+	if _, err := io.ReadFull(st, lb[:]); err != nil {
+		return nil, err
+	}
+	resp := make([]byte, binary.BigEndian.Uint16(lb[:]))
+	if _, err := io.ReadFull(st, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// TestDoQ uses quic-go's client: answers on ID 0, client ID from the SNI,
+// PROTOCOL_ERROR for a nonzero message ID.
+func TestDoQ(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tc := st.pki.clientTLS("doq")
+	tc.ServerName = "quic7." + serverName
+	conn, err := quic.DialAddr(ctx, st.addr("doq").String(), tc, &quic.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseWithError(0, "")
+	if conn.ConnectionState().TLS.NegotiatedProtocol != "doq" {
+		t.Fatalf("ALPN %q", conn.ConnectionState().TLS.NegotiatedProtocol)
+	}
+	for range 3 {
+		resp, err := doqAsk(ctx, conn, query(t, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := checkAnswer(t, resp); m.Id != 0 {
+			t.Fatalf("id %d", m.Id)
+		}
+	}
+	if !st.rec.seen(dataplane.TransportDoQ, "quic7") {
+		t.Error("client ID from SNI not passed")
+	}
+	_, err = doqAsk(ctx, conn, query(t, 1234))
+	var aerr *quic.ApplicationError
+	if !errors.As(err, &aerr) || aerr.ErrorCode != quic.ApplicationErrorCode(transport.DoQProtocolError) {
+		t.Fatalf("nonzero ID: got %v, want application error 0x2", err)
+	}
+}
+
+// TestDoH3 uses quic-go's HTTP/3 client with net/http.
+func TestDoH3(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	rt := &http3.Transport{TLSClientConfig: st.pki.clientTLS()}
+	defer rt.Close()
+	c := &http.Client{Transport: rt, Timeout: 5 * time.Second}
+	base := fmt.Sprintf("https://%s:%d/dns-query", serverName, st.addr("doh3").Port())
+	rt.Dial = func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
+		return quic.DialAddrEarly(ctx, st.addr("doh3").String(), tlsCfg, cfg)
+	}
+	resp, err := c.Get(base + "/h3id?dns=" + base64.RawURLEncoding.EncodeToString(query(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.ProtoMajor != 3 {
+		t.Fatalf("status %d proto %s", resp.StatusCode, resp.Proto)
+	}
+	checkAnswer(t, body)
+	if !st.rec.seen(dataplane.TransportDoH3, "h3id") {
+		t.Error("client ID from path not passed")
+	}
+	resp, err = c.Post(base, "application/dns-message", bytes.NewReader(query(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	checkAnswer(t, body)
+}

@@ -1,0 +1,269 @@
+// Package transport_test runs the encrypted transports end to end against
+// the real data plane with third-party clients: kdig and dig for DoT and
+// DoH, quic-go's own client code for DoQ and DoH3 (see docs/transports.md:
+// no DoQ/DoH3 command-line client could be installed here).
+package transport_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/transport"
+)
+
+const serverName = "dns.test"
+
+// pki is a CA made by the test and a server certificate for dns.test,
+// *.dns.test and 127.0.0.1, written to files.
+type pki struct {
+	dir               string
+	caFile            string
+	certFile, keyFile string
+	pool              *x509.CertPool
+	caCert            *x509.Certificate
+	caKey             *ecdsa.PrivateKey
+}
+
+func newPKI(t testing.TB) *pki {
+	t.Helper()
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(der)
+	p := &pki{dir: dir, caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem"),
+		pool: x509.NewCertPool(), caCert: ca, caKey: key}
+	p.pool.AddCert(ca)
+	writePEM(t, p.caFile, "CERTIFICATE", der)
+	p.issue(t, 2)
+	return p
+}
+
+// issue writes a new server certificate with the given serial number,
+// replacing the files atomically (rename).
+func (p *pki) issue(t testing.TB, serial int64) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: serverName},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		DNSNames: []string{serverName, "*." + serverName}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, p.keyFile+".tmp", "PRIVATE KEY", kb)
+	writePEM(t, p.certFile+".tmp", "CERTIFICATE", der)
+	for _, f := range []string{p.keyFile, p.certFile} {
+		if err := os.Rename(f+".tmp", f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func writePEM(t testing.TB, path, typ string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *pki) clientTLS(protos ...string) *tls.Config {
+	return &tls.Config{RootCAs: p.pool, ServerName: serverName, NextProtos: protos}
+}
+
+// memLog keeps query records.
+type memLog struct {
+	mu   sync.Mutex
+	recs []dataplane.QueryRecord
+}
+
+func (l *memLog) Log(r dataplane.QueryRecord) {
+	l.mu.Lock()
+	l.recs = append(l.recs, r)
+	l.mu.Unlock()
+}
+
+func (l *memLog) clients(name string) []netip.Addr {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []netip.Addr
+	for i := range l.recs {
+		if l.recs[i].Name() == name {
+			out = append(out, l.recs[i].Client.Addr())
+		}
+	}
+	return out
+}
+
+// idRecorder wraps the real data plane and records the client IDs the
+// transports pass in.
+type idRecorder struct {
+	*dataplane.Server
+	mu  sync.Mutex
+	ids map[dataplane.Transport][]string
+}
+
+func (r *idRecorder) ServeWireID(in []byte, client netip.AddrPort, t dataplane.Transport, id string, out []byte) ([]byte, bool) {
+	r.mu.Lock()
+	if id != "" {
+		r.ids[t] = append(r.ids[t], id)
+	}
+	r.mu.Unlock()
+	return r.Server.ServeWireID(in, client, t, id, out)
+}
+
+func (r *idRecorder) seen(t dataplane.Transport, id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, x := range r.ids[t] {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+type stack struct {
+	dp  *dataplane.Server
+	tr  *transport.Server
+	rec *idRecorder
+	log *memLog
+	pki *pki
+}
+
+type stackOpts struct {
+	proxy     *proxyproto.Policy
+	transport func(*transport.Config)
+	noTLS     bool
+}
+
+// newStack starts the data plane (UDP and TCP) and every encrypted
+// listener on 127.0.0.1 port 0, with zone example.com (www A 192.0.2.1,
+// TTL 300). Cleanup stops both.
+func newStack(t testing.TB, o stackOpts) *stack {
+	t.Helper()
+	z := v1alpha1.DNSZone{}
+	z.Name, z.Spec.ZoneName = "example-com", "example.com"
+	rs := v1alpha1.DNSRecordSet{}
+	rs.Namespace, rs.Name = "default", "www"
+	rs.Spec.ZoneRef.Name = "example-com"
+	rs.Spec.Endpoints = []v1alpha1.Endpoint{{DNSName: "www", RecordType: "A", Targets: []string{"192.0.2.1"}, RecordTTL: ptr(int64(300))}}
+	tab, problems := authority.Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{rs}, time.Now())
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	st := &stack{log: &memLog{}}
+	cc := cache.DefaultConfig()
+	cc.MaxEntries = 1000
+	dp, err := dataplane.New(dataplane.Config{
+		Node: "node-a", Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0"}}, Sockets: 1, Cache: cc,
+		ProxyProtocol: o.proxy,
+	}, dataplane.Options{QueryLogger: st.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dp.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Authority: tab}))
+	if err := dp.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.dp = dp
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := dp.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	if o.noTLS {
+		return st
+	}
+	st.pki = newPKI(t)
+	l := transport.Listener{Address: "127.0.0.1:0", CertFile: st.pki.certFile, KeyFile: st.pki.keyFile}
+	cfg := transport.Config{
+		DoT: []transport.Listener{l}, DoH: []transport.Listener{l}, DoQ: []transport.Listener{l}, DoH3: []transport.Listener{l},
+		ClientIDDomain: serverName, ProxyProtocol: o.proxy, CertReloadInterval: 50 * time.Millisecond,
+	}
+	if o.transport != nil {
+		o.transport(&cfg)
+	}
+	st.rec = &idRecorder{Server: dp, ids: map[dataplane.Transport][]string{}}
+	tr, err := transport.New(st.rec, cfg, transport.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.tr = tr
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tr.Shutdown(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	return st
+}
+
+func (st *stack) addr(kind string) netip.AddrPort {
+	switch kind {
+	case "udp":
+		return st.dp.UDPAddrs()[0]
+	case "tcp":
+		return st.dp.TCPAddrs()[0]
+	}
+	return st.tr.Addrs(kind)[0]
+}
+
+// tool finds a third-party client or fails the test naming the script
+// that installs it.
+func tool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		t.Fatalf("%s not found: run hack/install-test-deps.sh (Debian packages knot-dnsutils, bind9-dnsutils)", name)
+	}
+	return p
+}
+
+func ptr[T any](v T) *T { return &v }
