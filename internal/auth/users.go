@@ -35,7 +35,8 @@ type LocalUser struct {
 	obj                *unstructured.Unstructured
 }
 
-// Directory reads and writes the internal kinds of one namespace.
+// Directory reads and writes the internal kinds. LocalUser and APIToken are
+// cluster-scoped; built-in service accounts live in the service's namespace.
 type Directory struct {
 	st store.Store
 	ns string
@@ -94,7 +95,7 @@ func (d *Directory) GetUser(ctx context.Context, username string) (*LocalUser, e
 	if username == "" || len(username) > 253 {
 		return nil, store.ErrNotFound
 	}
-	obj, err := d.st.Get(ctx, KindLocalUser, d.ns, username)
+	obj, err := d.st.Get(ctx, KindLocalUser, "", username)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (d *Directory) GetUser(ctx context.Context, username string) (*LocalUser, e
 
 // ListUsers returns every local user.
 func (d *Directory) ListUsers(ctx context.Context) ([]*LocalUser, error) {
-	objs, err := listAll(ctx, d.st, KindLocalUser, d.ns)
+	objs, err := listAll(ctx, d.st, KindLocalUser, "")
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +145,6 @@ func (d *Directory) SaveUser(ctx context.Context, u *LocalUser, manager store.Ma
 	}
 	obj.SetAPIVersion(APIVersion)
 	obj.SetKind(KindLocalUser)
-	obj.SetNamespace(d.ns)
 	obj.SetName(u.Username)
 	o := obj.Object
 	spec := map[string]any{"username": u.Username, "passwordHash": u.PasswordHash}
@@ -217,7 +217,7 @@ func tokenFrom(obj *unstructured.Unstructured) *Token {
 	o := obj.Object
 	scopes, _, _ := unstructured.NestedStringSlice(o, "spec", "scopes")
 	t := &Token{
-		ID: obj.GetName(), Hash: str(o, "spec", "tokenHash"), Description: str(o, "spec", "description"),
+		ID: obj.GetName(), Hash: str(o, "spec", "hash"), Description: str(o, "spec", "description"),
 		Scopes: scopes, CreatedAt: tm(o, "spec", "createdAt"), LastUsedIP: str(o, "status", "lastUsedIP"),
 		Owner: TokenOwner{
 			Kind: str(o, "spec", "owner", "kind"), Name: str(o, "spec", "owner", "name"),
@@ -237,7 +237,7 @@ func tokenFrom(obj *unstructured.Unstructured) *Token {
 
 // GetToken returns a token by id or store.ErrNotFound.
 func (d *Directory) GetToken(ctx context.Context, id string) (*Token, error) {
-	obj, err := d.st.Get(ctx, KindAPIToken, d.ns, id)
+	obj, err := d.st.Get(ctx, KindAPIToken, "", id)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (d *Directory) GetToken(ctx context.Context, id string) (*Token, error) {
 
 // ListTokens returns every token.
 func (d *Directory) ListTokens(ctx context.Context) ([]*Token, error) {
-	objs, err := listAll(ctx, d.st, KindAPIToken, d.ns)
+	objs, err := listAll(ctx, d.st, KindAPIToken, "")
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +262,6 @@ func (d *Directory) CreateToken(ctx context.Context, t *Token, manager store.Man
 	obj := &unstructured.Unstructured{Object: map[string]any{}}
 	obj.SetAPIVersion(APIVersion)
 	obj.SetKind(KindAPIToken)
-	obj.SetNamespace(d.ns)
 	obj.SetName(t.ID)
 	owner := map[string]any{"kind": t.Owner.Kind, "name": t.Owner.Name}
 	if t.Owner.Namespace != "" {
@@ -271,7 +270,7 @@ func (d *Directory) CreateToken(ctx context.Context, t *Token, manager store.Man
 	if t.Owner.Provider != "" {
 		owner["provider"] = t.Owner.Provider
 	}
-	spec := map[string]any{"tokenHash": t.Hash, "owner": owner, "createdAt": t.CreatedAt.UTC().Format(time.RFC3339)}
+	spec := map[string]any{"id": t.ID, "hash": t.Hash, "owner": owner, "createdAt": t.CreatedAt.UTC().Format(time.RFC3339)}
 	if t.Description != "" {
 		spec["description"] = t.Description
 	}
@@ -302,7 +301,7 @@ func (d *Directory) DeleteToken(ctx context.Context, t *Token) error {
 	if t.obj != nil {
 		m = store.OwnerOf(t.obj)
 	}
-	return d.st.Delete(ctx, KindAPIToken, d.ns, t.ID, store.DeleteOptions{Manager: m})
+	return d.st.Delete(ctx, KindAPIToken, "", t.ID, store.DeleteOptions{Manager: m})
 }
 
 // TouchToken writes lastUsedAt and lastUsedIP.
@@ -332,8 +331,11 @@ func (d *Directory) GetServiceAccount(ctx context.Context, ns, name string) (*Se
 		return nil, err
 	}
 	groups, _, _ := unstructured.NestedStringSlice(obj.Object, "spec", "groups")
+	// The built-in accounts (bootstrap, break-glass) of the service's own
+	// namespace act as the built-in administrator.
+	builtin := ns == d.ns && (name == BootstrapServiceAccount || name == BreakGlassServiceAccount)
 	return &ServiceAccount{Namespace: ns, Name: name, Disabled: boolean(obj.Object, "spec", "disabled"),
-		BuiltinAdmin: boolean(obj.Object, "spec", "builtinAdmin"), Groups: groups}, nil
+		BuiltinAdmin: builtin, Groups: groups}, nil
 }
 
 // EnsureBuiltinServiceAccount creates a built-in administrator service
@@ -347,7 +349,7 @@ func (d *Directory) EnsureBuiltinServiceAccount(ctx context.Context, name string
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": APIVersion, "kind": KindServiceAccount,
 		"metadata": map[string]any{"name": name, "namespace": d.ns},
-		"spec":     map[string]any{"builtinAdmin": true, "description": "built-in service account"},
+		"spec":     map[string]any{"description": "built-in service account"},
 	}}
 	_, err := d.st.Apply(ctx, obj, store.ApplyOptions{Manager: manager})
 	var mb *store.ManagedByError

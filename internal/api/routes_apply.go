@@ -1,0 +1,228 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/svcdns/svc/internal/store"
+	"github.com/svcdns/svc/internal/validation"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+type applyIn struct {
+	RawBody []byte `contentType:"application/json" doc:"one object, a JSON array of objects, or a List"`
+}
+
+type applyOut struct{ Body *ListBody[ApplyResult] }
+
+// maxApplyObjects bounds one apply request.
+const maxApplyObjects = 1000
+
+func (s *Server) registerApplyRoute() {
+	register(s, huma.Operation{OperationID: "apply", Method: http.MethodPost, Path: "/apply", Summary: "Apply one or several objects",
+		Description: "Objects are applied with manager api. With several objects all are checked first; when one is refused nothing is applied and error.objects lists the refusals.",
+		Tags:        []string{"objects"}, MaxBodyBytes: maxBulkBody, Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge}},
+		anyScope("objects.apply"), s.apply)
+}
+
+// decodeObjects reads one object, an array, or a List.
+func decodeObjects(raw []byte) ([]map[string]any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return nil, errInvalid("body: an object or an array of objects is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errInvalid("body: %v", err)
+	}
+	if dec.More() {
+		return nil, errInvalid("body: trailing data after the JSON value")
+	}
+	var items []any
+	switch t := v.(type) {
+	case []any:
+		items = t
+	case map[string]any:
+		if t["kind"] == "List" {
+			l, ok := t["items"].([]any)
+			if !ok {
+				return nil, errInvalid("items: a List needs an items array")
+			}
+			items = l
+		} else {
+			items = []any{t}
+		}
+	default:
+		return nil, errInvalid("body: an object or an array of objects is required")
+	}
+	if len(items) == 0 || len(items) > maxApplyObjects {
+		return nil, errInvalid("body: 1 to %d objects are accepted, got %d", maxApplyObjects, len(items))
+	}
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		m, ok := it.(map[string]any)
+		if !ok {
+			return nil, errInvalid("body[%d]: must be an object", i)
+		}
+		// Numbers were read as json.Number to keep int64 precision; store
+		// them as the JSON codec of unstructured would.
+		b, _ := json.Marshal(m)
+		var norm map[string]any
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			return nil, errInvalid("body[%d]: %v", i, err)
+		}
+		norm = u.Object
+		out[i] = norm
+	}
+	return out, nil
+}
+
+func refusal(r ApplyResult, e *Error) ApplyResult {
+	r.Result, r.Error, r.ErrorKey, r.Hint = "error", e.Detail.Message, e.Detail.Key, e.Detail.Hint
+	return r
+}
+
+func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
+	items, err := decodeObjects(in.RawBody)
+	if err != nil {
+		return nil, err
+	}
+	type pending struct {
+		ki  validation.KindInfo
+		obj *unstructured.Unstructured
+	}
+	var todo []pending
+	var refused []ApplyResult
+	results := make([]ApplyResult, len(items))
+	seen := map[string]bool{}
+	// Check everything first so that nothing is half-applied.
+	for i, m := range items {
+		obj := &unstructured.Unstructured{Object: m}
+		r := ApplyResult{Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace()}
+		e := s.checkApply(ctx, obj)
+		var ki validation.KindInfo
+		if e == nil {
+			ki, _ = s.kindFor(obj.GetKind())
+			key := store.KeyOf(obj).String()
+			if seen[key] {
+				e = errInvalid("%s appears twice", key)
+			}
+			seen[key] = true
+		}
+		if e != nil {
+			results[i] = refusal(r, e)
+			refused = append(refused, results[i])
+			continue
+		}
+		results[i] = r
+		todo = append(todo, pending{ki: ki, obj: obj})
+	}
+	if len(refused) > 0 {
+		first := refused[0]
+		status := http.StatusBadRequest
+		switch first.ErrorKey {
+		case KeyManagedBy, KeyConflict:
+			status = http.StatusConflict
+		case KeyForbidden:
+			status = http.StatusForbidden
+		case KeyTooLarge:
+			status = http.StatusRequestEntityTooLarge
+		}
+		msg := first.Error
+		if len(items) > 1 {
+			msg = fmt.Sprintf("%d of %d objects refused, nothing applied; first: %s %s: %s", len(refused), len(items), first.Kind, first.Name, first.Error)
+		}
+		e := newErr(status, first.ErrorKey, msg, first.Hint)
+		if first.ErrorKey == KeyForbidden {
+			if perm, ok := s.writePerm(first.Kind); ok {
+				e.Detail.Missing = perm
+			}
+		}
+		if len(items) > 1 {
+			e.Detail.Objects = refused
+		}
+		return nil, e
+	}
+	out := &ListBody[ApplyResult]{Items: make([]ApplyResult, 0, len(todo))}
+	for i, p := range todo {
+		res, err := s.deps.Store.Apply(ctx, p.obj, store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: p.obj.GetResourceVersion()})
+		r := results[i]
+		auditObject(ctx, "apply", r.Kind, r.Namespace, r.Name, resultOf(res, err))
+		if err != nil {
+			if len(todo) == 1 {
+				return nil, fromError(err)
+			}
+			out.Items = append(out.Items, refusal(r, fromError(err)))
+			continue
+		}
+		r.Result, r.ResourceVersion = string(res.Result), res.ResourceVersion
+		out.Items = append(out.Items, r)
+		s.afterWrite(r.Kind)
+	}
+	return &applyOut{Body: out}, nil
+}
+
+func (s *Server) writePerm(kind string) (string, bool) {
+	ki, ok := s.kindFor(kind)
+	if !ok {
+		return "", false
+	}
+	return ki.Plural + ".write", true
+}
+
+// checkApply validates one object of an apply: kind, identity, permission,
+// ownership and (when an admitter is configured) its schema.
+func (s *Server) checkApply(ctx context.Context, obj *unstructured.Unstructured) *Error {
+	if av := obj.GetAPIVersion(); av != validation.APIVersion {
+		return errInvalid("apiVersion: %q is not %s", av, validation.APIVersion)
+	}
+	ki, ok := s.kindFor(obj.GetKind())
+	if !ok {
+		return errInvalid("kind: %q cannot be applied", obj.GetKind())
+	}
+	if obj.GetName() == "" {
+		return errInvalid("metadata.name: required")
+	}
+	if ki.Namespaced && obj.GetNamespace() == "" {
+		obj.SetNamespace("default")
+	}
+	if !ki.Namespaced && obj.GetNamespace() != "" {
+		return errInvalid("metadata.namespace: %s is cluster-scoped", ki.Kind)
+	}
+	if b, err := json.Marshal(obj.Object); err != nil || len(b) > store.MaxObjectBytes {
+		return newErr(http.StatusRequestEntityTooLarge, KeyTooLarge, fmt.Sprintf("%s %s is larger than 1.5 MiB", ki.Kind, obj.GetName()), "split the object")
+	}
+	if e := s.checkObject(ctx, ki, "write", obj); e != nil {
+		return e
+	}
+	old, err := s.deps.Store.Get(ctx, ki.Kind, obj.GetNamespace(), obj.GetName())
+	switch {
+	case err == nil:
+		if owner := store.OwnerOf(old); owner != store.ManagerAPI {
+			return fromError(&store.ManagedByError{Owner: owner})
+		}
+		if zoneScoped(ki.Kind) {
+			if e := s.checkObject(ctx, ki, "write", old); e != nil {
+				return e
+			}
+		}
+	case errors.Is(err, store.ErrNotFound):
+		old = nil
+	default:
+		return fromError(err)
+	}
+	if s.deps.Admitter != nil {
+		if err := s.deps.Admitter.Admit(ctx, obj.DeepCopy(), old); err != nil {
+			return newErr(http.StatusBadRequest, KeyInvalid, err.Error(), "")
+		}
+	}
+	return nil
+}
