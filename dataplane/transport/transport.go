@@ -260,7 +260,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	var errs []error
 	for _, h := range https {
-		if err := h.Shutdown(ctx); err != nil {
+		if err := h.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, err)
 			_ = h.Close()
 		}

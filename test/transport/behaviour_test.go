@@ -1,0 +1,275 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/proxyproto"
+)
+
+func dohClient(st *stack) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig:   st.pki.clientTLS(),
+		ForceAttemptHTTP2: true,
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			d := &tls.Dialer{Config: st.pki.clientTLS("h2")}
+			return d.DialContext(ctx, "tcp", st.addr("doh").String())
+		},
+	}}
+}
+
+// TestDoHStatus checks status codes, Cache-Control and Alt-Svc over HTTP/2.
+func TestDoHStatus(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	c := dohClient(st)
+	base := "https://" + serverName + "/dns-query"
+	q := base64.RawURLEncoding.EncodeToString(query(t, 0))
+	nx := new(dns.Msg)
+	nx.SetQuestion("nope.example.com.", dns.TypeA)
+	nxb, _ := nx.Pack()
+	cases := []struct {
+		name, method, url, ctype string
+		body                     []byte
+		status                   int
+		cache                    string
+	}{
+		{"get", "GET", base + "?dns=" + q, "", nil, 200, "max-age=300"},
+		{"post", "POST", base, "application/dns-message", query(t, 0), 200, "max-age=300"},
+		{"nxdomain", "POST", base, "application/dns-message", nxb, 200, "max-age="},
+		{"bad base64", "GET", base + "?dns=***", "", nil, 400, "no-store"},
+		{"padded base64", "GET", base + "?dns=" + base64.URLEncoding.EncodeToString(query(t, 0)[:13]), "", nil, 400, "no-store"},
+		{"missing dns", "GET", base, "", nil, 400, "no-store"},
+		{"short", "POST", base, "application/dns-message", []byte{1, 2, 3}, 400, "no-store"},
+		{"content type", "POST", base, "text/plain", query(t, 0), 415, "no-store"},
+		{"method", "PUT", base, "application/dns-message", query(t, 0), 405, "no-store"},
+		{"too large", "POST", base, "application/dns-message", make([]byte, 70000), 413, "no-store"},
+		{"wrong path", "GET", "https://" + serverName + "/other?dns=" + q, "", nil, 404, "no-store"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, tc.url, bytes.NewReader(tc.body))
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
+			}
+			if resp.ProtoMajor != 2 {
+				t.Errorf("proto %s, want HTTP/2", resp.Proto)
+			}
+			if cc := resp.Header.Get("Cache-Control"); !strings.HasPrefix(cc, tc.cache) {
+				t.Errorf("Cache-Control %q, want %q", cc, tc.cache)
+			}
+			if tc.status == 200 {
+				if want := fmt.Sprintf(`h3=":%d"`, st.addr("doh3").Port()); !strings.Contains(resp.Header.Get("Alt-Svc"), want) {
+					t.Errorf("Alt-Svc %q, want %s", resp.Header.Get("Alt-Svc"), want)
+				}
+				if resp.Header.Get("Content-Type") != "application/dns-message" {
+					t.Errorf("content type %q", resp.Header.Get("Content-Type"))
+				}
+			}
+		})
+	}
+}
+
+// dotConn dials DoT with the test CA.
+func dotConn(t testing.TB, st *stack, cfg *tls.Config) *tls.Conn {
+	t.Helper()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", st.addr("dot").String(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestDoTPipelineResumeReload: pipelined queries on one connection, ALPN
+// dot, session resumption, and a certificate replaced on disk is served
+// without a restart.
+func TestDoTPipelineResumeReload(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	cfg := st.pki.clientTLS("dot")
+	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
+	c := dotConn(t, st, cfg)
+	if p := c.ConnectionState().NegotiatedProtocol; p != "dot" {
+		t.Fatalf("ALPN %q", p)
+	}
+	var buf []byte
+	for i := range 20 {
+		q := query(t, uint16(100+i))
+		buf = binary.BigEndian.AppendUint16(buf, uint16(len(q)))
+		buf = append(buf, q...)
+	}
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write(buf); err != nil {
+		t.Fatal(err)
+	}
+	var ids []int
+	for range 20 {
+		var lb [2]byte
+		if _, err := io.ReadFull(c, lb[:]); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, binary.BigEndian.Uint16(lb[:]))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, int(checkAnswer(t, b).Id))
+	}
+	slices.Sort(ids)
+	for i, id := range ids {
+		if id != 100+i {
+			t.Fatalf("ids %v", ids)
+		}
+	}
+	c.Close()
+
+	c2 := dotConn(t, st, cfg)
+	// TLS 1.3 tickets arrive after the handshake: a query reads them.
+	_ = c2.SetDeadline(time.Now().Add(3 * time.Second))
+	q := query(t, 1)
+	_, _ = c2.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...))
+	_, _ = io.ReadFull(c2, make([]byte, 2))
+	c2.Close()
+	c3 := dotConn(t, st, cfg)
+	if !c3.ConnectionState().DidResume {
+		t.Error("session not resumed")
+	}
+	c3.Close()
+
+	st.pki.issue(t, 77)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := dotConn(t, st, st.pki.clientTLS("dot"))
+		serial := c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
+		c.Close()
+		if serial == 77 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("certificate not reloaded: serial %d", serial)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestProxyProtocol: a loopback proxy (no secret needed) sends PROXY v2
+// headers over UDP and TCP (kdig +proxy) and DoT and DoH (Go: kdig 3.2 puts
+// no header before TLS); the
+// query log sees the real client. A peer outside proxyProtocolFrom is served
+// directly, and its header is rejected.
+func TestProxyProtocol(t *testing.T) {
+	pol := &proxyproto.Policy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}
+	st := newStack(t, stackOpts{proxy: pol})
+	kdig := tool(t, "kdig")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	for i, args := range [][]string{
+		{"-p", port("udp"), "+notcp"},
+		{"-p", port("tcp"), "+tcp"},
+	} {
+		src := fmt.Sprintf("203.0.113.%d", 10+i)
+		all := append([]string{"@127.0.0.1", "+retry=0", "+timeout=3", "+proxy=" + src + "#5353-127.0.0.1#53"}, args...)
+		out := run(t, kdig, append(all, "www.example.com", "A")...)
+		if !strings.Contains(out, "192.0.2.1") {
+			t.Fatalf("%v: %s", args, out)
+		}
+		waitClient(t, st, src)
+	}
+	proxied := func(kind, src string) net.Conn {
+		raw, err := net.DialTimeout("tcp", st.addr(kind).String(), 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hdr := proxyproto.Append(nil, netip.MustParseAddrPort(src+":4242"), st.addr(kind), nil)
+		if _, err := raw.Write(hdr); err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	dc := tls.Client(proxied("dot", "203.0.113.20"), st.pki.clientTLS("dot"))
+	_ = dc.SetDeadline(time.Now().Add(3 * time.Second))
+	q := query(t, 9)
+	if _, err := dc.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(dc, make([]byte, 2)); err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
+	waitClient(t, st, "203.0.113.20")
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		ForceAttemptHTTP2: true, TLSClientConfig: st.pki.clientTLS(),
+		DialContext: func(context.Context, string, string) (net.Conn, error) { return proxied("doh", "203.0.113.21"), nil },
+	}}
+	resp, err := hc.Post("https://"+serverName+"/dns-query", "application/dns-message", bytes.NewReader(query(t, 0)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	hc.CloseIdleConnections()
+	waitClient(t, st, "203.0.113.21")
+
+	// 127.0.0.2 is not listed: served directly, a header from it rejected.
+	laddr := &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}
+	uc, err := net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(st.addr("udp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc.Close()
+	ask := func(b []byte) bool {
+		_ = uc.SetDeadline(time.Now().Add(500 * time.Millisecond))
+		if _, err := uc.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_, err := uc.Read(make([]byte, 1500))
+		return err == nil
+	}
+	if !ask(query(t, 5)) {
+		t.Error("unlisted peer without header not served")
+	}
+	hdr := proxyproto.Append(nil, netip.MustParseAddrPort("198.51.100.9:1"), netip.MustParseAddrPort("127.0.0.1:53"), nil)
+	if ask(append(hdr, query(t, 6)...)) {
+		t.Error("header from unlisted peer answered")
+	}
+	// Listed peer without a header: rejected.
+	uc1, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(st.addr("udp")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer uc1.Close()
+	_ = uc1.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	_, _ = uc1.Write(query(t, 7))
+	if _, err := uc1.Read(make([]byte, 1500)); err == nil {
+		t.Error("listed peer without header answered")
+	}
+}
+
+func waitClient(t *testing.T, st *stack, src string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for !slices.Contains(st.log.clients("www.example.com."), netip.MustParseAddr(src)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("log clients %v, want %s", st.log.clients("www.example.com."), src)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
