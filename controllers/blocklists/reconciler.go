@@ -1,0 +1,337 @@
+package blocklists
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/internal/listfetch"
+	"github.com/svcdns/svc/internal/store"
+)
+
+// Kind is the stored kind this reconciler watches.
+const Kind = "BlockList"
+
+// Fetcher is what the reconciler needs of internal/listfetch.Fetcher.
+type Fetcher interface {
+	Fetch(ctx context.Context, url string) (listfetch.Result, error)
+	Open(digest string) (*os.File, error)
+	AcquireParse(ctx context.Context) (func(), error)
+}
+
+// CompiledSource is a compiled source with its parse counts.
+type CompiledSource interface {
+	Counts() (entries, invalid, unsupported, excluded, ruleCount int, staleExcludes []string)
+}
+
+// Compiler compiles sources and combines them into a list (the node passes
+// dataplane/policy.ListCompiler).
+type Compiler[S CompiledSource, L any] interface {
+	CompileSource(ctx context.Context, src v1alpha1.BlockListSource, body io.Reader) (S, error)
+	NewList(bl *v1alpha1.BlockList, sources []S) L
+}
+
+// Options configure a Reconciler.
+type Options[S CompiledSource, L any] struct {
+	Store    store.Store
+	Fetcher  Fetcher
+	Compiler Compiler[S, L]
+	// OnList receives a compiled list ("namespace/name"); ok=false means the
+	// list was deleted and must leave the snapshot.
+	OnList func(name string, list L, ok bool)
+	// AllowDegraded is blocking.allowDegraded: serve a cached body when a
+	// fetch fails.
+	AllowDegraded bool
+	// DefaultRefresh is blocking.refreshInterval.
+	DefaultRefresh time.Duration
+	Now            func() time.Time
+	Logger         *slog.Logger
+}
+
+type sourceState[S CompiledSource] struct {
+	fingerprint string // digest + spec of what was compiled
+	compiled    S
+	fetch       listfetch.Result
+	fetchErr    string
+}
+
+// Reconciler reconciles BlockList objects. Safe for concurrent use; one
+// list is reconciled at a time.
+type Reconciler[S CompiledSource, L any] struct {
+	o  Options[S, L]
+	mu sync.Mutex
+	// state per list, per source name.
+	state map[string]map[string]*sourceState[S]
+}
+
+// New builds a reconciler.
+func New[S CompiledSource, L any](o Options[S, L]) *Reconciler[S, L] {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Reconciler[S, L]{o: o, state: map[string]map[string]*sourceState[S]{}}
+}
+
+// Reconcile brings one list up to date and returns when it wants to run
+// again (the earliest refresh of its URL sources; 0 for none).
+func (r *Reconciler[S, L]) Reconcile(ctx context.Context, namespace, name string) (time.Duration, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := namespace + "/" + name
+	u, err := r.o.Store.Get(ctx, Kind, namespace, name)
+	if errors.Is(err, store.ErrNotFound) {
+		delete(r.state, key)
+		var zero L
+		if r.o.OnList != nil {
+			r.o.OnList(key, zero, false)
+		}
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("get blocklist %s: %w", key, err)
+	}
+	var bl v1alpha1.BlockList
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &bl); err != nil {
+		return 0, fmt.Errorf("decode blocklist %s: %w", key, err)
+	}
+	now := r.o.Now()
+	interval := RefreshInterval(&bl, r.o.DefaultRefresh)
+	listOn := enabledByAnnotations(bl.Annotations)
+	states := r.state[key]
+	if states == nil {
+		states = map[string]*sourceState[S]{}
+		r.state[key] = states
+	}
+	var results []SourceResult
+	var compiled []S
+	next := time.Duration(0)
+	seen := map[string]bool{}
+	for i, src := range bl.Spec.Sources {
+		sname := SourceName(src, i)
+		src.Name = sname
+		seen[sname] = true
+		st := states[sname]
+		if st == nil {
+			st = &sourceState[S]{}
+			states[sname] = st
+		}
+		res, s, ok := r.gatherSource(ctx, &bl, src, st, listOn, interval, now)
+		results = append(results, res)
+		if ok {
+			compiled = append(compiled, s)
+		}
+		if src.URL != "" && listOn && (src.Enabled == nil || *src.Enabled) {
+			wait := interval - now.Sub(st.fetch.FetchedAt)
+			if st.fetch.FetchedAt.IsZero() || wait <= 0 {
+				wait = time.Minute // failed fetch: retry soon
+			}
+			if next == 0 || wait < next {
+				next = wait
+			}
+		}
+	}
+	for n := range states {
+		if !seen[n] {
+			delete(states, n)
+		}
+	}
+	desired := DesiredStatus(&bl, listOn, results, now)
+	if StatusChanged(bl.Status, desired) {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
+		if err != nil {
+			return next, fmt.Errorf("encode status of %s: %w", key, err)
+		}
+		u.Object["status"] = m
+		if _, err := r.o.Store.UpdateStatus(ctx, u); err != nil {
+			return next, fmt.Errorf("update status of %s: %w", key, err)
+		}
+	}
+	if r.o.OnList != nil {
+		r.o.OnList(key, r.o.Compiler.NewList(&bl, compiled), true)
+	}
+	return next, nil
+}
+
+func enabledByAnnotations(ann map[string]string) bool {
+	v, ok := ann[v1alpha1.EnabledAnnotation]
+	return !ok || !strings.EqualFold(strings.TrimSpace(v), "false")
+}
+
+// gatherSource fetches (when due) and compiles (when the body or the spec
+// changed) one source.
+func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockList, src v1alpha1.BlockListSource,
+	st *sourceState[S], listOn bool, interval time.Duration, now time.Time) (SourceResult, S, bool) {
+	var zero S
+	res := SourceResult{Name: src.Name}
+	enabled := src.Enabled == nil || *src.Enabled
+	if src.URL != "" {
+		// keep what we know of the body even while switched off
+		res.Digest, res.ETag, res.LastFetched = st.fetch.Digest, st.fetch.ETag, st.fetch.FetchedAt
+	}
+	if !enabled || !listOn {
+		res.Disabled = true
+		return res, zero, false
+	}
+	specJSON, _ := json.Marshal(struct {
+		F, X, E any
+		S       bool
+	}{src.Format, src.Exclude, src.Entries, src.Subdomains})
+	var body func() (io.ReadCloser, error)
+	var fp string
+	switch {
+	case src.URL != "":
+		if FetchDue(st.fetch.FetchedAt, interval, now) || st.fetch.Digest == "" {
+			fr, err := r.o.Fetcher.Fetch(ctx, src.URL)
+			switch {
+			case err == nil:
+				st.fetch, st.fetchErr = fr, ""
+			case fr.Degraded && r.o.AllowDegraded:
+				st.fetch, st.fetchErr = fr, err.Error() // serve the cached body
+			case r.o.AllowDegraded:
+				st.fetchErr = err.Error() // keep what was compiled before, if anything
+			default:
+				st.fetch, st.fetchErr = listfetch.Result{FetchedAt: st.fetch.FetchedAt}, err.Error()
+			}
+		}
+		res.Digest, res.ETag, res.LastFetched, res.Err = st.fetch.Digest, st.fetch.ETag, st.fetch.FetchedAt, st.fetchErr
+		res.Stale = st.fetchErr != "" && st.fetch.Digest != ""
+		if st.fetch.Digest == "" {
+			if res.Err == "" {
+				res.Err = "no body fetched yet"
+			}
+			return res, zero, false
+		}
+		digest := st.fetch.Digest
+		fp = "url:" + digest + string(specJSON)
+		body = func() (io.ReadCloser, error) { return r.o.Fetcher.Open(digest) }
+	case src.Inline != nil || src.ConfigMapRef == nil:
+		text := strings.Join(src.Inline, "\n")
+		fp = "inline:" + text + string(specJSON)
+		body = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil }
+	default:
+		res.Err = "configMapRef sources need the Kubernetes store"
+		return res, zero, false
+	}
+	if st.fingerprint != fp {
+		s, err := r.compile(ctx, src, body)
+		if err != nil {
+			res.Err = err.Error()
+			return res, zero, false
+		}
+		st.compiled, st.fingerprint = s, fp
+	}
+	res.Compiled = true
+	res.Entries, res.Invalid, res.Unsupported, res.Excluded, res.RuleCount, res.StaleExcludes = st.compiled.Counts()
+	return res, st.compiled, true
+}
+
+func (r *Reconciler[S, L]) compile(ctx context.Context, src v1alpha1.BlockListSource, open func() (io.ReadCloser, error)) (S, error) {
+	var zero S
+	release, err := r.o.Fetcher.AcquireParse(ctx)
+	if err != nil {
+		return zero, err
+	}
+	defer release()
+	rc, err := open()
+	if err != nil {
+		return zero, fmt.Errorf("open body: %w", err)
+	}
+	defer rc.Close()
+	s, err := r.o.Compiler.CompileSource(ctx, src, rc)
+	if err != nil {
+		return zero, fmt.Errorf("compile: %w", err)
+	}
+	return s, nil
+}
+
+// Run is the local runner for the sqlite store: it reconciles every list
+// once, reports the errors of that first pass on initial (nil when none)
+// and closes it, then watches BlockList objects and reconciles each change
+// and each due refresh until ctx ends. blocking.initStrategy decides what
+// the node does with the first pass: fast serves at once, blocking waits
+// for initial, failOnError also stops on its error.
+func (r *Reconciler[S, L]) Run(ctx context.Context, initial chan<- error) error {
+	due := map[string]time.Time{}
+	var firstErrs []error
+	initialDone := false
+	runOne := func(k string) {
+		ns, name, _ := strings.Cut(k, "/")
+		next, err := r.Reconcile(ctx, ns, name)
+		if err != nil {
+			r.o.Logger.Warn("reconcile blocklist", "list", k, "err", err)
+			if !initialDone {
+				firstErrs = append(firstErrs, err)
+			}
+			next = time.Minute
+		}
+		if next > 0 {
+			due[k] = r.o.Now().Add(next)
+		} else {
+			delete(due, k)
+		}
+	}
+	lr, err := r.o.Store.List(ctx, store.ListOptions{Kind: Kind})
+	if err != nil {
+		return fmt.Errorf("list blocklists: %w", err)
+	}
+	for _, u := range lr.Items {
+		runOne(objectKey(u))
+	}
+	initialDone = true
+	if initial != nil {
+		if len(firstErrs) > 0 {
+			initial <- errors.Join(firstErrs...)
+		}
+		close(initial)
+	}
+	ch, err := r.o.Store.Watch(ctx, store.WatchOptions{Kind: Kind, ResourceVersion: lr.ResourceVersion})
+	if err != nil {
+		return fmt.Errorf("watch blocklists: %w", err)
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait := time.Hour
+		for _, t := range due {
+			if d := t.Sub(r.o.Now()); d < wait {
+				wait = max(d, 0)
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-ch:
+			if !ok {
+				return ctx.Err()
+			}
+			if ev.Type == store.Error {
+				return fmt.Errorf("watch blocklists: %w", ev.Err)
+			}
+			runOne(objectKey(ev.Object))
+		case <-timer.C:
+			now := r.o.Now()
+			for k, t := range due {
+				if !t.After(now) {
+					runOne(k)
+				}
+			}
+		}
+	}
+}
+
+func objectKey(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
