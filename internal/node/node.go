@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -19,7 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/settings"
+	"github.com/svcdns/svc/internal/store/sqlite"
+	"github.com/svcdns/svc/internal/validation"
 )
 
 // Options are what `svc serve` hands the node.
@@ -108,6 +113,65 @@ func Run(ctx context.Context, opts Options) error {
 			return err
 		}
 	}
+	if err := os.MkdirAll(cfg.Node.DataDir, 0o755); err != nil {
+		return fmt.Errorf("node.dataDir %s: %w", cfg.Node.DataDir, err)
+	}
+	validator, err := validation.New()
+	if err != nil {
+		return fmt.Errorf("object schemas: %w", err)
+	}
+	if cfg.Store.Driver != "sqlite" {
+		return fmt.Errorf("store.driver %q: only sqlite is available in this build", cfg.Store.Driver)
+	}
+	st, err := sqlite.NewStore(ctx, filepath.Join(cfg.Node.DataDir, "state.db"), validator, sqlite.Options{Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := ensureDefaultZone(ctx, st); err != nil {
+		return err
+	}
+
+	fwd, err := upstream.New(upstreamConfig(cfg), logger.With("component", "upstream"), reg)
+	if err != nil {
+		return fmt.Errorf("upstreams: %w", err)
+	}
+	dp, err := dataplane.New(dataplaneConfig(cfg, nodeName), dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	life.onChange = func(ld bool) {
+		logger.Info("lameduck", "on", ld)
+		dp.SetLameduck(ld)
+	}
+	hot := newHotConfig(cfg, fwd, logger)
+	defer hot.Close()
+	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
+	go func() {
+		if err := mgr.Watch(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("settings file watch stopped", "err", err)
+		}
+	}()
+	go hot.follow(mgr.Subscribe(ctx), dp, snaps, reg)
+	ops.AddCheck("snapshot", snaps.Ready)
+	snapErr := make(chan error, 1)
+	go func() { snapErr <- snaps.Run(ctx) }()
+	if err := dp.Start(ctx); err != nil {
+		return fmt.Errorf("dns listeners: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = dp.Shutdown(sctx)
+	}()
+	for _, a := range dp.UDPAddrs() {
+		addrs.DNS = append(addrs.DNS, "udp/"+a.String())
+	}
+	for _, a := range dp.TCPAddrs() {
+		addrs.DNS = append(addrs.DNS, "tcp/"+a.String())
+	}
+	logger.Info("dns listening", "addresses", addrs.DNS)
+
 	if opts.Ready != nil {
 		opts.Ready(addrs)
 	}
@@ -120,6 +184,10 @@ func Run(ctx context.Context, opts Options) error {
 		case <-ctx.Done():
 			logger.Info("stopping")
 			return nil
+		case err := <-snapErr:
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("snapshots: %w", err)
+			}
 		case s := <-sig:
 			if ld, _ := life.State(); ld {
 				logger.Info("second signal, stopping now", "signal", s.String())

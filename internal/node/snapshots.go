@@ -1,0 +1,223 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/internal/store"
+)
+
+// debounce gathers bursts of store changes (an apply of a directory) into one build.
+const debounce = 50 * time.Millisecond
+
+// snapshotter keeps a view of the objects the data plane compiles, rebuilds the
+// snapshot when they change, and swaps it into the server. Builds run here, off
+// the query path; a failed build keeps the last good snapshot serving.
+type snapshotter struct {
+	st     store.Store
+	dp     *dataplane.Server
+	log    *slog.Logger
+	static func() dataplane.SnapshotInput // forwarder and settings-derived parts
+
+	mu       sync.Mutex
+	objects  map[store.Key]*unstructured.Unstructured
+	synced   bool
+	lastErr  error
+	builtAt  time.Time
+	problems []authority.Problem
+	rebuild  chan struct{}
+}
+
+var compiledKinds = []string{"DNSZone", "DNSRecordSet"}
+
+func newSnapshotter(st store.Store, dp *dataplane.Server, log *slog.Logger, static func() dataplane.SnapshotInput) *snapshotter {
+	return &snapshotter{st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
+}
+
+// Ready reports whether the first snapshot from the store is being served.
+func (s *snapshotter) Ready() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.synced {
+		return errors.New("zones not loaded from the store yet")
+	}
+	return nil
+}
+
+// Trigger asks for a rebuild (settings changed).
+func (s *snapshotter) Trigger() {
+	select {
+	case s.rebuild <- struct{}{}:
+	default:
+	}
+}
+
+// Run loads the objects, builds the first snapshot, then follows the store.
+func (s *snapshotter) Run(ctx context.Context) error {
+	var since int64
+	for _, kind := range compiledKinds {
+		rv, err := s.load(ctx, kind)
+		if err != nil {
+			return err
+		}
+		if since == 0 || rv < since {
+			since = rv
+		}
+	}
+	events, err := s.st.Watch(ctx, store.WatchOptions{ResourceVersion: strconv.FormatInt(since, 10)})
+	if err != nil {
+		return fmt.Errorf("watch store: %w", err)
+	}
+	next := s.build()
+	s.mu.Lock()
+	s.synced = true
+	s.mu.Unlock()
+
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	pending := false
+	var expiry <-chan time.Time
+	arm := func(at time.Time) {
+		if at.IsZero() {
+			expiry = nil
+			return
+		}
+		expiry = time.After(time.Until(at))
+	}
+	arm(next)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("store watch ended")
+			}
+			if !s.apply(ev) {
+				continue
+			}
+			if !pending {
+				pending = true
+				timer.Reset(debounce)
+			}
+		case <-s.rebuild:
+			if !pending {
+				pending = true
+				timer.Reset(debounce)
+			}
+		case <-timer.C:
+			pending = false
+			arm(s.build())
+		case <-expiry:
+			arm(s.build())
+		}
+	}
+}
+
+// load lists every object of a kind and returns the list's resource version.
+func (s *snapshotter) load(ctx context.Context, kind string) (int64, error) {
+	var rv int64
+	opts := store.ListOptions{Kind: kind, Limit: 500}
+	for {
+		page, err := s.st.List(ctx, opts)
+		if err != nil {
+			return 0, fmt.Errorf("list %s: %w", kind, err)
+		}
+		if rv == 0 {
+			rv, _ = strconv.ParseInt(page.ResourceVersion, 10, 64)
+		}
+		s.mu.Lock()
+		for _, o := range page.Items {
+			s.objects[store.KeyOf(o)] = o
+		}
+		s.mu.Unlock()
+		if page.Continue == "" {
+			return rv, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// apply records one change; it reports whether the change matters to a build.
+func (s *snapshotter) apply(ev store.Event) bool {
+	if ev.Object == nil {
+		return false
+	}
+	kind := ev.Object.GetKind()
+	if kind != "DNSZone" && kind != "DNSRecordSet" {
+		return false
+	}
+	k := store.KeyOf(ev.Object)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ev.Type == store.Deleted {
+		delete(s.objects, k)
+		return true
+	}
+	if old, ok := s.objects[k]; ok && old.GetResourceVersion() == ev.Object.GetResourceVersion() {
+		return false
+	}
+	s.objects[k] = ev.Object
+	return true
+}
+
+// build compiles the current objects and swaps the snapshot in. It returns
+// when the next build is due because a record leaves service (zero: never).
+func (s *snapshotter) build() time.Time {
+	start := time.Now()
+	s.mu.Lock()
+	var zones []v1alpha1.DNSZone
+	var sets []v1alpha1.DNSRecordSet
+	var convErr error
+	for _, o := range s.objects {
+		switch o.GetKind() {
+		case "DNSZone":
+			var z v1alpha1.DNSZone
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &z); err != nil {
+				convErr = errors.Join(convErr, fmt.Errorf("DNSZone %s: %w", o.GetName(), err))
+				continue
+			}
+			zones = append(zones, z)
+		case "DNSRecordSet":
+			var rs v1alpha1.DNSRecordSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &rs); err != nil {
+				convErr = errors.Join(convErr, fmt.Errorf("DNSRecordSet %s/%s: %w", o.GetNamespace(), o.GetName(), err))
+				continue
+			}
+			sets = append(sets, rs)
+		}
+	}
+	s.mu.Unlock()
+
+	table, problems := authority.Compile(zones, sets, start)
+	in := s.static()
+	in.Authority = table
+	in.Version = start.UTC().Format(time.RFC3339Nano)
+	s.dp.Swap(dataplane.NewSnapshot(in))
+
+	s.mu.Lock()
+	s.problems, s.lastErr, s.builtAt = problems, convErr, start
+	s.mu.Unlock()
+	if convErr != nil {
+		s.log.Error("objects skipped in snapshot", "err", convErr)
+	}
+	for _, p := range problems {
+		s.log.Warn("record skipped", "problem", fmt.Sprint(p))
+	}
+	s.log.Debug("snapshot built", "zones", len(zones), "recordSets", len(sets), "took", time.Since(start))
+	return table.NextChange()
+}
