@@ -72,16 +72,16 @@ func TestKindInfo(t *testing.T) {
 	}
 	ready := `READY=string:.status.conditions[?(@.type=="Ready")].status`
 	wants := map[string]want{
-		"DNSZone":        {plural: "dnszones", short: []string{"zone", "zones", "dnszone"}, status: true},
-		"DNSRecordSet":   {plural: "dnsrecordsets", short: []string{"rrset", "rrsets", "dnsrecordset"}, namespaced: true, status: true, columns: []string{"ZONE=string:.spec.zoneRef.name", "NAMES=integer:.status.names", ready, "AGE=date:.metadata.creationTimestamp"}},
-		"BlockList":      {plural: "blocklists", short: []string{"blocklist", "list", "lists", "bl"}, namespaced: true, status: true, columns: []string{"MODE=string:.spec.mode", "ENTRIES=integer:.status.entries", "LAST-FETCH=date:.status.lastFetched", ready}},
-		"ClientGroup":    {plural: "clientgroups", short: []string{"cg", "clientgroup"}, namespaced: true},
-		"Policy":         {plural: "policies", short: []string{"pol", "policy"}, namespaced: true, status: true, columns: []string{"GROUPS=string:.spec.clientGroupRefs", "PRIORITY=integer:.spec.priority", ready}},
-		"UnblockRequest": {plural: "unblockrequests", namespaced: true},
-		"LocalUser":      {plural: "localusers", internal: true, status: true},
-		"APIToken":       {plural: "apitokens", internal: true, status: true},
-		"ServiceAccount": {plural: "serviceaccounts", internal: true, namespaced: true},
-		"RoleBinding":    {plural: "rolebindings", internal: true},
+		"DNSZone":          {plural: "dnszones", short: []string{"zone", "zones", "dnszone"}, status: true},
+		"DNSRecordSet":     {plural: "dnsrecordsets", short: []string{"rrset", "rrsets", "dnsrecordset"}, namespaced: true, status: true, columns: []string{"ZONE=string:.spec.zoneRef.name", "NAMES=integer:.status.names", ready, "AGE=date:.metadata.creationTimestamp"}},
+		"BlockList":        {plural: "blocklists", short: []string{"blocklist", "list", "lists", "bl"}, namespaced: true, status: true, columns: []string{"MODE=string:.spec.mode", "ENTRIES=integer:.status.entries", "LAST-FETCH=date:.status.lastFetched", ready}},
+		"ClientGroup":      {plural: "clientgroups", short: []string{"cg", "clientgroup"}, namespaced: true},
+		"Policy":           {plural: "policies", short: []string{"pol", "policy"}, namespaced: true, status: true, columns: []string{"GROUPS=string:.spec.clientGroupRefs", "PRIORITY=integer:.spec.priority", ready}},
+		"UnblockRequest":   {plural: "unblockrequests", namespaced: true},
+		"LocalUser":        {plural: "localusers", internal: true, status: true},
+		"APIToken":         {plural: "apitokens", internal: true, status: true},
+		"ServiceAccount":   {plural: "serviceaccounts", internal: true, namespaced: true},
+		"RoleBinding":      {plural: "rolebindings", internal: true},
 		"IdentityProvider": {plural: "identityproviders", internal: true},
 	}
 	var kinds []string
