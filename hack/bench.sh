@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# make bench: every performance target of the issues, as Go benchmarks with
+# allocations, each reported beside a baseline measured in the same run.
+# Long-running by design; not part of make test. BENCHTIME overrides -benchtime.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bt="${BENCHTIME:-1s}"
+out="${BENCH_OUT:-.run/bench-$(date +%Y%m%d-%H%M%S).txt}"
+mkdir -p "$(dirname "$out")"
+run() {
+  local pkg="$1" pattern="$2" extra="${3:-}"
+  echo "== $pkg $pattern" | tee -a "$out"
+  # One server core where the benchmark allows it: GOMAXPROCS=1 pins the Go
+  # scheduler to one thread for the code under test.
+  GOMAXPROCS="${BENCH_PROCS:-1}" go test -run '^$' -bench "$pattern" -benchmem -benchtime "$bt" $extra "$pkg" | tee -a "$out"
+}
+# Data plane: authoritative and cache-hit answers (0 allocs/op), the slow path,
+# and the real-socket comparison with a miekg/dns reference responder.
+run ./dataplane 'ServeWire|UDPSocketVsMiekg'
+run ./dataplane/authority 'Lookup|Compile$'
+run ./dataplane/authority 'CompileMillion' '-benchtime 1x'
+# Block lists: compile 1M domains and 100k adblock rules, match, swap.
+run ./dataplane/blocklist 'Compile1MDomains|Compile100kAdblock|Swap' '-benchtime 1x'
+run ./dataplane/blocklist 'MatchFiveLabels'
+run ./dataplane/upstream 'ForwardUDP|Route'
+run ./dataplane/ratelimit 'Check'
+# Store: apply and list 10,000 record sets.
+run ./internal/store/sqlite 'Apply10k|ListPaged' '-benchtime 1x'
+for p in ./internal/querylog ./dataplane/transport; do
+  [ -d "$p" ] && run "$p" '.'
+done
+echo "results: $out"
