@@ -198,6 +198,8 @@ func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockL
 			fr, err := r.o.Fetcher.Fetch(ctx, src.URL)
 			switch {
 			case err == nil:
+				// the reconciler's clock decides refreshes, not the fetcher's
+				fr.FetchedAt = now
 				st.fetch, st.fetchErr = fr, ""
 			case fr.Degraded && r.o.AllowDegraded:
 				st.fetch, st.fetchErr = fr, err.Error() // serve the cached body
