@@ -1,6 +1,7 @@
 package validation
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -27,11 +29,12 @@ func samples(t testing.TB) map[string]map[string]any {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var m map[string]any
-		if err := yaml.Unmarshal(data, &m); err != nil {
+		u, err := Decode(data)
+		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		k, _ := m["kind"].(string)
+		m := u.Object
+		k := u.GetKind()
 		if _, dup := out[k]; dup {
 			t.Fatalf("two samples of kind %s", k)
 		}
@@ -91,12 +94,12 @@ IdentityProvider:
 func bases(t testing.TB) map[string]map[string]any {
 	t.Helper()
 	out := samples(t)
-	var internal map[string]map[string]any
+	var internal map[string]any
 	if err := yaml.Unmarshal([]byte(internalBases), &internal); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range internal {
-		out[k] = v
+	for k, v := range jsonValue(internal).(map[string]any) {
+		out[k] = v.(map[string]any)
 	}
 	return out
 }
@@ -108,7 +111,21 @@ type edit struct {
 	del  bool
 }
 
-func set(path string, val any) edit { return edit{path: path, val: val} }
+func set(path string, val any) edit { return edit{path: path, val: jsonValue(val)} }
+
+// jsonValue turns a Go value into what a JSON decoder makes of it (int64, float64,
+// []any, map[string]any), which unstructured objects require.
+func jsonValue(v any) any {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	var out any
+	if err := utiljson.Unmarshal(data, &out); err != nil {
+		panic(err)
+	}
+	return out
+}
 func del(path string) edit          { return edit{path: path, del: true} }
 
 // pathParts splits "a.b[2].c" into "a", "b", 2, "c".
