@@ -22,6 +22,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store/sqlite"
 	"github.com/svcdns/svc/internal/validation"
@@ -131,6 +132,16 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ensureDefaultZone(ctx, st); err != nil {
 		return err
 	}
+	objs := objectsdir.New(st, cfg.ObjectsDir, logger.With("component", "objectsdir"))
+	if err := objs.ApplyInline(ctx, mgr.ConfigPath(), cfg.Objects); err != nil {
+		// A bad inline object is reported and the node keeps serving what is stored.
+		logger.Error("inline objects of the config file not applied", "err", err)
+	}
+	go func() {
+		if err := objs.Run(ctx); err != nil && ctx.Err() == nil {
+			logger.Error("objectsDir watch stopped", "dir", cfg.ObjectsDir, "err", err)
+		}
+	}()
 
 	fwd, err := upstream.New(upstreamConfig(cfg), logger.With("component", "upstream"), reg)
 	if err != nil {
