@@ -1,0 +1,279 @@
+// Package node_test runs whole nodes in process, configured the way a user would
+// (config file, objects directory, environment), and talks to them over sockets.
+package node_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/internal/node"
+)
+
+type testNode struct {
+	addrs   node.Addrs
+	dir     string
+	objects string
+	done    chan error
+	cancel  context.CancelFunc
+}
+
+const baseConfig = `
+node:
+  dataDir: %DATA%
+  lameduck: 200ms
+listeners:
+  dns:
+    - address: 127.0.0.1:0
+      protocols: [udp, tcp]
+  api:
+    address: 127.0.0.1:0
+  ops:
+    address: 127.0.0.1:0
+  metrics:
+    address: 127.0.0.1:0
+  internal:
+    address: 127.0.0.1:0
+  blockPage:
+    http: ""
+upstreams:
+  groups:
+    default:
+      servers: [127.0.0.1:1]
+      timeout: 200ms
+objectsDir: %OBJ%
+auth:
+  adminSocket:
+    path: %DATA%/service.sock
+`
+
+func startNode(t *testing.T, extraConfig string, environ []string, files map[string]string) *testNode {
+	t.Helper()
+	dir := t.TempDir()
+	tn := &testNode{dir: dir, objects: filepath.Join(dir, "objects.d"), done: make(chan error, 1)}
+	if err := os.MkdirAll(tn.objects, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(tn.objects, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := strings.NewReplacer("%DATA%", filepath.Join(dir, "data"), "%OBJ%", tn.objects).Replace(baseConfig) + extraConfig
+	cfgPath := filepath.Join(dir, "service.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn.cancel = cancel
+	ready := make(chan node.Addrs, 1)
+	go func() {
+		tn.done <- node.Run(ctx, node.Options{
+			ConfigPath: cfgPath, ConfigExplicit: true, Environ: environ,
+			Stderr: testWriter{t}, Ready: func(a node.Addrs) { ready <- a },
+		})
+	}()
+	select {
+	case tn.addrs = <-ready:
+	case err := <-tn.done:
+		t.Fatalf("node stopped before it was ready: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("node not ready within 30s")
+	}
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-tn.done:
+		case <-time.After(10 * time.Second):
+			t.Error("node did not stop within 10s")
+		}
+	})
+	return tn
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (tn *testNode) dnsAddr(proto string) string {
+	for _, a := range tn.addrs.DNS {
+		if strings.HasPrefix(a, proto+"/") {
+			return strings.TrimPrefix(a, proto+"/")
+		}
+	}
+	return ""
+}
+
+func (tn *testNode) query(t *testing.T, proto, name string, qtype uint16) *dns.Msg {
+	t.Helper()
+	c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	r, _, err := c.Exchange(m, tn.dnsAddr(proto))
+	if err != nil {
+		t.Fatalf("%s query %s: %v", proto, name, err)
+	}
+	return r
+}
+
+// eventually polls cond for up to d; changes must show within the spec's 1 s.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s: not true within %s", what, d)
+}
+
+const zoneDoc = `apiVersion: service.io/v1alpha1
+kind: DNSZone
+metadata: {name: example.test}
+spec:
+  defaultTTL: 300
+  nameServers: [ns1.example.test.]
+---
+apiVersion: service.io/v1alpha1
+kind: DNSRecordSet
+metadata: {name: hosts, namespace: default}
+spec:
+  zoneRef: {name: example.test}
+  endpoints:
+    - {dnsName: www.example.test, recordType: A, targets: [192.0.2.1]}
+`
+
+func aRecords(m *dns.Msg) []string {
+	var out []string
+	for _, rr := range m.Answer {
+		if a, ok := rr.(*dns.A); ok {
+			out = append(out, a.A.String())
+		}
+	}
+	return out
+}
+
+func TestNodeServesObjectsDirAndFollowsEdits(t *testing.T) {
+	tn := startNode(t, "", nil, map[string]string{"zone.yaml": zoneDoc})
+	for _, proto := range []string{"udp", "tcp"} {
+		eventually(t, 5*time.Second, proto+" answer for www.example.test", func() bool {
+			r := tn.query(t, proto, "www.example.test", dns.TypeA)
+			return r.Rcode == dns.RcodeSuccess && r.Authoritative && strings.Join(aRecords(r), ",") == "192.0.2.1"
+		})
+	}
+	// An edit is answered within one second.
+	edited := strings.Replace(zoneDoc, "192.0.2.1", "192.0.2.99", 1)
+	if err := os.WriteFile(filepath.Join(tn.objects, "zone.yaml"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 3*time.Second, "edited record served", func() bool {
+		return strings.Join(aRecords(tn.query(t, "udp", "www.example.test", dns.TypeA)), ",") == "192.0.2.99"
+	})
+	t.Logf("edit answered after %s", time.Since(start))
+
+	// A broken file changes nothing stored and the node keeps serving.
+	broken := strings.Replace(edited, "recordType: A", "recordType: a-lowercase", 1)
+	if err := os.WriteFile(filepath.Join(tn.objects, "zone.yaml"), []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if got := aRecords(tn.query(t, "udp", "www.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.99" {
+		t.Fatalf("after a broken edit the node answers %v, want the last good 192.0.2.99", got)
+	}
+
+	// Deleting the file deletes its objects: the name leaves service.
+	if err := os.Remove(filepath.Join(tn.objects, "zone.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 3*time.Second, "deleted zone no longer answered authoritatively", func() bool {
+		r := tn.query(t, "udp", "www.example.test", dns.TypeA)
+		return !r.Authoritative && len(aRecords(r)) == 0
+	})
+}
+
+func TestNodeHealthNameAndLameduck(t *testing.T) {
+	tn := startNode(t, "", nil, nil)
+	r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Fatalf("health name answered %s with %d records, want NOERROR with one TXT", dns.RcodeToString[r.Rcode], len(r.Answer))
+	}
+	resp, err := http.Get("http://" + tn.addrs.Ops + "/healthz/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("ready = %d, want 200", resp.StatusCode)
+	}
+	resp, err = http.Post("http://"+tn.addrs.Ops+"/lameduck?duration=30s", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("lameduck = %d, want 202", resp.StatusCode)
+	}
+	if r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+	resp, err = http.Get("http://" + tn.addrs.Ops + "/healthz/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("ready in lameduck = %d, want 503", resp.StatusCode)
+	}
+	// Listeners keep serving during lameduck.
+	if r := tn.query(t, "tcp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
+		t.Fatalf("tcp health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
+	}
+	resp, err = http.Post("http://"+tn.addrs.Ops+"/lameduck?cancel=true", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("health name after cancel = %s, want NOERROR", dns.RcodeToString[r.Rcode])
+	}
+}
+
+func TestNodeRefusesBadStartup(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra string
+		environ     []string
+		want        string
+	}{
+		{"unknown env var", "", []string{"SERVICE_CACHE__NOSUCHKEY=1"}, "SERVICE_CACHE__NOSUCHKEY"},
+		{"bad env duration", "", []string{"SERVICE_CACHE__MINTTL=5x"}, "cache.minTTL"},
+		{"bad file duration", "cache:\n  maxTTL: soon\n", nil, "cache.maxTTL"},
+		{"unknown file key", "cache:\n  bogus: 1\n", nil, "cache.bogus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := strings.NewReplacer("%DATA%", filepath.Join(dir, "data"), "%OBJ%", filepath.Join(dir, "obj")).Replace(baseConfig) + tc.extra
+			path := filepath.Join(dir, "service.yaml")
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := node.Run(ctx, node.Options{ConfigPath: path, ConfigExplicit: true, Environ: tc.environ, Stderr: testWriter{t}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Run = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
