@@ -46,7 +46,7 @@ type testEnv struct {
 }
 
 var (
-	validatorOnce sync.Once
+	validatorOnce   sync.Once
 	sharedValidator *validation.Validator
 )
 

@@ -80,12 +80,15 @@ type listObjectsIn struct {
 
 type listObjectsOut struct{ Body *ListBody[ObjectBody] }
 
-type clusterObjIn struct {
+// ClusterObjectParams address one cluster-scoped object (exported so that
+// huma reads the fields of structs embedding it).
+type ClusterObjectParams struct {
 	Name    string `path:"name" maxLength:"253"`
 	IfMatch string `header:"If-Match" maxLength:"128" doc:"resourceVersion the write expects"`
 }
 
-type nsObjIn struct {
+// NamespacedObjectParams address one namespaced object.
+type NamespacedObjectParams struct {
 	Namespace string `path:"namespace" maxLength:"253"`
 	Name      string `path:"name" maxLength:"253"`
 	IfMatch   string `header:"If-Match" maxLength:"128" doc:"resourceVersion the write expects"`
@@ -94,22 +97,22 @@ type nsObjIn struct {
 type objectOut struct{ Body ObjectBody }
 
 type putClusterIn struct {
-	clusterObjIn
+	ClusterObjectParams
 	Body ObjectBody
 }
 
 type putNsIn struct {
-	nsObjIn
+	NamespacedObjectParams
 	Body ObjectBody
 }
 
 type patchClusterIn struct {
-	clusterObjIn
+	ClusterObjectParams
 	RawBody []byte `contentType:"application/merge-patch+json"`
 }
 
 type patchNsIn struct {
-	nsObjIn
+	NamespacedObjectParams
 	RawBody []byte `contentType:"application/merge-patch+json"`
 }
 
@@ -150,7 +153,7 @@ func (s *Server) registerObjectRoutes() {
 		}
 		if ki.Namespaced {
 			p := "/objects/" + res + "/{namespace}/{name}"
-			register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *nsObjIn) (*objectOut, error) {
+			register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *NamespacedObjectParams) (*objectOut, error) {
 				return s.getObject(ctx, ki, in.Namespace, in.Name)
 			})
 			register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putNsIn) (*objectOut, error) {
@@ -159,13 +162,13 @@ func (s *Server) registerObjectRoutes() {
 			register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchNsIn) (*objectOut, error) {
 				return s.patchObject(ctx, ki, in.Namespace, in.Name, in.IfMatch, in.RawBody)
 			})
-			register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *nsObjIn) (*emptyOut, error) {
+			register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *NamespacedObjectParams) (*emptyOut, error) {
 				return s.deleteObject(ctx, ki, in.Namespace, in.Name, in.IfMatch)
 			})
 			continue
 		}
 		p := "/objects/" + res + "/{name}"
-		register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *clusterObjIn) (*objectOut, error) {
+		register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *ClusterObjectParams) (*objectOut, error) {
 			return s.getObject(ctx, ki, "", in.Name)
 		})
 		register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putClusterIn) (*objectOut, error) {
@@ -174,7 +177,7 @@ func (s *Server) registerObjectRoutes() {
 		register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchClusterIn) (*objectOut, error) {
 			return s.patchObject(ctx, ki, "", in.Name, in.IfMatch, in.RawBody)
 		})
-		register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *clusterObjIn) (*emptyOut, error) {
+		register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *ClusterObjectParams) (*emptyOut, error) {
 			return s.deleteObject(ctx, ki, "", in.Name, in.IfMatch)
 		})
 	}

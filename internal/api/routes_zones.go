@@ -13,12 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-type zoneIn struct {
+// ZoneParams name the zone of a /zones route.
+type ZoneParams struct {
 	Zone string `path:"zone" maxLength:"253" doc:"DNSZone object name"`
 }
 
 type deleteZoneIn struct {
-	zoneIn
+	ZoneParams
 	DryRun bool `query:"dryRun" doc:"count what would be deleted"`
 }
 
@@ -48,12 +49,12 @@ type RecordsRequest struct {
 }
 
 type addRecordsIn struct {
-	zoneIn
+	ZoneParams
 	Body RecordsRequest
 }
 
 type removeRecordsIn struct {
-	zoneIn
+	ZoneParams
 	Name          string `query:"name" required:"true" maxLength:"253"`
 	Type          string `query:"type" required:"true" maxLength:"16"`
 	Target        string `query:"target" maxLength:"1024" doc:"remove only this target"`
@@ -70,7 +71,7 @@ type exportOut struct {
 }
 
 type importIn struct {
-	zoneIn
+	ZoneParams
 	Namespace string `query:"namespace" maxLength:"253"`
 	RecordSet string `query:"recordSet" maxLength:"253" doc:"default import-<zone>"`
 	RawBody   []byte `contentType:"text/dns"`
@@ -298,7 +299,7 @@ func (s *Server) removeRecords(ctx context.Context, in *removeRecordsIn) (*recor
 	return &recordsOut{Body: res}, nil
 }
 
-func (s *Server) exportZone(ctx context.Context, in *zoneIn) (*exportOut, error) {
+func (s *Server) exportZone(ctx context.Context, in *ZoneParams) (*exportOut, error) {
 	domain, z, err := s.zoneDomain(ctx, in.Zone)
 	if err != nil {
 		return nil, fromError(err)
