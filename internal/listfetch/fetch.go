@@ -473,3 +473,7 @@ func (f *Fetcher) saveIndexLocked() error {
 	}
 	return nil
 }
+
+// Client is the HTTP client with the fetcher's address checks, for other
+// downloads that must obey blocking.allowLocalListURLs (the catalogue).
+func (f *Fetcher) Client() *http.Client { return f.client }

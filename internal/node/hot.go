@@ -38,6 +38,13 @@ func (h *hotConfig) snapshotInput() dataplane.SnapshotInput {
 	}
 }
 
+// current returns the configuration in force.
+func (h *hotConfig) current() *settings.Config {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cfg
+}
+
 // follow applies every new configuration the settings manager publishes.
 func (h *hotConfig) follow(updates <-chan *settings.Config, dp *dataplane.Server, snaps *snapshotter, reg prometheus.Registerer) {
 	for next := range updates {

@@ -158,6 +158,22 @@ func Run(ctx context.Context, opts Options) error {
 	hot := newHotConfig(cfg, fwd, logger)
 	defer hot.Close()
 	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
+	blk, err := newBlocking(ctx, cfg, st, dp, nodeName, hot, logger)
+	if err != nil {
+		return fmt.Errorf("blocking: %w", err)
+	}
+	snaps.blocking = blk.compile
+	snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
+	blk.changed = snaps.Trigger
+	initial := make(chan error, 1)
+	go func() {
+		if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
+			logger.Error("block list reconciler stopped", "err", err)
+		}
+	}()
+	if err := waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger); err != nil {
+		return err
+	}
 	go func() {
 		if err := mgr.Watch(ctx); err != nil && ctx.Err() == nil {
 			logger.Error("settings file watch stopped", "err", err)

@@ -29,6 +29,10 @@ type snapshotter struct {
 	dp     *dataplane.Server
 	log    *slog.Logger
 	static func() dataplane.SnapshotInput // forwarder and settings-derived parts
+	// blocking compiles policies, client groups and lists; nil leaves blocking out.
+	blocking func(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier)
+	// onPolicy is told about every changed Policy (its reconciler writes status).
+	onPolicy func(namespace, name string)
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -39,7 +43,17 @@ type snapshotter struct {
 	rebuild  chan struct{}
 }
 
-var compiledKinds = []string{"DNSZone", "DNSRecordSet"}
+// compiledKinds are the kinds a snapshot is built from.
+var compiledKinds = []string{"DNSZone", "DNSRecordSet", "ClientGroup", "Policy", "BlockList"}
+
+func isCompiledKind(kind string) bool {
+	for _, k := range compiledKinds {
+		if k == kind {
+			return true
+		}
+	}
+	return false
+}
 
 func newSnapshotter(st store.Store, dp *dataplane.Server, log *slog.Logger, static func() dataplane.SnapshotInput) *snapshotter {
 	return &snapshotter{st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
@@ -157,13 +171,15 @@ func (s *snapshotter) apply(ev store.Event) bool {
 	if ev.Object == nil {
 		return false
 	}
-	kind := ev.Object.GetKind()
-	if kind != "DNSZone" && kind != "DNSRecordSet" {
+	if !isCompiledKind(ev.Object.GetKind()) {
 		return false
 	}
 	k := store.KeyOf(ev.Object)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if ev.Object.GetKind() == "Policy" && s.onPolicy != nil {
+		s.onPolicy(ev.Object.GetNamespace(), ev.Object.GetName())
+	}
 	if ev.Type == store.Deleted {
 		delete(s.objects, k)
 		return true
@@ -182,23 +198,42 @@ func (s *snapshotter) build() time.Time {
 	s.mu.Lock()
 	var zones []v1alpha1.DNSZone
 	var sets []v1alpha1.DNSRecordSet
+	var bo blockingObjects
 	var convErr error
+	conv := func(o *unstructured.Unstructured, into any) bool {
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+			convErr = errors.Join(convErr, fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err))
+			return false
+		}
+		return true
+	}
 	for _, o := range s.objects {
 		switch o.GetKind() {
+		case "ClientGroup":
+			var g v1alpha1.ClientGroup
+			if conv(o, &g) {
+				bo.groups = append(bo.groups, g)
+			}
+		case "Policy":
+			var p v1alpha1.Policy
+			if conv(o, &p) {
+				bo.policies = append(bo.policies, p)
+			}
+		case "BlockList":
+			var l v1alpha1.BlockList
+			if conv(o, &l) {
+				bo.lists = append(bo.lists, l)
+			}
 		case "DNSZone":
 			var z v1alpha1.DNSZone
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &z); err != nil {
-				convErr = errors.Join(convErr, fmt.Errorf("DNSZone %s: %w", o.GetName(), err))
-				continue
+			if conv(o, &z) {
+				zones = append(zones, z)
 			}
-			zones = append(zones, z)
 		case "DNSRecordSet":
 			var rs v1alpha1.DNSRecordSet
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &rs); err != nil {
-				convErr = errors.Join(convErr, fmt.Errorf("DNSRecordSet %s/%s: %w", o.GetNamespace(), o.GetName(), err))
-				continue
+			if conv(o, &rs) {
+				sets = append(sets, rs)
 			}
-			sets = append(sets, rs)
 		}
 	}
 	s.mu.Unlock()
@@ -206,6 +241,9 @@ func (s *snapshotter) build() time.Time {
 	table, problems := authority.Compile(zones, sets, start)
 	in := s.static()
 	in.Authority = table
+	if s.blocking != nil {
+		in.Blocker, in.Identifier = s.blocking(bo)
+	}
 	in.Version = start.UTC().Format(time.RFC3339Nano)
 	s.dp.Swap(dataplane.NewSnapshot(in))
 
@@ -218,6 +256,13 @@ func (s *snapshotter) build() time.Time {
 	for _, p := range problems {
 		s.log.Warn("record skipped", "problem", fmt.Sprint(p))
 	}
-	s.log.Debug("snapshot built", "zones", len(zones), "recordSets", len(sets), "took", time.Since(start))
+	s.log.Debug("snapshot built", "zones", len(zones), "recordSets", len(sets), "policies", len(bo.policies), "took", time.Since(start))
 	return table.NextChange()
+}
+
+// blockingObjects are the typed objects the blocking part of a snapshot needs.
+type blockingObjects struct {
+	groups   []v1alpha1.ClientGroup
+	policies []v1alpha1.Policy
+	lists    []v1alpha1.BlockList
 }

@@ -277,3 +277,43 @@ func TestNodeRefusesBadStartup(t *testing.T) {
 		})
 	}
 }
+
+const blockingDocs = `apiVersion: service.io/v1alpha1
+kind: BlockList
+metadata: {name: ads, namespace: default}
+spec:
+  sources:
+    - name: mine
+      inline: ["||ads.example^", "tracker.example"]
+---
+apiVersion: service.io/v1alpha1
+kind: ClientGroup
+metadata: {name: everyone-local, namespace: default}
+spec:
+  addresses: [127.0.0.0/8]
+---
+apiVersion: service.io/v1alpha1
+kind: Policy
+metadata: {name: home, namespace: default}
+spec:
+  clientGroupRefs: [everyone-local]
+  blockListRefs: [ads]
+  blockMode: nxdomain
+  blockTTL: 1m
+`
+
+func TestNodeBlocksThroughPolicy(t *testing.T) {
+	tn := startNode(t, "", nil, map[string]string{"blocking.yaml": blockingDocs})
+	eventually(t, 5*time.Second, "ads.example blocked with NXDOMAIN", func() bool {
+		r := tn.query(t, "udp", "x.ads.example", dns.TypeA)
+		return r.Rcode == dns.RcodeNameError
+	})
+	r := tn.query(t, "tcp", "tracker.example", dns.TypeA)
+	if r.Rcode != dns.RcodeNameError {
+		t.Fatalf("tracker.example = %s, want NXDOMAIN", dns.RcodeToString[r.Rcode])
+	}
+	// Exact hosts-style entries do not block subdomains.
+	if r := tn.query(t, "udp", "sub.tracker.example", dns.TypeA); r.Rcode == dns.RcodeNameError {
+		t.Fatal("sub.tracker.example blocked by an exact entry")
+	}
+}
