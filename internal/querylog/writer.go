@@ -1,0 +1,609 @@
+package querylog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrNoStore is returned by reads when the sink keeps no database (slog).
+var ErrNoStore = errors.New("querylog: the query log is not stored on this node (sink slog or disabled)")
+
+// Options are the collaborators and tuning knobs of a Writer.
+type Options struct {
+	Logger     *slog.Logger          // nil: discard
+	Registerer prometheus.Registerer // nil: metrics kept but not registered
+	// Now is the clock for retention, maintenance and default windows (nil: time.Now).
+	Now           func() time.Time
+	BufferRows    int           // ring size; default 16384 rows
+	BatchRows     int           // rows per transaction; default 5000
+	FlushInterval time.Duration // default 250ms
+	// MaintainEvery runs retention and the size cap; default 1m, <0 never
+	// (tests call Maintain).
+	MaintainEvery time.Duration
+	// DomainCap bounds the in-memory per-hour counts per dimension; default 100000.
+	DomainCap int
+}
+
+// Writer is the query log of one node: Enqueue never blocks; a background
+// goroutine batches rows into querylog.db (or the process log), keeps the
+// rollups and feeds the Broker.
+type Writer struct {
+	log     *slog.Logger
+	now     func() time.Time
+	opts    Options
+	store   *store // nil for the slog sink
+	pol     atomic.Pointer[policy]
+	key     []byte
+	broker  *Broker
+	ch      chan Row
+	flushes chan chan error
+	maint   chan chan error
+	done    chan struct{}
+	closed  atomic.Bool
+	wg      sync.WaitGroup
+	nextID  int64
+
+	dropped  prometheus.Counter
+	written  prometheus.Counter
+	excluded prometheus.Counter
+
+	hourMu sync.Mutex
+	hour   hourCounts
+}
+
+// Dimensions of the top lists.
+const (
+	DimDomains   = "domains"
+	DimClients   = "clients"
+	DimUpstreams = "upstreams"
+	DimLists     = "lists"
+	DimZones     = "zones"
+)
+
+var dims = []string{DimDomains, DimClients, DimUpstreams, DimLists, DimZones}
+
+type hourCount struct{ count, blocked int64 }
+
+// hourCounts are the current hour's counts per dimension, each map capped.
+type hourCounts struct {
+	hour   int64 // unix seconds
+	counts [5]map[string]*hourCount
+	capped [5]bool
+}
+
+func (h *hourCounts) reset(hour int64) {
+	h.hour = hour
+	for i := range h.counts {
+		h.counts[i] = map[string]*hourCount{}
+		h.capped[i] = false
+	}
+}
+
+// Open opens (creating or upgrading) <DataDir>/querylog.db unless the sink
+// is slog, and starts the background writer. Close stops it.
+func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.BufferRows <= 0 {
+		opts.BufferRows = 16384
+	}
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = 5000
+	}
+	if opts.FlushInterval <= 0 {
+		opts.FlushInterval = 250 * time.Millisecond
+	}
+	if opts.MaintainEvery == 0 {
+		opts.MaintainEvery = time.Minute
+	}
+	if opts.DomainCap <= 0 {
+		opts.DomainCap = 100000
+	}
+	if err := cfg.normalize(); err != nil {
+		return nil, err
+	}
+	w := &Writer{
+		log: opts.Logger, now: opts.Now, opts: opts,
+		broker:  NewBroker(),
+		ch:      make(chan Row, opts.BufferRows),
+		flushes: make(chan chan error),
+		maint:   make(chan chan error),
+		done:    make(chan struct{}),
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_dropped_rows_total",
+			Help: "Query-log rows dropped because the writer's buffer was full."}),
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_written_rows_total",
+			Help: "Query-log rows written to the sink."}),
+		excluded: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_excluded_rows_total",
+			Help: "Queries left out of the query log by exclusions."}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{w.dropped, w.written, w.excluded} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("querylog metrics: %w", err)
+			}
+		}
+	}
+	w.hour.reset(0)
+	if cfg.Sink == SinkSQLite {
+		if cfg.DataDir == "" {
+			return nil, fmt.Errorf("querylog: dataDir is required for the sqlite sink")
+		}
+		st, err := openStore(ctx, DBPath(cfg.DataDir))
+		if err != nil {
+			return nil, err
+		}
+		if w.key, err = st.pseudonymKey(ctx); err != nil {
+			st.close()
+			return nil, err
+		}
+		if w.nextID, err = st.maxID(ctx); err != nil {
+			st.close()
+			return nil, err
+		}
+		w.store = st
+	}
+	w.nextID++
+	if err := w.Update(cfg); err != nil {
+		if w.store != nil {
+			w.store.close()
+		}
+		return nil, err
+	}
+	w.wg.Add(1)
+	go w.run()
+	return w, nil
+}
+
+// Update applies a new configuration (privacy, anonymize, exclusions,
+// retention, enabled) to rows written from now on. Sink and DataDir
+// changes need a restart and are ignored here.
+func (w *Writer) Update(cfg Config) error {
+	p, err := compilePolicy(cfg, w.key)
+	if err != nil {
+		return err
+	}
+	w.pol.Store(p)
+	return nil
+}
+
+// Broker returns the fan-out of committed rows.
+func (w *Writer) Broker() *Broker { return w.broker }
+
+// Enqueue hands a row to the writer; it never blocks. It reports false
+// when the row was dropped (buffer full or closed) and counts the drop.
+func (w *Writer) Enqueue(r Row) bool {
+	if w.closed.Load() {
+		return false
+	}
+	select {
+	case w.ch <- r:
+		return true
+	default:
+		w.dropped.Inc()
+		return false
+	}
+}
+
+// Dropped returns how many rows were dropped so far.
+func (w *Writer) Dropped() float64 { return counterValue(w.dropped) }
+
+// Flush waits until every row enqueued before the call is written.
+func (w *Writer) Flush(ctx context.Context) error { return w.request(ctx, w.flushes) }
+
+// Maintain applies retention and the size cap now.
+func (w *Writer) Maintain(ctx context.Context) error { return w.request(ctx, w.maint) }
+
+func (w *Writer) request(ctx context.Context, c chan chan error) error {
+	done := make(chan error, 1)
+	select {
+	case c <- done:
+	case <-w.done:
+		return errors.New("querylog: closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close writes what is buffered, stores the current hour's counts and
+// closes the database.
+func (w *Writer) Close() error {
+	if w.closed.Swap(true) {
+		return nil
+	}
+	close(w.done)
+	w.wg.Wait()
+	w.broker.closeAll()
+	if w.store == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := inTx(ctx, w.store.w, func(tx *sql.Tx) error { return w.flushHour(ctx, tx, -1) })
+	return errors.Join(err, w.store.close())
+}
+
+func (w *Writer) run() {
+	defer w.wg.Done()
+	tick := time.NewTicker(w.opts.FlushInterval)
+	defer tick.Stop()
+	var maintC <-chan time.Time
+	if w.opts.MaintainEvery > 0 {
+		mt := time.NewTicker(w.opts.MaintainEvery)
+		defer mt.Stop()
+		maintC = mt.C
+	}
+	batch := make([]Row, 0, w.opts.BatchRows)
+	ctx := context.Background()
+	write := func() error {
+		err := w.write(ctx, batch)
+		if err != nil {
+			w.log.Error("query log write failed", "rows", len(batch), "err", err)
+		}
+		clear(batch)
+		batch = batch[:0]
+		return err
+	}
+	drain := func(n int) {
+		for range n {
+			batch = append(batch, <-w.ch)
+			if len(batch) == cap(batch) {
+				_ = write()
+			}
+		}
+	}
+	for {
+		select {
+		case r := <-w.ch:
+			batch = append(batch, r)
+			if len(batch) == cap(batch) {
+				_ = write()
+			}
+		case <-tick.C:
+			if len(batch) > 0 {
+				_ = write()
+			}
+		case done := <-w.flushes:
+			drain(len(w.ch))
+			done <- write()
+		case done := <-w.maint:
+			drain(len(w.ch))
+			err := write()
+			done <- errors.Join(err, w.maintain(ctx))
+		case <-maintC:
+			if err := w.maintain(ctx); err != nil {
+				w.log.Error("query log maintenance failed", "err", err)
+			}
+		case <-w.done:
+			drain(len(w.ch))
+			_ = write()
+			return
+		}
+	}
+}
+
+// write filters, assigns ids, stores and publishes one batch.
+func (w *Writer) write(ctx context.Context, batch []Row) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	p := w.pol.Load()
+	if !p.cfg.Enabled {
+		return nil
+	}
+	rows := batch[:0]
+	var agg rollup
+	agg.init()
+	for i := range batch {
+		r := batch[i]
+		if p.excluded(&r) {
+			w.excluded.Inc()
+			continue
+		}
+		keep := p.apply(&r)
+		agg.add(&r, keep && p.cfg.Privacy != PrivacyNothing)
+		if !keep {
+			continue
+		}
+		r.ID = w.nextID
+		w.nextID++
+		rows = append(rows, r)
+	}
+	if w.store == nil {
+		for i := range rows {
+			w.slogRow(ctx, &rows[i])
+		}
+	} else {
+		err := inTx(ctx, w.store.w, func(tx *sql.Tx) error {
+			in := inserter{tx: tx}
+			if err := in.insert(ctx, rows); err != nil {
+				return err
+			}
+			if in.chunk != nil {
+				in.chunk.Close()
+			}
+			return w.writeRollups(ctx, tx, &agg)
+		})
+		if err != nil {
+			// The ids stay used: a reader never sees an id twice.
+			return err
+		}
+	}
+	w.written.Add(float64(len(rows)))
+	w.broker.Publish(rows)
+	return nil
+}
+
+func (w *Writer) slogRow(ctx context.Context, r *Row) {
+	w.log.LogAttrs(ctx, slog.LevelInfo, "query",
+		slog.Int64("id", r.ID), slog.Time("ts", r.Time), slog.String("node", r.Node),
+		slog.String("client", r.Client), slog.String("client_name", r.ClientName),
+		slog.String("domain", r.Domain), slog.String("type", r.QType), slog.String("rcode", r.Rcode),
+		slog.String("status", r.Status), slog.String("reason", r.Reason), slog.String("list", r.List),
+		slog.String("policy", r.Policy), slog.String("upstream", r.Upstream), slog.String("zone", r.Zone),
+		slog.String("transport", r.Transport), slog.Duration("duration", r.Duration))
+}
+
+type totalKey struct {
+	res, ts int64
+	status  string
+}
+
+type totalVal struct{ count, durUS int64 }
+
+type clientSeen struct {
+	name, group string
+	last        int64
+}
+
+// rollup aggregates one batch before it is written.
+type rollup struct {
+	totals  map[totalKey]*totalVal
+	clients map[string]clientSeen
+	rows    []Row // rows counted into the hour (dimension values only)
+}
+
+func (a *rollup) init() {
+	a.totals = map[totalKey]*totalVal{}
+	a.clients = map[string]clientSeen{}
+}
+
+func (a *rollup) add(r *Row, dimsToo bool) {
+	sec := r.Time.Unix()
+	for _, res := range resolutions {
+		k := totalKey{res.step, sec - sec%res.step, r.Status}
+		v := a.totals[k]
+		if v == nil {
+			v = &totalVal{}
+			a.totals[k] = v
+		}
+		v.count++
+		v.durUS += r.Duration.Microseconds()
+	}
+	if !dimsToo {
+		return
+	}
+	a.rows = append(a.rows, Row{Time: r.Time, Domain: r.Domain, Client: r.Client, Upstream: r.Upstream, List: r.List, Zone: r.Zone, Status: r.Status})
+	if r.Client != "" {
+		c := a.clients[r.Client]
+		if r.ClientName != "" {
+			c.name = r.ClientName
+		}
+		if r.Group != "" {
+			c.group = r.Group
+		}
+		c.last = max(c.last, r.Time.UnixMicro())
+		a.clients[r.Client] = c
+	}
+}
+
+func (w *Writer) writeRollups(ctx context.Context, tx *sql.Tx, a *rollup) error {
+	if len(a.totals) > 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO totals (res, ts, status, count, dur_us) VALUES (?,?,?,?,?)
+ON CONFLICT (res, ts, status) DO UPDATE SET count = count + excluded.count, dur_us = dur_us + excluded.dur_us`)
+		if err != nil {
+			return fmt.Errorf("prepare totals: %w", err)
+		}
+		defer st.Close()
+		for k, v := range a.totals {
+			if _, err := st.ExecContext(ctx, k.res, k.ts, k.status, v.count, v.durUS); err != nil {
+				return fmt.Errorf("write totals: %w", err)
+			}
+		}
+	}
+	if len(a.clients) > 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO clients (key, name, grp, last_seen) VALUES (?,?,?,?)
+ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
+  name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
+  grp = CASE WHEN excluded.grp != '' THEN excluded.grp ELSE grp END`)
+		if err != nil {
+			return fmt.Errorf("prepare clients: %w", err)
+		}
+		defer st.Close()
+		for k, v := range a.clients {
+			if _, err := st.ExecContext(ctx, k, v.name, v.group, v.last); err != nil {
+				return fmt.Errorf("write clients: %w", err)
+			}
+		}
+	}
+	for i := range a.rows {
+		r := &a.rows[i]
+		h := r.Time.Unix() - r.Time.Unix()%3600
+		if h > w.currentHour() {
+			if err := w.flushHour(ctx, tx, h); err != nil {
+				return err
+			}
+		}
+		w.countHour(r)
+	}
+	return nil
+}
+
+func (w *Writer) currentHour() int64 {
+	w.hourMu.Lock()
+	defer w.hourMu.Unlock()
+	return w.hour.hour
+}
+
+func dimValue(i int, r *Row) string {
+	switch i {
+	case 0:
+		return r.Domain
+	case 1:
+		return r.Client
+	case 2:
+		return r.Upstream
+	case 3:
+		return r.List
+	default:
+		return r.Zone
+	}
+}
+
+// countHour adds a row to the current hour's counts; names past the cap are
+// counted under "" and make the answers approximate.
+func (w *Writer) countHour(r *Row) {
+	w.hourMu.Lock()
+	defer w.hourMu.Unlock()
+	blocked := int64(0)
+	if r.Status == "blocked" {
+		blocked = 1
+	}
+	for i := range dims {
+		k := dimValue(i, r)
+		if k == "" {
+			continue
+		}
+		m := w.hour.counts[i]
+		c := m[k]
+		if c == nil {
+			if len(m) >= w.opts.DomainCap {
+				w.hour.capped[i] = true
+				k = ""
+				if c = m[k]; c == nil {
+					c = &hourCount{}
+					m[k] = c
+				}
+			} else {
+				c = &hourCount{}
+				m[k] = c
+			}
+		}
+		c.count++
+		c.blocked += blocked
+	}
+}
+
+// flushHour writes the current hour's counts and starts hour next (-1: keep
+// the hour, only persist; used at Close).
+func (w *Writer) flushHour(ctx context.Context, tx *sql.Tx, next int64) error {
+	w.hourMu.Lock()
+	defer w.hourMu.Unlock()
+	if w.hour.hour != 0 {
+		st, err := tx.PrepareContext(ctx, `INSERT INTO top_hourly (hour, dim, key, count, blocked) VALUES (?,?,?,?,?)
+ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, blocked = blocked + excluded.blocked`)
+		if err != nil {
+			return fmt.Errorf("prepare top_hourly: %w", err)
+		}
+		defer st.Close()
+		for i, d := range dims {
+			for k, c := range w.hour.counts[i] {
+				if _, err := st.ExecContext(ctx, w.hour.hour, d, k, c.count, c.blocked); err != nil {
+					return fmt.Errorf("write top_hourly: %w", err)
+				}
+			}
+		}
+	}
+	if next >= 0 {
+		w.hour.reset(next)
+	} else {
+		w.hour.reset(w.hour.hour)
+	}
+	return nil
+}
+
+// maintain applies retention and the size cap; it runs on the writer goroutine.
+func (w *Writer) maintain(ctx context.Context) error {
+	if w.store == nil {
+		return nil
+	}
+	p := w.pol.Load()
+	now := w.now()
+	db := w.store.w
+	if p.cfg.RetentionRaw > 0 {
+		cut := now.Add(-p.cfg.RetentionRaw).UnixMicro()
+		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE ts < ?", cut); err != nil {
+			return fmt.Errorf("raw retention: %w", err)
+		}
+	}
+	for _, r := range resolutions {
+		if r.keep > 0 {
+			if _, err := db.ExecContext(ctx, "DELETE FROM totals WHERE res = ? AND ts < ?", r.step, now.Add(-r.keep).Unix()); err != nil {
+				return fmt.Errorf("rollup retention: %w", err)
+			}
+		}
+	}
+	if _, err := db.ExecContext(ctx, "DELETE FROM top_hourly WHERE hour < ?", now.Add(-400*24*time.Hour).Unix()); err != nil {
+		return fmt.Errorf("top retention: %w", err)
+	}
+	return w.enforceCap(ctx, p.cfg.MaxDBBytes)
+}
+
+// enforceCap deletes the oldest raw rows until the used pages fit in 90%
+// of maxBytes, then returns free pages to the file system.
+func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
+	if maxBytes <= 0 {
+		return nil
+	}
+	db := w.store.w
+	deleted := false
+	for range 200 {
+		used, _, err := w.store.usedBytes(ctx)
+		if err != nil {
+			return err
+		}
+		if used <= maxBytes && !deleted || used <= maxBytes*9/10 {
+			break
+		}
+		var n int64
+		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM queries LIMIT 1)").Scan(&n); err != nil || n == 0 {
+			break // nothing left to delete: rollups alone exceed the cap
+		}
+		// Delete about a twentieth of the rows, oldest first.
+		var lo, hi sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT min(id), max(id) FROM queries").Scan(&lo, &hi); err != nil {
+			return fmt.Errorf("size cap: %w", err)
+		}
+		step := max((hi.Int64-lo.Int64)/20, 100)
+		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo.Int64+step); err != nil {
+			return fmt.Errorf("size cap: %w", err)
+		}
+		deleted = true
+	}
+	if deleted {
+		if _, err := db.ExecContext(ctx, "PRAGMA incremental_vacuum"); err != nil {
+			return fmt.Errorf("incremental vacuum: %w", err)
+		}
+		if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+	}
+	return nil
+}
