@@ -15,7 +15,7 @@ import (
 )
 
 type applyIn struct {
-	RawBody []byte `contentType:"application/json" doc:"one object, a JSON array of objects, or a List"`
+	RawBody []byte `doc:"one object, a JSON array of objects, or a List (JSON)"`
 }
 
 type applyOut struct{ Body *ListBody[ApplyResult] }

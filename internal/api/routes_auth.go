@@ -400,9 +400,6 @@ func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTo
 	if err != nil {
 		return nil, err
 	}
-	if p.TokenExpiresAt != nil && (exp == nil || exp.After(*p.TokenExpiresAt)) {
-		return nil, errInvalid("expiresIn: a token cannot outlive the token that creates it (expires %s)", p.TokenExpiresAt.Format(time.RFC3339))
-	}
 	scopes := in.Body.Scopes
 	for _, sc := range scopes {
 		g, err := auth.ParseGrant(sc)
@@ -420,6 +417,14 @@ func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTo
 		for _, g := range p.Scopes {
 			scopes = append(scopes, g.String())
 		}
+	}
+	if p.TokenExpiresAt != nil && (exp == nil || exp.After(*p.TokenExpiresAt)) {
+		if in.Body.ExpiresIn != "" {
+			return nil, errInvalid("expiresIn: a token cannot outlive the token that creates it (expires %s)", p.TokenExpiresAt.Format(time.RFC3339))
+		}
+		// The default lifetime is cut to the creating token's.
+		e := *p.TokenExpiresAt
+		exp = &e
 	}
 	tok, id, err := auth.NewToken()
 	if err != nil {

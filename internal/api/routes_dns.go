@@ -27,7 +27,7 @@ type settingsOut struct{ Body map[string]any }
 type schemaOut struct{ Body any }
 
 type mergePatchIn struct {
-	RawBody []byte `contentType:"application/merge-patch+json"`
+	RawBody []byte `doc:"JSON merge patch (RFC 7386)"`
 }
 
 func (s *Server) registerDNSRoutes() {

@@ -108,12 +108,12 @@ type putNsIn struct {
 
 type patchClusterIn struct {
 	ClusterObjectParams
-	RawBody []byte `contentType:"application/merge-patch+json"`
+	RawBody []byte `doc:"JSON merge patch (RFC 7386)"`
 }
 
 type patchNsIn struct {
 	NamespacedObjectParams
-	RawBody []byte `contentType:"application/merge-patch+json"`
+	RawBody []byte `doc:"JSON merge patch (RFC 7386)"`
 }
 
 // BatchDeleteInputBody names objects to delete.
