@@ -168,7 +168,7 @@ func (q *Query) fail(st Status, r Reason, rcode int) stageResult {
 // identify names the client and its groups.
 func stageIdentify(s *Server, q *Query) stageResult {
 	if id := q.snap.in.Identifier; id != nil {
-		q.ClientInfo = id.Identify(q.Client.Addr())
+		q.ClientInfo = id.Identify(q.Client.Addr(), q.ClientID)
 	}
 	return stageNext
 }
@@ -266,6 +266,14 @@ func stageBlocking(s *Server, q *Query) stageResult {
 		return stageNext
 	case VerdictRewrite:
 		q.Status, q.Reason, q.Rcode = StatusRewritten, ReasonRewrite, dns.RcodeSuccess
+		if target := chaseTarget(d, q.Type); target != "" && q.snap.in.Forwarder != nil {
+			if lower, err := packName(target); err == nil {
+				// The cache and upstream stages resolve the target for us.
+				lowerASCII(lower)
+				q.chase, q.chaseLower = d.Answer, lower
+				return stageNext
+			}
+		}
 		m := q.newResponse(dns.RcodeSuccess, false)
 		m.Answer = d.Answer
 		q.resp = m
@@ -274,9 +282,55 @@ func stageBlocking(s *Server, q *Query) stageResult {
 		q.Status, q.Reason = StatusBlocked, ReasonBlockList
 		q.resp = q.blockResponse(d)
 		q.Rcode = q.resp.Rcode
+		if q.EDNS.Present {
+			code := d.EDECode
+			if code == 0 {
+				code = dns.ExtendedErrorCodeBlocked
+			}
+			q.ede = &dns.EDNS0_EDE{InfoCode: code, ExtraText: d.EDEText}
+		}
 		return stageDone
 	}
 	return stageNext
+}
+
+// chaseTarget returns the target of the CNAME ending a rewrite answer when
+// the decision asks for it to be resolved and the query type needs it.
+func chaseTarget(d Decision, qtype uint16) string {
+	if !d.ChaseCNAME || len(d.Answer) == 0 || qtype == dns.TypeCNAME || qtype == dns.TypeANY {
+		return ""
+	}
+	if c, ok := d.Answer[len(d.Answer)-1].(*dns.CNAME); ok {
+		return c.Target
+	}
+	return ""
+}
+
+// fwdLower is the lower-case wire name the cache and upstream stages work
+// on: the question, or the CNAME target being chased.
+func (q *Query) fwdLower() []byte {
+	if q.chaseLower != nil {
+		return q.chaseLower
+	}
+	return q.Lower
+}
+
+// chaseAnswer answers a chased CNAME with the target's answer m: the
+// rewrite's records, then the target's sections, with the target's rcode.
+func (q *Query) chaseAnswer(m *dns.Msg) stageResult {
+	if m.Rcode == dns.RcodeServerFailure {
+		return q.fail(StatusFailed, ReasonUpstreamError, dns.RcodeServerFailure)
+	}
+	resp := q.newResponse(m.Rcode, false)
+	resp.Answer = append(append(make([]dns.RR, 0, len(q.chase)+len(m.Answer)), q.chase...), m.Answer...)
+	resp.Ns = m.Ns
+	for _, rr := range m.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			resp.Extra = append(resp.Extra, rr)
+		}
+	}
+	q.Rcode, q.resp, q.fast = m.Rcode, resp, fastNone
+	return stageDone
 }
 
 func (q *Query) blockResponse(d Decision) *dns.Msg {
@@ -313,10 +367,16 @@ func stageCache(s *Server, q *Query) stageResult {
 	if c == nil {
 		return stageNext
 	}
-	e, st := c.Get(q.Lower, q.Type, q.Class, q.cacheFlags(), c.Now())
+	e, st := c.Get(q.fwdLower(), q.Type, q.Class, q.cacheFlags(), c.Now())
 	switch st {
 	case cache.Fresh:
 		s.metrics.cacheHits.Inc()
+		if q.chase != nil {
+			if e.Rcode() == dns.RcodeServerFailure {
+				return q.fail(StatusFailed, ReasonCacheServfail, dns.RcodeServerFailure)
+			}
+			return q.chaseAnswer(q.entryMsgFor(q.chaseLower, e))
+		}
 		q.Status, q.Rcode = StatusCached, e.Rcode()
 		if e.Rcode() == dns.RcodeServerFailure {
 			q.Status, q.Reason = StatusFailed, ReasonCacheServfail
@@ -359,7 +419,8 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	if fwd == nil {
 		return q.fail(StatusRefused, ReasonNoUpstream, dns.RcodeRefused)
 	}
-	name := string(wire.AppendPresentation(nil, q.Lower))
+	lower := q.fwdLower()
+	name := string(wire.AppendPresentation(nil, lower))
 	group := q.forwardGroup
 	if r := q.snap.in.Router; r != nil {
 		if g, cond := r.Route(name); cond {
@@ -383,7 +444,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
 	} else {
 		ch := make(chan result, 1)
-		c, flags, lower, qtype, qclass, cond := q.cache, q.cacheFlags(), append([]byte(nil), q.Lower...), q.Type, q.Class, q.conditional
+		c, flags, lower, qtype, qclass, cond := q.cache, q.cacheFlags(), append([]byte(nil), lower...), q.Type, q.Class, q.conditional
 		client := q.Client.Addr()
 		go func() {
 			defer cancel()
@@ -403,6 +464,9 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 		if res.err != nil || res.resp == nil || res.resp.Rcode == dns.RcodeServerFailure {
 			s.metrics.cacheStale.Inc()
+			if q.chase != nil {
+				return q.chaseAnswer(q.entryMsgFor(q.chaseLower, q.stale))
+			}
 			q.Status, q.Rcode = StatusStale, q.stale.Rcode()
 			q.useEntry(q.stale)
 			q.entry = q.stale
@@ -416,19 +480,22 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 		q.Status, q.Rcode = StatusFailed, dns.RcodeServerFailure
 		if !q.conditional && q.stale == nil {
-			_ = q.cache.Put(q.Lower, q.Type, q.Class, q.cacheFlags(), &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}, q.cache.Now())
+			_ = q.cache.Put(lower, q.Type, q.Class, q.cacheFlags(), &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}, q.cache.Now())
 		}
 		q.fast = fastEmpty
 		return stageDone
 	}
 	q.Upstream = res.upstream
 	r := res.resp
+	if !q.conditional && !r.Truncated && q.stale == nil {
+		_ = q.cache.Put(lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
+	}
+	if q.chase != nil {
+		return q.chaseAnswer(r)
+	}
 	q.Status, q.Rcode = StatusAnswered, r.Rcode
 	if r.Rcode == dns.RcodeServerFailure {
 		q.Status = StatusFailed
-	}
-	if !q.conditional && !r.Truncated && q.stale == nil {
-		_ = q.cache.Put(q.Lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
 	}
 	m := q.newResponse(r.Rcode, false)
 	m.AuthenticatedData = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
@@ -471,7 +538,7 @@ func stageLog(s *Server, q *Query) stageResult {
 	rec := QueryRecord{
 		Time: q.Start, Client: q.Client, Transport: q.Transport, Node: q.Node,
 		Type: q.Type, Class: q.Class, Rcode: q.Rcode, Status: q.Status, Reason: q.Reason,
-		ClientName: q.ClientInfo.Name, Groups: q.ClientInfo.Groups,
+		ClientID: q.ClientID, ClientName: q.ClientInfo.Name, Groups: q.ClientInfo.Groups,
 		List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Duration: q.Duration,
 	}
 	rec.nameLen = uint8(copy(rec.name[:], q.Lower))

@@ -180,8 +180,14 @@ type Query struct {
 	conditional  bool
 	blockingOff  bool
 	forwardGroup string
-	detachable   bool
-	next         int
+	// ede is the Extended DNS Error added to the OPT of a block answer.
+	ede *dns.EDNS0_EDE
+	// chase holds a rewrite's records ending in a CNAME whose target
+	// (chaseLower, lower-case wire) the cache and upstream stages resolve.
+	chase      []dns.RR
+	chaseLower []byte
+	detachable bool
+	next       int
 	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
 	// the zone lookup allocates nothing per query.
 	inGroupFn func(string) bool
@@ -227,6 +233,7 @@ type QueryRecord struct {
 	Rcode      int
 	Status     Status
 	Reason     Reason
+	ClientID   string // from the transport (Query.ClientID), "" for none
 	ClientName string
 	Groups     []string
 	List, Rule string

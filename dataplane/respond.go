@@ -126,6 +126,10 @@ func (s *Server) encodeSlow(q *Query, out []byte) ([]byte, error) {
 	m := q.resp
 	if q.EDNS.Present {
 		m.SetEdns0(uint16(s.cfg.MaxUDPSize), q.EDNS.DO)
+		if q.ede != nil {
+			opt := m.Extra[len(m.Extra)-1].(*dns.OPT)
+			opt.Option = append(opt.Option, q.ede)
+		}
 	}
 	b, err := m.PackBuffer(out[:cap(out)])
 	if err != nil {
@@ -141,9 +145,12 @@ func (s *Server) encodeSlow(q *Query, out []byte) ([]byte, error) {
 }
 
 // entryMsg unpacks a cache entry for the slow path.
-func (q *Query) entryMsg(e *cache.Entry) *dns.Msg {
-	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(q.Lower)+4+e.SectionsLen())
-	b = append(b, q.Lower...)
+func (q *Query) entryMsg(e *cache.Entry) *dns.Msg { return q.entryMsgFor(q.Lower, e) }
+
+// entryMsgFor unpacks a cache entry held for the name lower.
+func (q *Query) entryMsgFor(lower []byte, e *cache.Entry) *dns.Msg {
+	b := make([]byte, wire.HeaderLen, wire.HeaderLen+len(lower)+4+e.SectionsLen())
+	b = append(b, lower...)
 	b = binary.BigEndian.AppendUint16(b, q.Type)
 	b = binary.BigEndian.AppendUint16(b, q.Class)
 	b = e.AppendSections(b, q.cache.Now(), q.cache, e == q.stale)

@@ -267,6 +267,8 @@ type QueryRequest struct {
 	Client    netip.Addr
 	Transport Transport
 	DNSSEC    bool
+	// ClientID is the client ID to identify the client with ("" for none).
+	ClientID string
 }
 
 // QueryResult is the answer plus why it was given.
@@ -299,6 +301,7 @@ func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, erro
 	}
 	q := s.begin(netip.AddrPortFrom(req.Client, 0), req.Transport)
 	defer putQuery(q)
+	q.ClientID = req.ClientID
 	q.in = append(q.in[:0], in...)
 	done := make(chan struct{})
 	go func() {

@@ -17,9 +17,11 @@ type ClientInfo struct {
 	Groups []string
 }
 
-// Identifier maps a client address to its name and client groups.
+// Identifier maps a client to its name and client groups. clientID is the
+// client's self-declared ID from an encrypted transport (DoT/DoQ SNI label,
+// DoH path segment; Query.ClientID), "" for none.
 type Identifier interface {
-	Identify(addr netip.Addr) ClientInfo
+	Identify(addr netip.Addr, clientID string) ClientInfo
 }
 
 // LocalAnswer is an answer from local data (rewrites, hosts entries).
@@ -70,6 +72,15 @@ type Decision struct {
 	Policy        string
 	UpstreamGroup string // policy's upstream group, empty for the default
 	NoLog         bool   // policy excludes these clients from the query log
+	// EDECode and EDEText are the Extended DNS Error (RFC 8914) a block
+	// answer carries when the client sent EDNS: 15 Blocked for a list rule,
+	// 17 Filtered for a policy's own decision. EDECode 0 on a block means 15.
+	EDECode uint16
+	EDEText string
+	// ChaseCNAME asks the pipeline to resolve the target of the CNAME that
+	// ends Answer (VerdictRewrite) through the upstream stage and append the
+	// target's records (safe search, CNAME rewrites).
+	ChaseCNAME bool
 }
 
 // Blocker decides on blocking for a name; nil turns blocking off.

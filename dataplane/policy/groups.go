@@ -146,9 +146,10 @@ func key(ns, name string) string {
 // Names lists the group names ("namespace/name") in bit order.
 func (g *Groups) Names() []string { return append([]string(nil), g.names...) }
 
-// Identify implements dataplane.Identifier: groups by address only.
-func (g *Groups) Identify(addr netip.Addr) dataplane.ClientInfo {
-	return g.IdentifyClient(addr, "", "")
+// Identify implements dataplane.Identifier: groups by address and client
+// ID (the transport's, "" for none).
+func (g *Groups) Identify(addr netip.Addr, clientID string) dataplane.ClientInfo {
+	return g.IdentifyClient(addr, clientID, "")
 }
 
 // IdentifyClient returns the groups of a client by address, client ID (the

@@ -58,6 +58,11 @@ const (
 	ListRewrite    = "rewrite"
 )
 
+// GlobalPolicy names the implicit lowest-priority policy made of the
+// BlockLists no Policy references; it applies to every client no Policy
+// matches.
+const GlobalPolicy = "(global)"
+
 type listRef struct {
 	name       string // namespace/name
 	list       *blocklist.List
@@ -102,6 +107,7 @@ type compiled struct {
 type Table struct {
 	groups   *Groups
 	policies []*compiled // by priority descending, then name
+	global   *compiled   // unreferenced lists, for clients no policy matches; may be nil
 	byName   map[string]*compiled
 	settings Settings
 	safe     *safesearch.Table
@@ -151,8 +157,58 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 		}
 		return a.name < b.name
 	})
+	t.global = globalPolicy(in, lists, t.settings)
 	t.problems = problems
 	return t, problems
+}
+
+// globalPolicy builds the implicit policy from the lists that no Policy
+// references (in blockListRefs or allowListRefs), ordered by name: a user
+// who only applies a BlockList gets blocking for every client. nil when
+// there is no such block list.
+func globalPolicy(in Input, lists map[string]*List, set Settings) *compiled {
+	referenced := map[string]bool{}
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		for _, r := range p.Spec.BlockListRefs {
+			referenced[ref(p.Namespace, r)] = true
+		}
+		for _, r := range p.Spec.AllowListRefs {
+			referenced[ref(p.Namespace, r)] = true
+		}
+	}
+	var names []string
+	for k, l := range lists {
+		if !referenced[k] && l.Compiled != nil {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	g := &compiled{name: GlobalPolicy, all: true, ttl: set.BlockTTL, groupSet: map[string]struct{}{}}
+	for _, k := range names {
+		lr := newListRef(k, lists[k])
+		if lists[k].Compiled.Spec().Mode == blocklist.ModeAllow {
+			g.allow = append(g.allow, lr)
+		} else {
+			g.block = append(g.block, lr)
+		}
+	}
+	if len(g.block) == 0 {
+		return nil
+	}
+	return g
+}
+
+func newListRef(k string, l *List) listRef {
+	lr := listRef{name: k, list: l.Compiled}
+	if l.Object.Spec.Response != "" {
+		lr.mode, lr.modeSet = ParseBlockMode(l.Object.Spec.Response)
+	}
+	if ci := l.Object.Spec.CustomIP; ci != nil {
+		lr.ipv4, _ = netip.ParseAddr(ci.V4)
+		lr.ipv6, _ = netip.ParseAddr(ci.V6)
+	}
+	return lr
 }
 
 // Groups returns the identification table (a dataplane.Identifier).
@@ -228,14 +284,7 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 				bad("UnknownList", "block list %s does not exist or is not loaded", k)
 				continue
 			}
-			lr := listRef{name: k, list: l.Compiled}
-			if l.Object.Spec.Response != "" {
-				lr.mode, lr.modeSet = ParseBlockMode(l.Object.Spec.Response)
-			}
-			if ci := l.Object.Spec.CustomIP; ci != nil {
-				lr.ipv4, _ = netip.ParseAddr(ci.V4)
-				lr.ipv6, _ = netip.ParseAddr(ci.V6)
-			}
+			lr := newListRef(k, l)
 			if allowRole || l.Compiled.Spec().Mode == blocklist.ModeAllow {
 				c.allow = append(c.allow, lr)
 			} else {
@@ -381,7 +430,7 @@ func (c *compiled) addRewrite(rw v1alpha1.Rewrite) error {
 
 // choose returns the policy that applies to the client now: the one with
 // the highest priority whose groups include one of the client's and whose
-// schedule is active.
+// schedule is active, else the global policy of unreferenced lists.
 func (t *Table) choose(client dataplane.ClientInfo, now time.Time) *compiled {
 	for _, p := range t.policies {
 		if !p.applies(client.Groups) {
@@ -392,7 +441,7 @@ func (t *Table) choose(client dataplane.ClientInfo, now time.Time) *compiled {
 		}
 		return p
 	}
-	return nil
+	return t.global
 }
 
 func (p *compiled) applies(groups []string) bool {
@@ -423,7 +472,7 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 	}
 	if p.safe && t.safe != nil {
 		if ans, _, ok := t.safe.Lookup(qname, p.safeMode); ok {
-			d.Verdict, d.Answer, d.List = dataplane.VerdictRewrite, ans, ListSafeSearch
+			d.Verdict, d.Answer, d.List, d.ChaseCNAME = dataplane.VerdictRewrite, ans, ListSafeSearch, true
 			return d
 		}
 	}
@@ -469,6 +518,7 @@ func (t *Table) answer(d *dataplane.Decision, p *compiled, l *listRef) {
 		mode = l.mode
 	}
 	d.Mode, d.TTL = mode, p.ttl
+	d.EDECode, d.EDEText = EDECode(*d), EDEText(*d)
 	switch mode {
 	case dataplane.BlockCustomIP:
 		d.IPv4, d.IPv6 = t.settings.CustomIPv4, t.settings.CustomIPv6
@@ -503,7 +553,7 @@ func (p *compiled) rewriteFor(qname []byte) *rewrite {
 }
 
 func (p *compiled) rewriteDecision(d dataplane.Decision, rw *rewrite, qname []byte, qtype uint16) dataplane.Decision {
-	d.Verdict, d.List, d.Rule = dataplane.VerdictRewrite, ListRewrite, rw.rule
+	d.Verdict, d.List, d.Rule, d.ChaseCNAME = dataplane.VerdictRewrite, ListRewrite, rw.rule, rw.cname
 	if !rw.cname && rw.qtype != qtype {
 		return d // the name exists with other types: NODATA
 	}

@@ -103,8 +103,8 @@ func TestDecide(t *testing.T) {
 		Settings: Settings{DefaultResponse: "zeroIP", BlockTTL: 5 * time.Minute, CustomIPv4: netip.MustParseAddr("192.0.2.1")},
 	}
 	tab := build(t, in, &now)
-	kids := tab.Groups().Identify(kidsAddr)
-	adult := tab.Groups().Identify(netip.MustParseAddr("10.0.1.5"))
+	kids := tab.Groups().Identify(kidsAddr, "")
+	adult := tab.Groups().Identify(netip.MustParseAddr("10.0.1.5"), "")
 	if len(kids.Groups) != 1 || kids.Groups[0] != "default/kids" || len(adult.Groups) != 0 {
 		t.Fatalf("groups: kids %v adult %v", kids.Groups, adult.Groups)
 	}
@@ -261,11 +261,11 @@ func TestIdentify(t *testing.T) {
 			t.Errorf("%s %q %q: %s, want %s", tc.addr, tc.id, tc.name, got, tc.want)
 		}
 	}
-	a := g.Identify(netip.MustParseAddr("192.168.1.20"))
-	if n := testing.AllocsPerRun(200, func() { g.Identify(netip.MustParseAddr("192.168.1.20")) }); n != 0 {
+	a := g.Identify(netip.MustParseAddr("192.168.1.20"), "")
+	if n := testing.AllocsPerRun(200, func() { g.Identify(netip.MustParseAddr("192.168.1.20"), "") }); n != 0 {
 		t.Fatalf("Identify allocates %v", n)
 	}
-	if b := g.Identify(netip.MustParseAddr("192.168.1.20")); &a.Groups[0] != &b.Groups[0] {
+	if b := g.Identify(netip.MustParseAddr("192.168.1.20"), ""); &a.Groups[0] != &b.Groups[0] {
 		t.Fatal("group slices are not shared")
 	}
 }
