@@ -287,3 +287,59 @@ func TestDecideAllocs(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobalListsAndDecisionExtras(t *testing.T) {
+	now := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC)
+	in := Input{
+		Groups: []v1alpha1.ClientGroup{group("kids", []string{"10.0.0.0/24"}, []string{"tablet"}, nil)},
+		Lists: []List{
+			list(t, "ads", "", "", "||ads.example^"),
+			list(t, "malware", "", "nxdomain", "||malware.example^"),
+			list(t, "fine", "allow", "", "||ok.malware.example^"),
+		},
+		Policies: []v1alpha1.Policy{pol("kids", 0, func(s *v1alpha1.PolicySpec) {
+			s.ClientGroupRefs, s.BlockListRefs, s.SafeSearch = []string{"kids"}, []string{"ads"}, true
+			s.Rewrites = []v1alpha1.Rewrite{{Name: "alias.lan", CNAME: "target.example"}, {Name: "host.lan", Targets: []string{"192.0.2.1"}}}
+		})},
+	}
+	tab := build(t, in, &now)
+	kids := tab.Groups().Identify(netip.Addr{}, "TABLET")
+	other := tab.Groups().Identify(netip.MustParseAddr("192.0.2.9"), "")
+	if len(kids.Groups) != 1 || kids.Groups[0] != "default/kids" || len(other.Groups) != 0 {
+		t.Fatalf("identify: %+v %+v", kids, other)
+	}
+	// unreferenced lists apply to clients no policy matches, as (global)
+	d := tab.Decide(wireName(t, "x.malware.example"), dns.TypeA, other)
+	if d.Verdict != dataplane.VerdictBlock || d.Policy != GlobalPolicy || d.List != "default/malware" || d.Mode != dataplane.BlockNXDomain ||
+		d.EDECode != dns.ExtendedErrorCodeBlocked || d.EDEText != "policy (global) list default/malware rule ||malware.example^" {
+		t.Fatalf("global block: %+v", d)
+	}
+	if d := tab.Decide(wireName(t, "ok.malware.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictAllow || d.List != "default/fine" {
+		t.Fatalf("global allow: %+v", d)
+	}
+	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictPass {
+		t.Fatalf("referenced list applied globally: %+v", d)
+	}
+	// a matched client uses its policy only
+	if d := tab.Decide(wireName(t, "malware.example"), dns.TypeA, kids); d.Verdict != dataplane.VerdictPass || d.Policy != "default/kids" {
+		t.Fatalf("kids and global list: %+v", d)
+	}
+	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, kids); d.EDEText != "policy default/kids list default/ads rule ||ads.example^" {
+		t.Fatalf("kids block: %+v", d)
+	}
+	// CNAME answers ask to be chased; address rewrites do not
+	if d := tab.Decide(wireName(t, "www.google.com"), dns.TypeA, kids); !d.ChaseCNAME || d.List != ListSafeSearch {
+		t.Fatalf("safe search: %+v", d)
+	}
+	if d := tab.Decide(wireName(t, "alias.lan"), dns.TypeA, kids); !d.ChaseCNAME || d.Verdict != dataplane.VerdictRewrite {
+		t.Fatalf("cname rewrite: %+v", d)
+	}
+	if d := tab.Decide(wireName(t, "host.lan"), dns.TypeA, kids); d.ChaseCNAME {
+		t.Fatalf("address rewrite: %+v", d)
+	}
+	// no unreferenced block list: no global policy
+	in.Lists = in.Lists[:1]
+	if d := build(t, in, &now).Decide(wireName(t, "ads.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictPass || d.Policy != "" {
+		t.Fatalf("no global lists: %+v", d)
+	}
+}
