@@ -162,8 +162,12 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		}
 		// auto_vacuum must be chosen before the first table exists; it lets
 		// the size cap give pages back to the file system.
-		if _, err := db.ExecContext(ctx, "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
-			return fmt.Errorf("set auto_vacuum: %w", err)
+		// The DSN already switched the empty file to WAL, so the change
+		// takes effect through VACUUM (instant on an empty file).
+		for _, q := range []string{"PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"} {
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("set auto_vacuum: %w", err)
+			}
 		}
 		return inTx(ctx, db, func(tx *sql.Tx) error {
 			for _, q := range []string{schemaV2Queries, schemaV2Tables, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
@@ -191,9 +195,9 @@ func upgradeV1(ctx context.Context, tx *sql.Tx) error {
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO totals (res, ts, status, count, dur_us)
 SELECT %d, (ts/1000000/%d)*%d AS b, status, count(*), 0 FROM queries GROUP BY b, status`, r.step, r.step, r.step))
 	}
-	for _, d := range []string{"domain", "client"} {
+	for _, d := range [][2]string{{DimDomains, "domain"}, {DimClients, "client"}} {
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO top_hourly (hour, dim, key, count, blocked)
-SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FROM queries WHERE %s != '' GROUP BY h, %s`, d, d, d, d))
+SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FROM queries WHERE %s != '' GROUP BY h, %s`, d[0], d[1], d[1], d[1]))
 	}
 	stmts = append(stmts, `INSERT INTO clients (key, name, last_seen) SELECT client, '', max(ts) FROM queries WHERE client != '' GROUP BY client`,
 		fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))

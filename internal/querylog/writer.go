@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,6 +31,9 @@ type Options struct {
 	MaintainEvery time.Duration
 	// DomainCap bounds the in-memory per-hour counts per dimension; default 100000.
 	DomainCap int
+	// HourTopKeep is how many names per dimension an hour keeps in the
+	// database when it ends (the rest is summed under ""); default 1000.
+	HourTopKeep int
 }
 
 // Writer is the query log of one node: Enqueue never blocks; a background
@@ -110,6 +114,9 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 	}
 	if opts.DomainCap <= 0 {
 		opts.DomainCap = 100000
+	}
+	if opts.HourTopKeep <= 0 {
+		opts.HourTopKeep = 1000
 	}
 	if err := cfg.normalize(); err != nil {
 		return nil, err
@@ -524,8 +531,8 @@ ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, block
 		}
 		defer st.Close()
 		for i, d := range dims {
-			for k, c := range w.hour.counts[i] {
-				if _, err := st.ExecContext(ctx, w.hour.hour, d, k, c.count, c.blocked); err != nil {
+			for _, e := range truncateCounts(w.hour.counts[i], w.opts.HourTopKeep) {
+				if _, err := st.ExecContext(ctx, w.hour.hour, d, e.Key, e.Count, e.Blocked); err != nil {
 					return fmt.Errorf("write top_hourly: %w", err)
 				}
 			}
@@ -537,6 +544,35 @@ ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, block
 		w.hour.reset(w.hour.hour)
 	}
 	return nil
+}
+
+// topKeep is how long the per-hour top lists are kept.
+const topKeep = 35 * 24 * time.Hour
+
+// truncateCounts returns the keep largest counts and the rest summed under "".
+func truncateCounts(m map[string]*hourCount, keep int) []TopItem {
+	out := make([]TopItem, 0, len(m))
+	for k, c := range m {
+		out = append(out, TopItem{Key: k, Count: c.count, Blocked: c.blocked})
+	}
+	if len(out) <= keep {
+		return out
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].Key == "") != (out[j].Key == "") {
+			return out[j].Key == "" // the overflow bucket goes to the rest
+		}
+		if out[i].Count != out[j].Count {
+			return out[i].Count > out[j].Count
+		}
+		return out[i].Key < out[j].Key
+	})
+	rest := TopItem{}
+	for _, e := range out[keep:] {
+		rest.Count += e.Count
+		rest.Blocked += e.Blocked
+	}
+	return append(out[:keep], rest)
 }
 
 // maintain applies retention and the size cap; it runs on the writer goroutine.
@@ -560,7 +596,7 @@ func (w *Writer) maintain(ctx context.Context) error {
 			}
 		}
 	}
-	if _, err := db.ExecContext(ctx, "DELETE FROM top_hourly WHERE hour < ?", now.Add(-400*24*time.Hour).Unix()); err != nil {
+	if _, err := db.ExecContext(ctx, "DELETE FROM top_hourly WHERE hour < ?", now.Add(-topKeep).Unix()); err != nil {
 		return fmt.Errorf("top retention: %w", err)
 	}
 	return w.enforceCap(ctx, p.cfg.MaxDBBytes)
@@ -595,10 +631,21 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo.Int64+step); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
+		// Clients last seen before the oldest raw row left go with the rows.
+		if _, err := db.ExecContext(ctx, "DELETE FROM clients WHERE last_seen < (SELECT coalesce(min(ts), 0) FROM queries)"); err != nil {
+			return fmt.Errorf("size cap: %w", err)
+		}
 		deleted = true
 	}
 	if deleted {
-		if _, err := db.ExecContext(ctx, "PRAGMA incremental_vacuum"); err != nil {
+		// incremental_vacuum frees one page per step: drain its rows.
+		rs, err := db.QueryContext(ctx, "PRAGMA incremental_vacuum")
+		if err != nil {
+			return fmt.Errorf("incremental vacuum: %w", err)
+		}
+		for rs.Next() {
+		}
+		if err := errors.Join(rs.Err(), rs.Close()); err != nil {
 			return fmt.Errorf("incremental vacuum: %w", err)
 		}
 		if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {

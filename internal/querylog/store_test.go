@@ -1,0 +1,243 @@
+package querylog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// clock is an injected, settable clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+
+func openTest(t *testing.T, cfg Config, opts Options) *Writer {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	opts.MaintainEvery = -1
+	w, err := Open(context.Background(), cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := w.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return w
+}
+
+func row(ts time.Time, domain, client, status string) Row {
+	return Row{Time: ts, Domain: domain, Client: client, Status: status, QType: "A", Rcode: "NOERROR", Node: "n1", Duration: 2 * time.Millisecond}
+}
+
+func flush(t *testing.T, w *Writer) {
+	t.Helper()
+	if err := w.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A version 1 file made here is upgraded in place: rows keep their ids,
+// rollups are rebuilt from them, new rows follow.
+func TestUpgradeFromV1(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(SchemaV1); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		st := "answered"
+		if i%5 == 0 {
+			st = "blocked"
+		}
+		if _, err := db.Exec("INSERT INTO queries (id, ts, client, domain, qtype, status) VALUES (?,?,?,?,?,?)",
+			i+1, base.Add(time.Duration(i)*time.Minute).UnixMicro(), "10.0.0.1", fmt.Sprintf("d%d.example", i%3), "A", st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+
+	c := &clock{t: base.Add(time.Hour)}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = dir, 0
+	w := openTest(t, cfg, Options{Now: c.now})
+	var v int
+	if err := w.store.w.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 2 {
+		t.Fatalf("user_version %d %v", v, err)
+	}
+	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.2", "cached"))
+	flush(t, w)
+	rows, _, err := w.Rows(context.Background(), Filter{Limit: 100})
+	if err != nil || len(rows) != 11 || rows[0].ID != 11 || rows[0].Domain != "new.example" || rows[10].ID != 1 || rows[10].Status != "blocked" {
+		t.Fatalf("rows after upgrade: %d %+v %v", len(rows), rows, err)
+	}
+	sum, err := w.Summary(context.Background(), 24*time.Hour)
+	if err != nil || sum.Total != 11 || sum.Blocked != 2 {
+		t.Fatalf("summary after upgrade %+v %v", sum, err)
+	}
+	top, err := w.Top(context.Background(), TopRequest{Dim: DimDomains, Window: 24 * time.Hour})
+	if err != nil || len(top.Items) != 4 || top.Items[0].Key != "d0.example" || top.Items[0].Count != 4 || top.Items[0].Blocked != 1 {
+		t.Fatalf("top after upgrade %+v %v", top, err)
+	}
+	cl, err := w.Clients(context.Background(), ClientsRequest{})
+	if err != nil || len(cl.Items) != 2 || cl.Items[0].Key != "10.0.0.1" || cl.Items[0].Count != 10 || cl.Items[0].LastSeen == nil {
+		t.Fatalf("clients after upgrade %+v %v", cl, err)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	dir := t.TempDir()
+	db, _ := sql.Open("sqlite", "file:"+DBPath(dir))
+	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	cfg := DefaultConfig()
+	cfg.DataDir = dir
+	if w, err := Open(context.Background(), cfg, Options{}); err == nil {
+		w.Close()
+		t.Fatal("schema 3 opened")
+	}
+}
+
+func TestRetentionDeletesOldestRawRowsAndRollups(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &clock{t: base}
+	cfg := DefaultConfig()
+	cfg.RetentionRaw = 48 * time.Hour
+	w := openTest(t, cfg, Options{Now: c.now})
+	// One row a day for 40 days.
+	for d := range 40 {
+		w.Enqueue(row(base.Add(time.Duration(d)*24*time.Hour), fmt.Sprintf("day%d.example", d), "10.0.0.1", "answered"))
+	}
+	flush(t, w)
+	c.set(base.Add(39*24*time.Hour + time.Hour))
+	if err := w.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err := w.Rows(context.Background(), Filter{Limit: 100})
+	if err != nil || len(rows) != 2 || rows[0].Domain != "day39.example" || rows[1].Domain != "day38.example" {
+		t.Fatalf("raw rows after retention: %+v %v", rows, err)
+	}
+	// Per-minute totals keep 35 days, per-hour and per-day everything here.
+	var n60, n3600, n86400 int
+	for _, p := range []struct {
+		res int
+		n   *int
+	}{{60, &n60}, {3600, &n3600}, {86400, &n86400}} {
+		if err := w.store.r.QueryRow("SELECT count(*) FROM totals WHERE res = ?", p.res).Scan(p.n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n60 != 35 || n3600 != 40 || n86400 != 40 {
+		t.Fatalf("totals rows per resolution: %d %d %d, want 35 40 40", n60, n3600, n86400)
+	}
+	// The summary over 30 days still counts what raw retention deleted.
+	sum, err := w.Summary(context.Background(), 30*24*time.Hour)
+	if err != nil || sum.Total != 30 {
+		t.Fatalf("30-day summary %+v %v", sum, err)
+	}
+	// Live update: retention 0 keeps rows until the size cap.
+	cfg.RetentionRaw = 0
+	if err := w.Update(cfg); err != nil {
+		t.Fatal(err)
+	}
+	c.set(base.Add(400 * 24 * time.Hour))
+	if err := w.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _, _ := w.Rows(context.Background(), Filter{}); len(rows) != 2 {
+		t.Fatalf("retention 0 deleted rows: %d left", len(rows))
+	}
+}
+
+func TestSizeCapDeletesOldestFirst(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &clock{t: base}
+	cfg := DefaultConfig()
+	cfg.RetentionRaw = 0
+	cfg.MaxDBBytes = 1 << 20
+	w := openTest(t, cfg, Options{Now: c.now})
+	const n = 20000
+	for i := range n {
+		r := row(base.Add(time.Duration(i)*100*time.Millisecond), fmt.Sprintf("host-%d.some-longer-domain-name.example", i), fmt.Sprintf("10.0.%d.%d", i/256%256, i%256), "answered")
+		for !w.Enqueue(r) {
+			flush(t, w)
+		}
+	}
+	flush(t, w)
+	used, _, err := w.store.usedBytes(context.Background())
+	if err != nil || used <= cfg.MaxDBBytes {
+		t.Fatalf("test data too small: %d bytes %v", used, err)
+	}
+	c.set(base.Add(n * 100 * time.Millisecond))
+	if err := w.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, file, err := w.store.usedBytes(context.Background())
+	if err != nil || file > cfg.MaxDBBytes {
+		t.Fatalf("file %d bytes after cap of %d: %v", file, cfg.MaxDBBytes, err)
+	}
+	var lo, hi, cnt int64
+	if err := w.store.r.QueryRow("SELECT min(id), max(id), count(*) FROM queries").Scan(&lo, &hi, &cnt); err != nil {
+		t.Fatal(err)
+	}
+	if hi != n || cnt != hi-lo+1 || cnt >= n || cnt < n/10 {
+		t.Fatalf("after cap: ids %d..%d, %d rows; want the newest kept, contiguous", lo, hi, cnt)
+	}
+	t.Logf("size cap kept %d of %d rows in %d bytes", cnt, n, file)
+}
+
+func TestOverloadDropsAndCounts(t *testing.T) {
+	w := openTest(t, DefaultConfig(), Options{BufferRows: 8, BatchRows: 8})
+	now := time.Now()
+	accepted := 0
+	start := time.Now()
+	const n = 50000
+	for i := range n {
+		if w.Enqueue(row(now, "x.example", "10.0.0.1", "answered")) {
+			accepted++
+		}
+		_ = i
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("Enqueue blocked: %v for %d rows", el, n)
+	}
+	flush(t, w)
+	if d := w.Dropped(); d == 0 || int(d)+accepted != n {
+		t.Fatalf("dropped %v + accepted %d != %d", d, accepted, n)
+	}
+	var cnt int
+	if err := w.store.r.QueryRow("SELECT count(*) FROM queries").Scan(&cnt); err != nil || cnt != accepted {
+		t.Fatalf("%d rows stored, %d accepted: %v", cnt, accepted, err)
+	}
+}
+
+func TestSlogSink(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Sink = SinkSlog
+	var buf syncBuffer
+	w := openTest(t, cfg, Options{Logger: newJSONLogger(&buf)})
+	w.Enqueue(row(time.Now(), "slog.example", "10.0.0.1", "blocked"))
+	flush(t, w)
+	if _, _, err := w.Rows(context.Background(), Filter{}); err != ErrNoStore {
+		t.Fatalf("rows from slog sink: %v", err)
+	}
+	if s := buf.String(); !contains(s, `"domain":"slog.example"`) || !contains(s, `"status":"blocked"`) || !contains(s, `"msg":"query"`) {
+		t.Fatalf("slog line: %s", s)
+	}
+}
