@@ -29,6 +29,7 @@ type Env func(key string) string
 // NewRoot builds the command tree.
 func NewRoot(env Env, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	g := &Globals{}
+	a := &app{g: g, env: env, stdin: stdin, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:           "svc",
 		Short:         "DNS filtering and authoritative DNS server, and its client",
@@ -49,8 +50,20 @@ func NewRoot(env Env, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command 
 	f.DurationVar(&g.RequestTimeout, "request-timeout", 30*time.Second, "time limit of one request")
 	f.StringVar(&g.Server, "server", env("SERVICE_SERVER"), "API address, e.g. https://127.0.0.1:8080")
 	f.StringVar(&g.Token, "token", env("SERVICE_TOKEN"), "API token")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"table", "wide", "json", "yaml", "name"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("context", a.completeContexts)
 
-	root.AddCommand(newServeCmd(g, env), newVersionCmd())
+	root.AddCommand(
+		newServeCmd(g, env), newVersionCmd(),
+		newConfigCmd(a), newLoginCmd(a), newLogoutCmd(a),
+		newGetCmd(a), newDescribeCmd(a), newApplyCmd(a), newDeleteCmd(a),
+		newExportCmd(a), newBackupCmd(a), newRestoreCmd(a), newAPICmd(a),
+		newRecordsCmd(a), newZonesCmd(a), newImportCmd(a),
+		newQueryCmd(a), newBlockingCmd(a), newCacheCmd(a), newSettingsCmd(a),
+		newListsCmd(a), newAuditCmd(a), newTokenCmd(a), newNodesCmd(a),
+		newHealthCmd(a), newLameduckCmd(a), newDoctorCmd(a), newAdminCmd(a),
+		newLogsCmd(a), newStatsCmd(a), newCompletionCmd(a),
+	)
 	return root
 }
 
@@ -60,7 +73,7 @@ func Main(ctx context.Context, args []string, env Env, stdin io.Reader, stdout, 
 	root.SetArgs(args)
 	if err := root.ExecuteContext(ctx); err != nil {
 		printError(stderr, err)
-		return 1
+		return exitCode(err)
 	}
 	return 0
 }
@@ -75,5 +88,23 @@ func firstNonEmpty(v ...string) string {
 }
 
 func printError(w io.Writer, err error) {
-	_, _ = io.WriteString(w, "error: "+err.Error()+"\n")
+	if e, ok := err.(*exitError); ok && e.msg == "" {
+		return
+	}
+	printErr(w, err)
+}
+
+// exitError carries a chosen exit code and an optional message.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	if e, ok := err.(*exitError); ok {
+		return e.code
+	}
+	return 1
 }

@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Default lists of `lists allow` and `lists deny`.
+const (
+	defaultAllowList = "ui-allow"
+	defaultDenyList  = "ui-deny"
+	manualSource     = "manual"
+)
+
+func newListsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "lists", Short: "Block and allow lists"}
+	for _, mode := range []string{"allow", "deny"} {
+		mode := mode
+		var list string
+		var regex bool
+		c := &cobra.Command{
+			Use:   mode + " DOMAIN...",
+			Short: fmt.Sprintf("Add domains to a %s list (default %s)", map[string]string{"allow": "allow", "deny": "block"}[mode], map[string]string{"allow": defaultAllowList, "deny": defaultDenyList}[mode]),
+			Args:  cobra.MinimumNArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if list == "" {
+					list = defaultDenyList
+					if mode == "allow" {
+						list = defaultAllowList
+					}
+				}
+				return a.addListEntries(cmd.Context(), list, mode, args, regex)
+			},
+		}
+		c.Flags().StringVar(&list, "list", "", "BlockList to change")
+		c.Flags().BoolVar(&regex, "regex", false, "entries are regular expressions")
+		cmd.AddCommand(c)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use: "list", Short: "List block and allow lists", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ki, err := a.resolveKind("BlockList")
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			items, err := listObjects(cmd.Context(), c, ki, "", "")
+			if err != nil {
+				return err
+			}
+			return printObjects(a.stdout, a.g.Output, ki, items, true, false, time.Now())
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "refresh NAME...", Short: "Fetch lists again now", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ns := a.namespace()
+			for _, n := range args {
+				if err := a.call(cmd.Context(), request{method: http.MethodPost, path: "/blocklists/" + url.PathEscape(ns) + "/" + url.PathEscape(n) + "/refresh"}); err != nil {
+					return fmt.Errorf("blocklist/%s: %w", n, err)
+				}
+				fmt.Fprintf(a.stdout, "blocklist/%s refresh requested\n", n)
+			}
+			return nil
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use: "search DOMAIN", Short: "Find the inline rules and entries of lists that mention a domain", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ki, err := a.resolveKind("BlockList")
+			if err != nil {
+				return err
+			}
+			c, err := a.client()
+			if err != nil {
+				return err
+			}
+			items, err := listObjects(cmd.Context(), c, ki, "", "")
+			if err != nil {
+				return err
+			}
+			domain := strings.ToLower(strings.TrimSuffix(args[0], "."))
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "LIST\tMODE\tSOURCE\tRULE")
+			found := 0
+			for _, it := range items {
+				spec, _ := it["spec"].(map[string]any)
+				mode, _ := spec["mode"].(string)
+				srcs, _ := spec["sources"].([]any)
+				for _, s := range srcs {
+					src, _ := s.(map[string]any)
+					sname, _ := src["name"].(string)
+					var rules []string
+					inl, _ := src["inline"].([]any)
+					for _, r := range inl {
+						rules = append(rules, fmt.Sprint(r))
+					}
+					ents, _ := src["entries"].([]any)
+					for _, e := range ents {
+						em, _ := e.(map[string]any)
+						rules = append(rules, fmt.Sprint(em["value"]))
+					}
+					for _, r := range rules {
+						if ruleMatches(r, domain) {
+							found++
+							fmt.Fprintf(tw, "%s/%s\t%s\t%s\t%s\n", namespaceOf(it), nameOf(it), mode, sname, r)
+						}
+					}
+				}
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if found == 0 {
+				fmt.Fprintf(a.stderr, "no inline rule or entry mentions %s (rules fetched from URLs are not searched)\n", domain)
+			}
+			return nil
+		},
+	})
+	return cmd
+}
+
+// ruleMatches is a loose client-side match of one rule against a domain.
+func ruleMatches(rule, domain string) bool {
+	r := strings.ToLower(strings.TrimSpace(rule))
+	r = strings.TrimPrefix(r, "@@")
+	r = strings.TrimPrefix(r, "||")
+	r = strings.TrimSuffix(r, "^")
+	if f := strings.Fields(r); len(f) == 2 { // hosts line
+		r = f[1]
+	}
+	if strings.HasPrefix(r, "*.") {
+		return strings.HasSuffix(domain, r[1:])
+	}
+	if re, err := regexp.Compile(strings.Trim(r, "/")); err == nil && strings.ContainsAny(r, `\^$[(|+?`) {
+		return re.MatchString(domain)
+	}
+	return r == domain || strings.HasSuffix(domain, "."+r)
+}
+
+// addListEntries adds structured entries to the manual source of a list,
+// creating the list when missing.
+func (a *app) addListEntries(ctx context.Context, list, mode string, domains []string, regex bool) error {
+	ki, err := a.resolveKind("BlockList")
+	if err != nil {
+		return err
+	}
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	ns := a.namespace()
+	obj, err := getObject(ctx, c, ki, ns, list)
+	if isNotFound(err) {
+		m := "block"
+		if mode == "allow" {
+			m = "allow"
+		}
+		obj = map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "BlockList",
+			"metadata": map[string]any{"name": list, "namespace": ns},
+			"spec":     map[string]any{"mode": m, "sources": []any{}}}
+	} else if err != nil {
+		return err
+	}
+	spec, _ := obj["spec"].(map[string]any)
+	srcs, _ := spec["sources"].([]any)
+	var src map[string]any
+	for _, s := range srcs {
+		if m, ok := s.(map[string]any); ok && m["name"] == manualSource {
+			src = m
+		}
+	}
+	if src == nil {
+		src = map[string]any{"name": manualSource}
+		srcs = append(srcs, src)
+	}
+	ents, _ := src["entries"].([]any)
+	now := time.Now().UTC().Format(time.RFC3339)
+	typ := "exact"
+	if regex {
+		typ = "regex"
+	}
+	for _, d := range domains {
+		v := strings.ToLower(strings.TrimSuffix(d, "."))
+		if regex {
+			v = strings.Trim(d, "/")
+		} else if strings.HasPrefix(v, "*.") {
+			typ = "wildcard"
+		}
+		dup := false
+		for _, e := range ents {
+			if em, ok := e.(map[string]any); ok && em["value"] == v {
+				dup = true
+			}
+		}
+		if !dup {
+			ents = append(ents, map[string]any{"value": v, "type": typ, "origin": "api", "created": now})
+		}
+	}
+	src["entries"] = ents
+	spec["sources"] = srcs
+	obj["spec"] = spec
+	delete(obj, "status")
+	res, err := a.applyObjects(ctx, []map[string]any{obj})
+	if err != nil {
+		return err
+	}
+	return a.printApplyResults(res)
+}

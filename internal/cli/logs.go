@@ -1,0 +1,278 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type logsOpts struct {
+	client, domain, list, qtype, status, statusClass, upstream, zone, since, until string
+	limit                                                                          int
+	follow, noHeaders                                                              bool
+}
+
+func (o *logsOpts) query() (map[string]string, error) {
+	q := map[string]string{"client": o.client, "domain": o.domain, "list": o.list, "qtype": o.qtype,
+		"status": o.status, "status_class": o.statusClass, "upstream": o.upstream, "zone": o.zone}
+	now := time.Now()
+	for k, v := range map[string]string{"since": o.since, "until": o.until} {
+		if v == "" {
+			continue
+		}
+		t, err := parseSince(v, now)
+		if err != nil {
+			return nil, err
+		}
+		q[k] = t.UTC().Format(time.RFC3339)
+	}
+	return q, nil
+}
+
+var logColumns = []string{"TIME", "CLIENT", "DOMAIN", "TYPE", "STATUS", "RCODE", "LIST", "UPSTREAM", "MS"}
+
+func logRow(e map[string]any) []string {
+	get := func(keys ...string) string {
+		for _, k := range keys {
+			if v, ok := e[k]; ok && v != nil {
+				return fmt.Sprint(v)
+			}
+		}
+		return "-"
+	}
+	return []string{get("ts", "time"), get("client"), get("domain", "name", "qname"), get("qtype", "type"),
+		get("status"), get("rcode"), get("list"), get("upstream"), get("latency_ms", "elapsed_ms")}
+}
+
+func newLogsCmd(a *app) *cobra.Command {
+	o := &logsOpts{}
+	cmd := &cobra.Command{
+		Use:     "logs",
+		Aliases: []string{"log", "querylog"},
+		Short:   "Show the query log (-f follows the live stream)",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			qm, err := o.query()
+			if err != nil {
+				return err
+			}
+			kv := []string{}
+			for k, v := range qm {
+				kv = append(kv, k, v)
+			}
+			q := queryValues(kv...)
+			if o.follow {
+				return a.followLogs(cmd.Context(), q.Encode(), o.noHeaders)
+			}
+			q.Set("limit", strconv.Itoa(o.limit))
+			var page struct {
+				Items []map[string]any `json:"items"`
+			}
+			if err := a.call(cmd.Context(), request{method: http.MethodGet, path: "/queries", query: q, out: &page}); err != nil {
+				return err
+			}
+			if ok, err := writeData(a.stdout, a.g.Output, page.Items); ok {
+				return err
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
+			if !o.noHeaders {
+				fmt.Fprintln(tw, strings.Join(logColumns, "\t"))
+			}
+			for _, e := range page.Items {
+				fmt.Fprintln(tw, strings.Join(logRow(e), "\t"))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.client, "client", "", "client address, ID or name")
+	f.StringVar(&o.domain, "domain", "", "queried name")
+	f.StringVar(&o.list, "list", "", "list that decided")
+	f.StringVar(&o.qtype, "qtype", "", "query type")
+	f.StringVar(&o.status, "status", "", "answer status")
+	f.StringVar(&o.statusClass, "status-class", "", "answer status class")
+	f.StringVar(&o.upstream, "upstream", "", "upstream that answered")
+	f.StringVar(&o.zone, "zone", "", "authoritative zone")
+	f.StringVar(&o.since, "since", "", "RFC 3339 time or duration back from now")
+	f.StringVar(&o.until, "until", "", "RFC 3339 time or duration back from now")
+	f.IntVar(&o.limit, "limit", 50, "at most this many rows")
+	f.BoolVarP(&o.follow, "follow", "f", false, "follow the live stream (Server-Sent Events)")
+	f.BoolVar(&o.noHeaders, "no-headers", false, "print no header line")
+	return cmd
+}
+
+// followLogs reads GET /queries/stream and reconnects after a drop with
+// Last-Event-ID so no event is lost or repeated.
+func (a *app) followLogs(ctx context.Context, rawQuery string, noHeaders bool) error {
+	c, err := a.client()
+	if err != nil {
+		return err
+	}
+	c.HTTP.Timeout = 0 // a stream has no end
+	lastID := ""
+	if !noHeaders && a.g.Output != outJSON {
+		fmt.Fprintln(a.stdout, strings.Join(logColumns, "\t"))
+	}
+	backoff := 500 * time.Millisecond
+	for {
+		path := "/queries/stream"
+		if rawQuery != "" {
+			path += "?" + rawQuery
+		}
+		hdr := http.Header{"Accept": {"text/event-stream"}}
+		if lastID != "" {
+			hdr.Set("Last-Event-ID", lastID)
+		}
+		res, err := c.Stream(ctx, request{method: http.MethodGet, path: path, header: hdr})
+		if err != nil {
+			var ae *APIError
+			if errors.As(err, &ae) || ctx.Err() != nil {
+				return err
+			}
+			fmt.Fprintf(a.stderr, "stream: %v; reconnecting\n", err)
+		} else {
+			err = readSSE(res.Body, func(id, data string) {
+				if id != "" {
+					lastID = id
+				}
+				a.printLogEvent(data)
+			})
+			res.Body.Close()
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = 500 * time.Millisecond
+			fmt.Fprintf(a.stderr, "stream dropped (%v); resuming after event %q\n", err, lastID)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 10*time.Second)
+	}
+}
+
+func (a *app) printLogEvent(data string) {
+	if a.g.Output == outJSON {
+		fmt.Fprintln(a.stdout, data)
+		return
+	}
+	var e map[string]any
+	if err := json.Unmarshal([]byte(data), &e); err != nil {
+		fmt.Fprintln(a.stdout, data)
+		return
+	}
+	fmt.Fprintln(a.stdout, strings.Join(logRow(e), "\t"))
+}
+
+// readSSE calls fn for each event until the stream ends.
+func readSSE(r io.Reader, fn func(id, data string)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var id string
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if len(data) > 0 {
+				fn(id, strings.Join(data, "\n"))
+			}
+			data = nil
+		case strings.HasPrefix(line, ":"):
+		case strings.HasPrefix(line, "id:"):
+			id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+func newStatsCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{Use: "stats", Short: "Query-log statistics"}
+	var window string
+	summary := &cobra.Command{
+		Use: "summary", Short: "Totals of a window", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var res map[string]any
+			if err := a.call(cmd.Context(), request{method: http.MethodGet, path: "/stats/summary", query: queryValues("window", window), out: &res}); err != nil {
+				return err
+			}
+			if ok, err := writeData(a.stdout, a.g.Output, res); ok {
+				return err
+			}
+			flat := map[string]any{}
+			flatten("", res, flat)
+			for _, k := range sortedKeys(flat) {
+				fmt.Fprintf(a.stdout, "%s: %v\n", k, flat[k])
+			}
+			return nil
+		},
+	}
+	summary.Flags().StringVar(&window, "window", "24h", "time window")
+	var dim, topWindow string
+	var top int
+	var blocked bool
+	topCmd := &cobra.Command{
+		Use: "top", Short: "Top domains, clients, upstreams, lists or zones", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch dim {
+			case "domains", "clients", "upstreams", "lists", "zones":
+			default:
+				return fmt.Errorf("--dim %q: use domains, clients, upstreams, lists or zones", dim)
+			}
+			if top < 1 || top > 100 {
+				return fmt.Errorf("--top %d: 1 to 100", top)
+			}
+			q := queryValues("dim", dim, "top", strconv.Itoa(top), "window", topWindow)
+			if blocked {
+				q.Set("blocked", "true")
+			}
+			var res struct {
+				Items []map[string]any `json:"items"`
+			}
+			if err := a.call(cmd.Context(), request{method: http.MethodGet, path: "/stats/top", query: q, out: &res}); err != nil {
+				return err
+			}
+			if ok, err := writeData(a.stdout, a.g.Output, res.Items); ok {
+				return err
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "KEY\tCOUNT\tBLOCKED")
+			for _, it := range res.Items {
+				fmt.Fprintf(tw, "%v\t%v\t%v\n", firstOf(it, "key", "name", "domain"), firstOf(it, "count"), firstOf(it, "blocked"))
+			}
+			return tw.Flush()
+		},
+	}
+	topCmd.Flags().StringVar(&dim, "dim", "domains", "domains, clients, upstreams, lists or zones")
+	topCmd.Flags().IntVar(&top, "top", 10, "rows (at most 100)")
+	topCmd.Flags().BoolVar(&blocked, "blocked", false, "only blocked queries")
+	topCmd.Flags().StringVar(&topWindow, "window", "24h", "time window")
+	cmd.AddCommand(summary, topCmd)
+	return cmd
+}
+
+func firstOf(m map[string]any, keys ...string) any {
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			return v
+		}
+	}
+	return "-"
+}
