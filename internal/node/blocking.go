@@ -143,7 +143,6 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 	return table, table.Groups()
 }
 
-
 // waitInitialLists applies blocking.initStrategy: fast serves at once and blocks
 // once lists are ready; blocking waits for the first pass; failOnError also stops
 // the node when a list could not be loaded.

@@ -21,7 +21,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/ratelimit"
+	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store/sqlite"
@@ -147,10 +150,25 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
-	dp, err := dataplane.New(dataplaneConfig(cfg, nodeName), dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg})
+	pp, err := proxyPolicy(cfg)
 	if err != nil {
 		return err
 	}
+	dpCfg := dataplaneConfig(cfg, nodeName)
+	dpCfg.ProxyProtocol = pp
+	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg})
+	if err != nil {
+		return err
+	}
+	rlMetrics, err := ratelimit.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	limiter, err := ratelimit.New(ratelimitConfig(cfg), rlMetrics)
+	if err != nil {
+		return fmt.Errorf("ratelimit: %w", err)
+	}
+	dp.SetRateLimiter(limiter)
 	life.onChange = func(ld bool) {
 		logger.Info("lameduck", "on", ld)
 		dp.SetLameduck(ld)
@@ -197,7 +215,47 @@ func Run(ctx context.Context, opts Options) error {
 	for _, a := range dp.TCPAddrs() {
 		addrs.DNS = append(addrs.DNS, "tcp/"+a.String())
 	}
+	tp, err := transport.New(dp, transportConfig(cfg, pp), transport.Options{Logger: logger.With("component", "transport"), Registerer: reg})
+	if err != nil {
+		return fmt.Errorf("encrypted DNS listeners: %w", err)
+	}
+	if err := tp.Start(ctx); err != nil {
+		return fmt.Errorf("encrypted DNS listeners: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
+	for _, kind := range []string{"dot", "doh", "doq", "doh3"} {
+		for _, a := range tp.Addrs(kind) {
+			addrs.DNS = append(addrs.DNS, kind+"/"+a.String())
+		}
+	}
 	logger.Info("dns listening", "addresses", addrs.DNS)
+
+	apiOpts, err := apiOptions(cfg, nodeName, opts.Environ)
+	if err != nil {
+		return err
+	}
+	apiOpts.Stdout = opts.Stderr
+	apiSrv, err := api.New(ctx, apiOpts, api.Deps{
+		Store: st, Settings: settingsService{mgr}, DNS: dnsService{dp: dp, toggle: blk.toggle, node: nodeName},
+		Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
+		Logger: logger.With("component", "api"),
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	defer apiSrv.Close()
+	apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
+	if err != nil {
+		return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
+	}
+	addrs.API = apiLn.Addr().String()
+	apiErr := make(chan error, 1)
+	go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
+	logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
 
 	if opts.Ready != nil {
 		opts.Ready(addrs)
@@ -211,6 +269,10 @@ func Run(ctx context.Context, opts Options) error {
 		case <-ctx.Done():
 			logger.Info("stopping")
 			return nil
+		case err := <-apiErr:
+			if ctx.Err() == nil {
+				return err
+			}
 		case err := <-snapErr:
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("snapshots: %w", err)

@@ -4,6 +4,8 @@ package node_test
 
 import (
 	"context"
+	"crypto/tls"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -315,5 +317,64 @@ func TestNodeBlocksThroughPolicy(t *testing.T) {
 	// Exact hosts-style entries do not block subdomains.
 	if r := tn.query(t, "udp", "sub.tracker.example", dns.TypeA); r.Rcode == dns.RcodeNameError {
 		t.Fatal("sub.tracker.example blocked by an exact entry")
+	}
+}
+
+const bootstrapToken = "svc_abcdefghij12_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+
+func apiCall(t *testing.T, tn *testNode, method, path, body string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, err := http.NewRequest(method, "https://"+tn.addrs.API+"/api/v1"+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bootstrapToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestNodeAPIAppliesAndQueries(t *testing.T) {
+	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, nil)
+	zone := `{"apiVersion":"service.io/v1alpha1","kind":"DNSZone","metadata":{"name":"api.test"},"spec":{"nameServers":["ns1.api.test."]}}`
+	rs := `{"apiVersion":"service.io/v1alpha1","kind":"DNSRecordSet","metadata":{"name":"r","namespace":"default"},"spec":{"zoneRef":{"name":"api.test"},"endpoints":[{"dnsName":"host.api.test","recordType":"A","targets":["192.0.2.44"]}]}}`
+	code, body := apiCall(t, tn, "POST", "/apply", "["+zone+","+rs+"]")
+	if code != 200 || !strings.Contains(body, `"created"`) {
+		t.Fatalf("apply = %d %s", code, body)
+	}
+	eventually(t, 2*time.Second, "applied record answered over DNS", func() bool {
+		return strings.Join(aRecords(tn.query(t, "udp", "host.api.test", dns.TypeA)), ",") == "192.0.2.44"
+	})
+	code, body = apiCall(t, tn, "POST", "/dns/query", `{"name":"host.api.test","type":"A"}`)
+	if code != 200 || !strings.Contains(body, "192.0.2.44") || !strings.Contains(body, `"aa":true`) {
+		t.Fatalf("dns/query = %d %s", code, body)
+	}
+	// A second apply of the same objects changes nothing.
+	code, body = apiCall(t, tn, "POST", "/apply", "["+zone+","+rs+"]")
+	if code != 200 || strings.Count(body, `"unchanged"`) != 2 {
+		t.Fatalf("re-apply = %d %s, want two unchanged results", code, body)
+	}
+	// An invalid object is refused with the field named, and nothing changes.
+	bad := strings.Replace(rs, `"recordType":"A"`, `"recordType":"a"`, 1)
+	code, body = apiCall(t, tn, "POST", "/apply", bad)
+	if code < 400 || !strings.Contains(body, "recordType") {
+		t.Fatalf("invalid apply = %d %s, want an error naming recordType", code, body)
+	}
+	if got := aRecords(tn.query(t, "udp", "host.api.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.44" {
+		t.Fatalf("after a refused apply the node answers %v", got)
+	}
+	code, body = apiCall(t, tn, "POST", "/dns/blocking", `{"blocking":false,"duration":"1m"}`)
+	if code != 200 || !strings.Contains(body, `"blocking":false`) {
+		t.Fatalf("blocking disable = %d %s", code, body)
+	}
+	code, _ = apiCall(t, tn, "POST", "/cache/flush", `{}`)
+	if code/100 != 2 {
+		t.Fatalf("cache flush = %d", code)
 	}
 }

@@ -1,0 +1,240 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/policy/toggle"
+	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/auth"
+	"github.com/svcdns/svc/internal/objectsdir"
+	"github.com/svcdns/svc/internal/settings"
+)
+
+// apiOptions maps listeners.api.* and auth.* onto the REST API's options.
+func apiOptions(cfg *settings.Config, nodeName string, environ []string) (api.Options, error) {
+	bindings, err := rbacBindings(cfg.RBAC.Bindings)
+	if err != nil {
+		return api.Options{}, err
+	}
+	env := envLookup(environ)
+	return api.Options{
+		Address:            cfg.Listeners.API.Address,
+		TLSAuto:            cfg.Listeners.API.TLS.Auto,
+		TLSCertFile:        cfg.Listeners.API.TLS.CertFile,
+		TLSKeyFile:         cfg.Listeners.API.TLS.KeyFile,
+		PathPrefix:         cfg.Listeners.API.PathPrefix,
+		TrustedProxies:     cfg.Listeners.API.TrustedProxies,
+		DataDir:            cfg.Node.DataDir,
+		NodeName:           nodeName,
+		LocalLogin:         cfg.Auth.LocalLogin,
+		AdminPasswordFile:  cfg.Auth.Bootstrap.AdminPasswordFile,
+		SessionIdleTimeout: cfg.Auth.Session.IdleTimeout,
+		SessionLifetime:    cfg.Auth.Session.Lifetime,
+		SessionSecure:      cfg.Auth.Session.Secure,
+		TokenMaxLifetime:   cfg.Auth.Tokens.MaxLifetime,
+		RBACBindings:       bindings,
+		AdminSocketPath:    cfg.Auth.AdminSocket.Path,
+		AdminSocketGroup:   cfg.Auth.AdminSocket.Group,
+		Env:                env,
+		GenerateKey:        true,
+	}, nil
+}
+
+// envLookup serves the node's environment (tests pass their own).
+func envLookup(environ []string) func(string) string {
+	m := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return func(k string) string { return m[k] }
+}
+
+// rbacBindings decodes rbac.bindings strictly: an unknown field is an error
+// naming the binding.
+func rbacBindings(raw []map[string]any) ([]auth.Binding, error) {
+	var out []auth.Binding
+	for i, m := range raw {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, fmt.Errorf("rbac.bindings[%d]: %w", i, err)
+		}
+		var spec struct {
+			Name    string       `json:"name"`
+			Subject auth.Subject `json:"subject"`
+			Role    string       `json:"role"`
+			Scope   *auth.Scope  `json:"scope"`
+		}
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			return nil, fmt.Errorf("rbac.bindings[%d]: %w", i, err)
+		}
+		scope := auth.Scope{Kind: "cluster"}
+		if spec.Scope != nil {
+			scope = *spec.Scope
+		}
+		binding := auth.Binding{Name: spec.Name, Source: "config", Subject: spec.Subject, Role: spec.Role, Scope: scope}
+		if binding.Name == "" {
+			binding.Name = fmt.Sprintf("rbac.bindings[%d]", i)
+		}
+		if err := auth.ValidateBinding(binding); err != nil {
+			return nil, fmt.Errorf("rbac.bindings[%d]: %w", i, err)
+		}
+		out = append(out, binding)
+	}
+	return out, nil
+}
+
+// settingsService serves the settings routes from the settings manager.
+type settingsService struct{ m *settings.Manager }
+
+func (s settingsService) Effective(context.Context) (map[string]any, error) {
+	return settings.Nest(s.m.Effective(true)), nil
+}
+func (s settingsService) Schema(context.Context) (any, error) { return s.m.Schema(), nil }
+func (s settingsService) PatchCluster(ctx context.Context, p []byte) error {
+	return s.m.PatchCluster(ctx, p)
+}
+func (s settingsService) PatchNode(ctx context.Context, p []byte) error {
+	return s.m.PatchNode(ctx, p)
+}
+
+// dnsService serves POST /dns/query, /dns/blocking and /cache/flush from the
+// node's data plane.
+type dnsService struct {
+	dp     *dataplane.Server
+	toggle *toggle.Toggle
+	node   string
+}
+
+func (d dnsService) Query(ctx context.Context, req api.DNSQueryRequest) (api.DNSQueryResult, error) {
+	qtype := uint16(dns.TypeA)
+	if req.Type != "" {
+		t, ok := dns.StringToType[strings.ToUpper(req.Type)]
+		if !ok {
+			return api.DNSQueryResult{}, invalidInput(fmt.Sprintf("type %q is not a DNS record type", req.Type))
+		}
+		qtype = t
+	}
+	client := netip.MustParseAddr("127.0.0.1")
+	if req.Client != "" {
+		a, err := netip.ParseAddr(req.Client)
+		if err != nil {
+			return api.DNSQueryResult{}, invalidInput(fmt.Sprintf("client %q is not an IP address", req.Client))
+		}
+		client = a
+	}
+	tr := dataplane.Transport(0)
+	if req.Proto != "" {
+		t, ok := dataplane.ParseTransport(req.Proto)
+		if !ok {
+			return api.DNSQueryResult{}, invalidInput(fmt.Sprintf("proto %q", req.Proto))
+		}
+		tr = t
+	}
+	res, err := d.dp.Query(ctx, dataplane.QueryRequest{Name: req.Name, Type: qtype, Client: client, Transport: tr, DNSSEC: req.DNSSEC})
+	out := api.DNSQueryResult{Name: dns.Fqdn(req.Name), Type: dns.TypeToString[qtype], Client: client.String(), Node: d.node}
+	if err != nil {
+		out.Error = err.Error()
+		out.Rcode = "SERVFAIL"
+		out.StatusClass = "failed"
+		return out, nil
+	}
+	m := res.Msg
+	out.Rcode = dns.RcodeToString[m.Rcode]
+	out.Status = res.Reason.String()
+	out.StatusClass = res.Status.String()
+	out.List, out.Rule, out.Upstream = res.List, res.Rule, res.Upstream
+	out.LatencyMS = float64(res.Latency.Microseconds()) / 1000
+	out.Flags = api.DNSFlags{AA: m.Authoritative, TC: m.Truncated, RD: m.RecursionDesired, RA: m.RecursionAvailable, AD: m.AuthenticatedData, CD: m.CheckingDisabled}
+	out.Answer, out.Authority, out.Additional = rrStrings(m.Answer), rrStrings(m.Ns), rrStrings(m.Extra)
+	return out, nil
+}
+
+func rrStrings(rrs []dns.RR) []string {
+	out := []string{}
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeOPT {
+			continue
+		}
+		out = append(out, rr.String())
+	}
+	return out
+}
+
+func (d dnsService) SetBlocking(_ context.Context, req api.BlockingRequest) (api.BlockingState, error) {
+	var st toggle.State
+	if req.Blocking {
+		st = d.toggle.Enable()
+	} else {
+		var dur time.Duration
+		if req.Duration != "" {
+			v, err := time.ParseDuration(req.Duration)
+			if err != nil || v <= 0 {
+				return api.BlockingState{}, invalidInput(fmt.Sprintf("duration %q is not a positive duration such as 10m", req.Duration))
+			}
+			dur = v
+		}
+		var until time.Time
+		if req.Until != nil {
+			until = *req.Until
+		}
+		s, err := d.toggle.Disable(dur, until)
+		if err != nil {
+			if errors.Is(err, toggle.ErrPast) {
+				return api.BlockingState{}, invalidInput("until is in the past")
+			}
+			return api.BlockingState{}, err
+		}
+		st = s
+	}
+	out := api.BlockingState{Blocking: st.Blocking, Configured: st.Configured, Scope: st.Scope, Node: st.Node, Until: st.Until}
+	if st.Timer != nil {
+		out.Timer = *st.Timer
+	}
+	return out, nil
+}
+
+func (d dnsService) FlushCache(_ context.Context, name string) error { return d.dp.FlushCache(name) }
+
+// messages gathers diagnoses for GET /info/messages.
+type messages struct {
+	objs *objectsdir.Applier
+	node string
+}
+
+func (m messages) Messages(context.Context) ([]api.DiagnosisMessage, error) {
+	var out []api.DiagnosisMessage
+	for _, d := range m.objs.Diagnostics() {
+		msg := d.Message
+		if d.Field != "" {
+			msg = d.Field + ": " + msg
+		}
+		src := d.Source
+		if d.Document > 0 {
+			src = fmt.Sprintf("%s (document %d)", src, d.Document)
+		}
+		out = append(out, api.DiagnosisMessage{Severity: d.Severity, Source: "objectsDir", Reason: "InvalidObject", Message: src + ": " + msg, Node: m.node, Object: d.Object})
+	}
+	return out, nil
+}
+
+// inputError is an invalid request value; the API answers it 400 invalid.
+type inputError string
+
+func (e inputError) Error() string    { return string(e) }
+func (e inputError) ErrorKey() string { return "invalid" }
+
+func invalidInput(msg string) error { return inputError(msg) }
