@@ -21,6 +21,8 @@ type hotConfig struct {
 	mu  sync.Mutex
 	cfg *settings.Config
 	fwd *upstream.Resolver
+	// newLimiter rebuilds the UDP rate limiter when ratelimit.* changes.
+	newLimiter func(*settings.Config) error
 }
 
 func newHotConfig(cfg *settings.Config, fwd *upstream.Resolver, log *slog.Logger) *hotConfig {
@@ -63,6 +65,11 @@ func (h *hotConfig) follow(updates <-chan *settings.Config, dp *dataplane.Server
 		h.mu.Unlock()
 		if !reflect.DeepEqual(prev.Cache, next.Cache) {
 			dp.SetCacheConfig(cacheConfig(next))
+		}
+		if !reflect.DeepEqual(prev.Ratelimit, next.Ratelimit) && h.newLimiter != nil {
+			if err := h.newLimiter(next); err != nil {
+				h.log.Error("ratelimit change refused, keeping the previous limits", "err", err)
+			}
 		}
 		snaps.Trigger()
 		if retired != nil {

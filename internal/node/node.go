@@ -174,6 +174,14 @@ func Run(ctx context.Context, opts Options) error {
 		dp.SetLameduck(ld)
 	}
 	hot := newHotConfig(cfg, fwd, logger)
+	hot.newLimiter = func(c *settings.Config) error {
+		l, err := ratelimit.New(ratelimitConfig(c), rlMetrics)
+		if err != nil {
+			return err
+		}
+		dp.SetRateLimiter(l)
+		return nil
+	}
 	defer hot.Close()
 	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
 	blk, err := newBlocking(ctx, cfg, st, dp, nodeName, hot, logger)
