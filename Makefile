@@ -35,9 +35,10 @@ bench: build
 generate:
 	$(CONTROLLER_GEN) object paths=./api/...
 
-## manifests: CRDs (and RBAC) from the kubebuilder markers.
+## manifests: CRDs (config/crd/bases) and the schemas of the internal kinds
+## (config/crd/internal, never installed) from the kubebuilder markers.
 manifests:
-	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	GO=$(GO) hack/gen-internal-schemas.sh
 
 lint: vet
 	@out="$$(gofmt -l $$(git ls-files '*.go'))"; if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
