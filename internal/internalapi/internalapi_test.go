@@ -30,7 +30,9 @@ func (fakeZones) Zones(context.Context) ([]internalapi.Zone, error) {
 
 type dirLists string
 
-func (d dirLists) Open(digest string) (*os.File, error) { return os.Open(filepath.Join(string(d), digest)) }
+func (d dirLists) Open(digest string) (*os.File, error) {
+	return os.Open(filepath.Join(string(d), digest))
+}
 
 var key = []byte("0123456789abcdef0123456789abcdef")
 
