@@ -175,6 +175,9 @@ type stackOpts struct {
 	proxy     *proxyproto.Policy
 	transport func(*transport.Config)
 	noTLS     bool
+	// bench: no query log and no client ID recorder in front of the
+	// data plane (rec is nil).
+	bench bool
 }
 
 // newStack starts the data plane (UDP and TCP) and every encrypted
@@ -198,7 +201,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	dp, err := dataplane.New(dataplane.Config{
 		Node: "node-a", Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0"}}, Sockets: 1, Cache: cc,
 		ProxyProtocol: o.proxy,
-	}, dataplane.Options{QueryLogger: st.log})
+	}, dataplane.Options{QueryLogger: queryLogger(st.log, o.bench)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +230,11 @@ func newStack(t testing.TB, o stackOpts) *stack {
 		o.transport(&cfg)
 	}
 	st.rec = &idRecorder{Server: dp, ids: map[dataplane.Transport][]string{}}
-	tr, err := transport.New(st.rec, cfg, transport.Options{})
+	var h transport.Handler = st.rec
+	if o.bench {
+		h, st.rec = dp, nil
+	}
+	tr, err := transport.New(h, cfg, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,6 +271,13 @@ func tool(t testing.TB, name string) string {
 		t.Fatalf("%s not found: run hack/install-test-deps.sh (Debian packages knot-dnsutils, bind9-dnsutils)", name)
 	}
 	return p
+}
+
+func queryLogger(l *memLog, bench bool) dataplane.QueryLogger {
+	if bench {
+		return nil
+	}
+	return l
 }
 
 func ptr[T any](v T) *T { return &v }
