@@ -126,7 +126,7 @@ func jsonValue(v any) any {
 	}
 	return out
 }
-func del(path string) edit          { return edit{path: path, del: true} }
+func del(path string) edit { return edit{path: path, del: true} }
 
 // pathParts splits "a.b[2].c" into "a", "b", 2, "c".
 func pathParts(p string) []any {
