@@ -88,6 +88,26 @@ func (a *app) readManifests(paths []string, recursive bool) ([]map[string]any, e
 	return out, nil
 }
 
+// defaultNamespaces gives namespaced objects without a namespace the one of
+// -n or the context, as kubectl does.
+func (a *app) defaultNamespaces(objs []map[string]any) {
+	ns := a.namespace()
+	for _, o := range objs {
+		k, _ := o["kind"].(string)
+		ki, err := a.resolveKind(k)
+		if err != nil || !ki.Namespaced {
+			continue
+		}
+		md, _ := o["metadata"].(map[string]any)
+		if md == nil {
+			continue
+		}
+		if n, _ := md["namespace"].(string); n == "" {
+			md["namespace"] = ns
+		}
+	}
+}
+
 // applyObjects posts every object in one request: the server checks all
 // before it stores any.
 func (a *app) applyObjects(ctx context.Context, objs []map[string]any) ([]api.ApplyResult, error) {
@@ -153,6 +173,7 @@ func newApplyCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			a.defaultNamespaces(objs)
 			res, err := a.applyObjects(cmd.Context(), objs)
 			if err != nil {
 				return err

@@ -110,7 +110,12 @@ func namespaceOf(obj map[string]any) string {
 // printTable prints kubectl-like columns from the kind's printer columns.
 func printTable(w io.Writer, ki validation.KindInfo, items []map[string]any, withNS, wide bool, now time.Time) error {
 	var cols []validation.Column
-	for _, c := range ki.Columns {
+	all := ki.Columns
+	if len(all) == 0 {
+		// kubectl shows AGE for kinds without printer columns.
+		all = []validation.Column{{Name: "AGE", Type: "date", JSONPath: ".metadata.creationTimestamp"}}
+	}
+	for _, c := range all {
 		if c.Priority == 0 || wide {
 			cols = append(cols, c)
 		}
