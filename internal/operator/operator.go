@@ -1,0 +1,174 @@
+// Package operator runs the reconcilers in Kubernetes mode: a
+// controller-runtime manager with leader election (a Lease), one controller
+// per kind feeding the reconciler cores (written against store.Store), and
+// the manager's event recorder for Kubernetes Events.
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/svcdns/svc/internal/store"
+)
+
+// Reconciler is a reconciler core: it reconciles one object and says when to
+// look again (0: only on change).
+type Reconciler interface {
+	Reconcile(ctx context.Context, namespace, name string) (requeueAfter time.Duration, err error)
+}
+
+// ReconcilerFunc adapts a function.
+type ReconcilerFunc func(ctx context.Context, namespace, name string) (time.Duration, error)
+
+// Reconcile implements Reconciler.
+func (f ReconcilerFunc) Reconcile(ctx context.Context, namespace, name string) (time.Duration, error) {
+	return f(ctx, namespace, name)
+}
+
+// Controller binds a reconciler to the kind whose changes trigger it.
+type Controller struct {
+	Kind       string // e.g. BlockList
+	Reconciler Reconciler
+}
+
+// Options configure New.
+type Options struct {
+	// Namespace holds the leader-election Lease (default service-system).
+	Namespace string
+	// LeaseName names the Lease (default service-operator).
+	LeaseName string
+	// Identity is this replica's holder identity (default: host name + uid).
+	Identity string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
+	// (defaults 15s, 10s, 2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
+	// Controllers are the reconciler cores to run (the controllers package's
+	// BlockList and Policy reconcilers, adapted).
+	Controllers []Controller
+	// Store, when set, runs the built-in DNSZone and DNSRecordSet status
+	// reconcilers on it.
+	Store  store.Store
+	Logger *slog.Logger
+}
+
+// Operator is a manager ready to run.
+type Operator struct {
+	mgr manager.Manager
+	log *slog.Logger
+}
+
+// GroupVersion of every kind the operator watches.
+var GroupVersion = schema.GroupVersion{Group: "service.io", Version: "v1alpha1"}
+
+// New builds the manager and registers the controllers. Metrics and probes
+// of controller-runtime are off: the node serves its own.
+func New(cfg *rest.Config, opts Options) (*Operator, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "service-system"
+	}
+	if opts.LeaseName == "" {
+		opts.LeaseName = "service-operator"
+	}
+	dur := func(d, def time.Duration) *time.Duration {
+		if d <= 0 {
+			d = def
+		}
+		return &d
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Logger:                        logr.FromSlogHandler(opts.Logger.Handler()),
+		LeaderElection:                true,
+		LeaderElectionID:              opts.LeaseName,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionResourceLock:    "leases",
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 dur(opts.LeaseDuration, 15*time.Second),
+		RenewDeadline:                 dur(opts.RenewDeadline, 10*time.Second),
+		RetryPeriod:                   dur(opts.RetryPeriod, 2*time.Second),
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:        "0",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator: manager: %w", err)
+	}
+	if opts.Identity != "" {
+		// controller-runtime derives the identity itself; an explicit one is
+		// recorded in logs only.
+		opts.Logger.Info("operator: starting", "identity", opts.Identity)
+	}
+	o := &Operator{mgr: mgr, log: opts.Logger}
+	ctrls := opts.Controllers
+	if opts.Store != nil {
+		rec := mgr.GetEventRecorder("service-operator")
+		st := &statusReconciler{store: opts.Store, events: rec, now: time.Now}
+		ctrls = append(ctrls,
+			Controller{Kind: store.KindDNSZone, Reconciler: ReconcilerFunc(st.reconcileZone)},
+			Controller{Kind: store.KindDNSRecordSet, Reconciler: ReconcilerFunc(st.reconcileRecordSet)},
+		)
+	}
+	for _, c := range ctrls {
+		if err := o.add(c); err != nil {
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (o *Operator) add(c Controller) error {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GroupVersion.WithKind(c.Kind))
+	r := c.Reconciler
+	// Names are unique per manager; the process-wide check (for metrics,
+	// which are off here) would refuse a second manager in one process.
+	skip := true
+	err := ctrl.NewControllerManagedBy(o.mgr).
+		Named(c.Kind).
+		For(u).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: &skip}).
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			after, err := r.Reconcile(ctx, req.Namespace, req.Name)
+			if err != nil {
+				return reconcile.Result{}, fmt.Errorf("%s %s: %w", c.Kind, req.NamespacedName, err)
+			}
+			return reconcile.Result{RequeueAfter: after}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("operator: controller %s: %w", c.Kind, err)
+	}
+	return nil
+}
+
+// Recorder records Kubernetes Events (events.k8s.io) for reconcilers.
+func (o *Operator) Recorder(name string) recorder.EventRecorder { return o.mgr.GetEventRecorder(name) }
+
+// Client is the manager's cached client.
+func (o *Operator) Client() client.Client { return o.mgr.GetClient() }
+
+// Elected is closed when this replica becomes the leader.
+func (o *Operator) Elected() <-chan struct{} { return o.mgr.Elected() }
+
+// Run runs the manager until ctx ends; the Lease is released on the way out.
+func (o *Operator) Run(ctx context.Context) error {
+	if err := o.mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("operator: %w", err)
+	}
+	return nil
+}

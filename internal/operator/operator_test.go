@@ -1,0 +1,164 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/svcdns/svc/internal/operator"
+	"github.com/svcdns/svc/internal/store"
+	"github.com/svcdns/svc/internal/store/kube"
+	"github.com/svcdns/svc/internal/store/storetest"
+	"github.com/svcdns/svc/internal/validation"
+	"github.com/svcdns/svc/test/kube/kubeenv"
+)
+
+var (
+	env  *kubeenv.Env
+	skip string
+)
+
+func TestMain(m *testing.M) {
+	if skip = kubeenv.SkipReason(); skip != "" {
+		os.Exit(m.Run())
+	}
+	var err error
+	if env, err = kubeenv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLeaderElectionAndStatus(t *testing.T) {
+	if skip != "" {
+		t.Skip(skip)
+	}
+	ctx := t.Context()
+	if err := env.Namespaces(ctx, kube.DefaultNamespace, "web"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := kube.Open(ctx, env.Config, kube.Options{EncryptionKey: []byte("0123456789abcdef0123456789abcdef")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	v, err := validation.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(d, v)
+
+	start := func(name string) (*operator.Operator, context.CancelFunc, chan error) {
+		op, err := operator.New(env.Config, operator.Options{
+			Store: st, LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- op.Run(octx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return op, cancel, done
+	}
+	cs := kubernetes.NewForConfigOrDie(env.Config)
+	holder := func() string {
+		l, err := cs.CoordinationV1().Leases(kube.DefaultNamespace).Get(ctx, "service-operator", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+
+	op1, stop1, done1 := start("one")
+	select {
+	case <-op1.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("first operator not elected")
+	}
+	first := holder()
+	if first == "" {
+		t.Fatal("no lease holder")
+	}
+	op2, _, _ := start("two")
+
+	// The leader reconciles: status with observedGeneration and Ready.
+	if _, err := st.Apply(ctx, storetest.Zone("example.com", ""), store.ApplyOptions{Manager: store.ManagerAPI}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Apply(ctx, storetest.RecordSet("web", "www", "example.com", "192.0.2.1", "192.0.2.2"), store.ApplyOptions{Manager: store.ManagerAPI}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record set status", func() bool {
+		rs, err := st.Get(ctx, store.KindDNSRecordSet, "web", "www")
+		if err != nil {
+			return false
+		}
+		og, _, _ := unstructured.NestedInt64(rs.Object, "status", "observedGeneration")
+		n, _, _ := unstructured.NestedInt64(rs.Object, "status", "names")
+		conds, _, _ := unstructured.NestedSlice(rs.Object, "status", "conditions")
+		return og == 1 && n == 1 && len(conds) == 1 && conds[0].(map[string]any)["status"] == "True"
+	})
+	eventually(t, "zone status", func() bool {
+		z, err := st.Get(ctx, store.KindDNSZone, "", "example.com")
+		if err != nil {
+			return false
+		}
+		og, _, _ := unstructured.NestedInt64(z.Object, "status", "observedGeneration")
+		return og == 1
+	})
+	eventually(t, "a Kubernetes Event for the record set", func() bool {
+		evs, err := cs.EventsV1().Events("web").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "www" && e.Reason == "Accepted" {
+				return true
+			}
+		}
+		return false
+	})
+	select {
+	case <-op2.Elected():
+		t.Fatal("second operator elected while the first leads")
+	default:
+	}
+
+	// Stopping the leader moves the lease.
+	stop1()
+	if err := <-done1; err != nil {
+		t.Fatal(err)
+	}
+	done1 <- nil // for the cleanup
+	select {
+	case <-op2.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("lease did not move to the second operator")
+	}
+	if h := holder(); h == first || h == "" {
+		t.Fatalf("lease holder %q after the leader stopped (was %q)", h, first)
+	}
+}
