@@ -45,7 +45,7 @@ type LocalUserSpec struct {
 	// returned by the API. Empty means the account cannot log in with a password.
 	// +optional
 	// +kubebuilder:validation:MaxLength=512
-	// +kubebuilder:validation:Pattern=`^\$argon2id\$`
+	// +kubebuilder:validation:Pattern=`^$|^\$argon2id\$`
 	PasswordHash string `json:"passwordHash,omitempty"`
 	// Disabled accounts cannot log in; their sessions and tokens answer 401.
 	// +optional
@@ -119,12 +119,13 @@ type APITokenSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	Description string `json:"description,omitempty"`
-	// Scopes narrow the token to these grants in wire form: a role name or
-	// "<role>@zone:<name>". Empty keeps the owner's grants.
+	// Scopes narrow the token to these grants in wire form: a role name
+	// (optionally "@cluster") or "zone-admin@zone:<name>". Empty keeps the
+	// owner's grants.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64
-	// +kubebuilder:validation:items:Pattern=`^(viewer|auditor|operator|zone-admin|admin)(@zone:[^\s]+)?$`
+	// +kubebuilder:validation:items:Pattern=`^((viewer|auditor|operator|zone-admin|admin)(@cluster)?|zone-admin@zone:\S+)$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.scopes is immutable"
 	Scopes []string `json:"scopes,omitempty"`
 	// +optional
@@ -219,7 +220,7 @@ type RoleBinding struct {
 }
 
 // RoleBindingSpec is (subject, role, scope).
-// +kubebuilder:validation:XValidation:rule="self.role != 'zone-admin' || self.scope.kind == 'zone'",message="role zone-admin needs scope kind zone",fieldPath=".scope.kind"
+// +kubebuilder:validation:XValidation:rule="self.scope.kind != 'zone' || self.role == 'zone-admin'",message="only role zone-admin can be scoped to a zone",fieldPath=".role"
 type RoleBindingSpec struct {
 	Subject BindingSubject `json:"subject"`
 	// +kubebuilder:validation:Enum=viewer;auditor;operator;zone-admin;admin
