@@ -2,12 +2,14 @@ package authority
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -25,6 +27,7 @@ const (
 	defaultMinimum = 300
 	maxTTL         = 1<<31 - 1
 	maxChain       = 8 // CNAME/DNAME steps followed inside a zone
+	maxBlob        = 65000
 )
 
 // Compile builds the table of all zones. Anything it cannot serve (a zone
@@ -91,6 +94,47 @@ type compiler struct {
 	problems []Problem
 	arena    []byte // pre-encoded blobs are carved from shared chunks
 	packBuf  []byte
+	names    []byte  // owner names are interned into shared chunks
+	nodes    []node  // nodes are carved from slabs
+	sets     []rrset // and so are their first record sets
+	scratch  [256]byte
+}
+
+// intern returns a string holding b, carved from a shared chunk. The chunk's
+// bytes are never written again once handed out.
+func (c *compiler) intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if cap(c.names)-len(c.names) < len(b) {
+		c.names = make([]byte, 0, max(16<<10, len(b)))
+	}
+	start := len(c.names)
+	c.names = append(c.names, b...)
+	return unsafe.String(&c.names[start], len(b))
+}
+
+// slabNext is the size of the next slab: small tables stay small, big ones
+// get few large slabs.
+func slabNext(prev int) int { return min(max(32, 2*prev), 8192) }
+
+func (c *compiler) newNode(wire string) *node {
+	if len(c.nodes) == cap(c.nodes) {
+		c.nodes = make([]node, 0, slabNext(cap(c.nodes)))
+	}
+	c.nodes = append(c.nodes, node{wire: wire, cname: -1, dname: -1})
+	return &c.nodes[len(c.nodes)-1]
+}
+
+// newSets returns a one-element set slice for a node's first record set
+// (a node with more sets grows it on the heap).
+func (c *compiler) newSets(s rrset) []rrset {
+	if len(c.sets) == cap(c.sets) {
+		c.sets = make([]rrset, 0, slabNext(cap(c.sets)))
+	}
+	c.sets = append(c.sets, s)
+	i := len(c.sets)
+	return c.sets[i-1 : i : i]
 }
 
 func (c *compiler) problem(kind, ns, name string, ep, target int, reason string) {
@@ -170,8 +214,12 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 			nsNames = []string{"ns."}
 		}
 	}
-	b := &zoneBuilder{z: z, nodes: make(map[string]*node)}
-	apex := b.node(z.wire, z.name)
+	size := 4
+	for _, rs := range rsets {
+		size += len(rs.Spec.Endpoints)
+	}
+	b := &zoneBuilder{c: c, z: z, nodes: make(map[string]*node, size)}
+	apex := b.node([]byte(z.wire))
 	var nsRRs []dns.RR
 	for i, n := range nsNames {
 		if _, ok := dns.IsDomainName(n); !ok || n == "" {
@@ -213,7 +261,7 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 	neg := *z.soa
 	neg.Hdr.Ttl = min(z.soa.Hdr.Ttl, z.soa.Minttl)
 	z.negSOA = []dns.RR{&neg}
-	z.nodataByLen = make(map[int][]byte)
+	z.nodataByLen = make(map[int]uint32)
 	for _, n := range []string{z.soa.Ns, z.soa.Mbox} {
 		if w, _, err := canonicalName(n); err == nil {
 			if t := topLabel(w, z.wire); t != "" {
@@ -222,9 +270,13 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 		}
 	}
 	z.negTTL = neg.Hdr.Ttl
-	apex.sets = append(apex.sets, rrset{rtype: dns.TypeSOA, rrs: []dns.RR{z.soa}})
+	soaSet := rrset{rtype: dns.TypeSOA}
+	soaSet.setRecords([]dns.RR{z.soa})
+	apex.sets = append(apex.sets, soaSet)
 	if len(nsRRs) > 0 {
-		apex.sets = append(apex.sets, rrset{rtype: dns.TypeNS, rrs: nsRRs})
+		nsSet := rrset{rtype: dns.TypeNS}
+		nsSet.setRecords(nsRRs)
+		apex.sets = append(apex.sets, nsSet)
 	}
 
 	for _, rs := range rsets {
@@ -263,17 +315,89 @@ func derivedSerial(obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRecordSet) uint32
 }
 
 type zoneBuilder struct {
+	c     *compiler
 	z     *zone
 	nodes map[string]*node
 }
 
-func (b *zoneBuilder) node(wire, pres string) *node {
-	n := b.nodes[wire]
+// node returns the node of a lower-cased wire name, creating it (with the
+// name interned) if needed. wire may be a scratch buffer.
+func (b *zoneBuilder) node(wire []byte) *node {
+	n := b.nodes[string(wire)]
 	if n == nil {
-		n = &node{name: pres, wire: wire, cname: -1, dname: -1}
-		b.nodes[wire] = n
+		w := b.c.intern(wire)
+		n = b.c.newNode(w)
+		b.nodes[w] = n
 	}
 	return n
+}
+
+// ownerWire resolves an endpoint's dnsName against the zone (see ownerName)
+// into the compiler's scratch buffer as a lower-cased wire name. Names made
+// of letters, digits, '-', '_' and '*' are encoded directly; anything else
+// goes through miekg/dns.
+func (c *compiler) ownerWire(dnsName string, z *zone) ([]byte, error) {
+	if dnsName == "@" {
+		return append(c.scratch[:0], z.wire...), nil
+	}
+	abs := strings.HasSuffix(dnsName, ".") || z.root
+	if !abs {
+		bare := z.name[:len(z.name)-1]
+		abs = strings.EqualFold(dnsName, bare) || (len(dnsName) > len(bare) && dnsName[len(dnsName)-len(bare)-1] == '.' && strings.EqualFold(dnsName[len(dnsName)-len(bare):], bare))
+	}
+	if w, ok := encodePlain(c.scratch[:0], strings.TrimSuffix(dnsName, "."), abs, z.wire); ok {
+		return w, nil
+	}
+	wire, _, err := canonicalName(ownerName(dnsName, z.name))
+	if err != nil {
+		return nil, err
+	}
+	return append(c.scratch[:0], wire...), nil
+}
+
+// encodePlain appends the lower-cased wire form of a dotted name made of
+// plain characters, followed by the root label (abs) or by apex. It reports
+// false for anything it does not handle (escapes, empty labels, lengths).
+func encodePlain(dst []byte, name string, abs bool, apex string) ([]byte, bool) {
+	if name == "" {
+		return nil, false
+	}
+	lp := len(dst)
+	dst = append(dst, 0)
+	for i := 0; i < len(name); i++ {
+		ch := name[i]
+		switch {
+		case ch >= 'a' && ch <= 'z', ch >= '0' && ch <= '9', ch == '-', ch == '_', ch == '*':
+		case ch >= 'A' && ch <= 'Z':
+			ch += 'a' - 'A'
+		case ch == '.':
+			l := len(dst) - lp - 1
+			if l == 0 || l > 63 {
+				return nil, false
+			}
+			dst[lp] = byte(l)
+			lp = len(dst)
+			dst = append(dst, 0)
+			continue
+		default:
+			return nil, false
+		}
+		dst = append(dst, ch)
+	}
+	l := len(dst) - lp - 1
+	if l == 0 || l > 63 {
+		return nil, false
+	}
+	dst[lp] = byte(l)
+	if abs {
+		dst = append(dst, 0)
+	} else {
+		dst = append(dst, apex...)
+	}
+	if len(dst) > 255 {
+		return nil, false
+	}
+	return dst, true
 }
 
 func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, zttl uint32) {
@@ -312,12 +436,12 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 		return
 	}
 	z := b.z
-	owner := ownerName(ep.DNSName, z.name)
-	wire, pres, err := canonicalName(owner)
+	wb, err := c.ownerWire(ep.DNSName, z)
 	if err != nil {
 		bad(-1, "dnsName %q: %v", ep.DNSName, err)
 		return
 	}
+	wire := unsafe.String(unsafe.SliceData(wb), len(wb)) // scratch: not kept
 	if !isSubWire(wire, z.wire) {
 		bad(-1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
 		return
@@ -334,14 +458,39 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 		ttl = ttlOf(ep.RecordTTL, zttl)
 	}
 	typeName := strings.ToUpper(ep.RecordType)
-	n := b.node(wire, pres)
+	apex := z.wire == wire
+	n := b.node(wb)
+	pres := ""
 	for ti, target := range ep.Targets {
-		rr, err := parseTarget(pres, ttl, rtype, typeName, target)
-		if err != nil {
-			bad(ti, "%v", err)
-			continue
+		var why string
+		if rd, err := parseAddress(rtype, target); rd != nil || err != nil {
+			if err != nil {
+				bad(ti, "%v", err)
+				continue
+			}
+			why = c.addCompact(n, rtype, ttl, rd, view, apex)
+		} else {
+			if pres == "" {
+				pres = n.name()
+			}
+			rr, err := parseTarget(pres, ttl, rtype, typeName, target)
+			if err != nil {
+				bad(ti, "%v", err)
+				continue
+			}
+			if compactType(rtype) {
+				// RFC 3597 form of an address: store it compact too.
+				rd, err := rdataOf(rr)
+				if err != nil {
+					bad(ti, "%s target %q: %v", typeName, target, err)
+					continue
+				}
+				why = c.addCompact(n, rtype, ttl, rd, view, apex)
+			} else {
+				why = c.add(n, rr, rtype, view, apex)
+			}
 		}
-		if why := n.add(rr, rtype, view, z.wire == wire); why != "" {
+		if why != "" {
 			bad(ti, "%s", why)
 			if rtype == dns.TypeCNAME || rtype == dns.TypeDNAME {
 				return
@@ -350,9 +499,10 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 	}
 }
 
-// add puts one record in the node, keeping RFC 2181 rules: CNAME stands
-// alone, CNAME and DNAME are singletons, an RRset has one TTL (the lowest).
-func (n *node) add(rr dns.RR, rtype uint16, view string, apex bool) string {
+// check applies RFC 2181 rules before a record of rtype joins the node:
+// CNAME stands alone, CNAME and DNAME are singletons. It returns the set of
+// that type (nil if none yet) or why the record is refused.
+func (n *node) check(rtype uint16, apex bool) (*rrset, string) {
 	var s *rrset
 	for i := range n.sets {
 		if n.sets[i].rtype == rtype {
@@ -361,44 +511,118 @@ func (n *node) add(rr dns.RR, rtype uint16, view string, apex bool) string {
 	}
 	switch {
 	case rtype == dns.TypeCNAME && apex:
-		return "CNAME at the zone apex"
+		return nil, "CNAME at the zone apex"
 	case rtype == dns.TypeCNAME && s == nil && len(n.sets) > 0:
-		return fmt.Sprintf("CNAME and other data at %s", n.name)
-	case rtype != dns.TypeCNAME && n.set(dns.TypeCNAME) != nil:
-		return fmt.Sprintf("CNAME and other data at %s", n.name)
+		return nil, fmt.Sprintf("CNAME and other data at %s", n.name())
+	case rtype != dns.TypeCNAME && n.cname >= 0:
+		return nil, fmt.Sprintf("CNAME and other data at %s", n.name())
 	case (rtype == dns.TypeCNAME || rtype == dns.TypeDNAME) && s != nil:
-		return fmt.Sprintf("a second %s at %s", dns.Type(rtype), n.name)
+		return nil, fmt.Sprintf("a second %s at %s", dns.Type(rtype), n.name())
 	}
-	if s == nil {
+	return s, ""
+}
+
+// newSet adds an empty set of rtype to the node (from the slab if first).
+func (c *compiler) newSet(n *node, rtype uint16) *rrset {
+	if n.sets == nil {
+		n.sets = c.newSets(rrset{rtype: rtype})
+	} else {
 		n.sets = append(n.sets, rrset{rtype: rtype})
-		s = &n.sets[len(n.sets)-1]
 	}
-	for _, old := range s.rrs {
-		if dns.IsDuplicate(old, rr) {
-			return ""
-		}
+	if rtype == dns.TypeCNAME {
+		// Marks the node while building; finish sets the final index.
+		n.cname = int8(len(n.sets) - 1)
 	}
-	if len(s.rrs) > 0 {
-		if t := s.rrs[0].Header().Ttl; t != rr.Header().Ttl {
-			t = min(t, rr.Header().Ttl)
-			for _, o := range s.rrs {
-				o.Header().Ttl = t
-			}
-			rr.Header().Ttl = t
-		}
-	}
+	return &n.sets[len(n.sets)-1]
+}
+
+// noteView records the view of the record about to be appended as the
+// set's k-th.
+func (s *rrset) noteView(n *node, k int, view string) {
 	if view != "" || s.views() != nil {
 		if s.more == nil {
 			s.more = &rrsetMore{}
 		}
 		if s.more.views == nil {
-			s.more.views = make([]string, len(s.rrs))
+			s.more.views = make([]string, k)
 		}
 		s.more.views = append(s.more.views, view)
 		n.views = true
 	}
-	s.rrs = append(s.rrs, rr)
+}
+
+// add puts one record in the node, keeping RFC 2181 rules (see check); an
+// RRset has one TTL (the lowest).
+func (c *compiler) add(n *node, rr dns.RR, rtype uint16, view string, apex bool) string {
+	s, why := n.check(rtype, apex)
+	if why != "" {
+		return why
+	}
+	if s == nil {
+		s = c.newSet(n, rtype)
+		s.rrs = unsafe.Pointer(new([]dns.RR))
+	}
+	p := (*[]dns.RR)(s.rrs)
+	for _, old := range *p {
+		if dns.IsDuplicate(old, rr) {
+			return ""
+		}
+	}
+	if len(*p) > 0 {
+		if t := (*p)[0].Header().Ttl; t != rr.Header().Ttl {
+			t = min(t, rr.Header().Ttl)
+			for _, o := range *p {
+				o.Header().Ttl = t
+			}
+			rr.Header().Ttl = t
+		}
+	}
+	s.noteView(n, len(*p), view)
+	*p = append(*p, rr)
 	return ""
+}
+
+// addCompact puts one A or AAAA record (its address in rd) in the node's
+// compact set, with the rules of add.
+func (c *compiler) addCompact(n *node, rtype uint16, ttl uint32, rd []byte, view string, apex bool) string {
+	s, why := n.check(rtype, apex)
+	if why != "" {
+		return why
+	}
+	rl := compactLen(rtype)
+	if s == nil {
+		s = c.newSet(n, rtype)
+		s.wire = c.carve(rl)
+	}
+	k := len(s.wire) / rl
+	for i := 0; i < k; i++ {
+		if string(s.wire[i*rl+12:(i+1)*rl]) == string(rd) {
+			return ""
+		}
+	}
+	if k > 0 {
+		if t := be32(s.wire[6:]); t != ttl {
+			ttl = min(t, ttl)
+			for i := 0; i < k; i++ {
+				binary.BigEndian.PutUint32(s.wire[i*rl+6:], ttl)
+			}
+		}
+	}
+	s.noteView(n, k, view)
+	s.wire = append(s.wire, 0xc0, 0x0c, byte(rtype>>8), byte(rtype), 0, dns.ClassINET,
+		byte(ttl>>24), byte(ttl>>16), byte(ttl>>8), byte(ttl), 0, byte(len(rd)))
+	s.wire = append(s.wire, rd...)
+	return ""
+}
+
+// carve returns an empty slice with room for n bytes from the arena.
+func (c *compiler) carve(n int) []byte {
+	if cap(c.arena) < n {
+		c.arena = make([]byte, 0, 64<<10)
+	}
+	b := c.arena[:0:n]
+	c.arena = c.arena[n:cap(c.arena)]
+	return b
 }
 
 // finish adds empty non-terminals, marks delegations and pre-encodes every
@@ -411,7 +635,7 @@ func (b *zoneBuilder) finish(c *compiler) {
 		if len(n.sets) == 0 {
 			continue
 		}
-		k := labelOffsets([]byte(w), &offs)
+		k := labelOffsets(bytesOf(w), &offs)
 		for i := 1; i < k; i++ {
 			aw := w[offs[i]:]
 			if len(aw) <= len(z.wire) {
@@ -420,16 +644,22 @@ func (b *zoneBuilder) finish(c *compiler) {
 			if b.nodes[aw] != nil {
 				break // its ancestors were (or will be) added by its own walk
 			}
-			ent := &node{name: presentation([]byte(aw)), wire: aw, cname: -1, dname: -1}
-			b.nodes[aw] = ent
+			b.nodes[aw] = c.newNode(aw)
 		}
 	}
 	for _, n := range b.nodes {
-		slices.SortFunc(n.sets, func(a, b rrset) int { return cmp.Compare(a.rtype, b.rtype) })
+		if len(n.sets) > 1 {
+			slices.SortFunc(n.sets, func(a, b rrset) int { return cmp.Compare(a.rtype, b.rtype) })
+		}
+		n.cname = -1
 		for i := range n.sets {
 			s := &n.sets[i]
-			s.rrs = slices.Clip(s.rrs)
-			z.records += len(s.rrs)
+			if p := (*[]dns.RR)(s.rrs); p != nil {
+				*p = slices.Clip(*p)
+			} else {
+				s.wire = slices.Clip(s.wire)
+			}
+			z.records += s.count()
 			switch s.rtype {
 			case dns.TypeCNAME:
 				n.cname = int8(i)
@@ -446,7 +676,7 @@ func (b *zoneBuilder) finish(c *compiler) {
 	}
 	if z.hasCuts {
 		for _, n := range b.nodes {
-			k := labelOffsets([]byte(n.wire), &offs)
+			k := labelOffsets(bytesOf(n.wire), &offs)
 			for i := 1; i < k && len(n.wire)-int(offs[i]) > len(z.wire); i++ {
 				if a := b.nodes[n.wire[offs[i]:]]; a != nil && a.cut {
 					n.below = true
@@ -476,14 +706,19 @@ func (b *zoneBuilder) finish(c *compiler) {
 // client nor on the question's spelling, each with its wire encoding.
 func (c *compiler) precompute(z *zone, n *node) {
 	if n.cut {
-		ns := n.set(dns.TypeNS)
-		n.referral = &response{kind: Referral, ns: ns.rrs, extra: z.additional(ns.rrs)}
-		n.referral.wire = c.pack(n.name, nil, n.referral.ns, n.referral.extra)
+		ns := n.set(dns.TypeNS).records(n)
+		n.referral = &response{kind: Referral, ns: ns, extra: z.additional(ns)}
+		n.referral.wire = c.pack(n.name(), nil, n.referral.ns, n.referral.extra)
 		n.referral.minTTL = minTTL(n.referral.ns, n.referral.extra)
 		n.referral.counts = [3]uint16{0, uint16(len(n.referral.ns)), uint16(len(n.referral.extra))}
 	}
 	n.nodata = c.nodataWire(z, n)
 	if n.views {
+		for i := range n.sets {
+			if s := &n.sets[i]; compactType(s.rtype) {
+				s.minTTL = be32(s.wire[6:])
+			}
+		}
 		return
 	}
 	for i := range n.sets {
@@ -491,19 +726,25 @@ func (c *compiler) precompute(z *zone, n *node) {
 		if n.cut && s.rtype != dns.TypeDS {
 			continue
 		}
+		if compactType(s.rtype) {
+			// The wire is the answer already; all records share the TTL.
+			s.minTTL = be32(s.wire[6:])
+			continue
+		}
+		rrs := s.records(n)
 		var extra []dns.RR
 		switch s.rtype {
 		case dns.TypeMX, dns.TypeSRV, dns.TypeNS:
-			if extra = z.additional(s.rrs); len(extra) > 0 {
+			if extra = z.additional(rrs); len(extra) > 0 {
 				s.more = &rrsetMore{extra: extra}
 			}
 		}
-		s.minTTL = minTTL(s.rrs, extra)
-		if extra == nil && (s.rtype == dns.TypeA || s.rtype == dns.TypeAAAA || s.rtype == dns.TypeTXT) {
-			s.wire = c.packSimple(s.rrs)
+		s.minTTL = minTTL(rrs, extra)
+		if extra == nil && s.rtype == dns.TypeTXT {
+			s.wire = c.packSimple(rrs)
 			continue
 		}
-		s.wire = c.pack(n.name, s.rrs, nil, extra)
+		s.wire = c.pack(n.name(), rrs, nil, extra)
 	}
 }
 
@@ -511,18 +752,19 @@ func (c *compiler) precompute(z *zone, n *node) {
 // Its bytes depend on the question only through its length, unless the
 // SOA's mname or rname shares a label below the apex with the question (then
 // compression may point into that label), so blobs are shared by length.
-func (c *compiler) nodataWire(z *zone, n *node) []byte {
+func (c *compiler) nodataWire(z *zone, n *node) uint32 {
 	shared := n.wire != z.wire && (len(z.soaTops) == 0 || !slices.Contains(z.soaTops, topLabel(n.wire, z.wire)))
 	if shared {
-		if b, ok := z.nodataByLen[len(n.wire)]; ok {
-			return b
+		if i, ok := z.nodataByLen[len(n.wire)]; ok {
+			return i
 		}
 	}
-	b := c.pack(n.name, nil, z.negSOA, nil)
+	i := uint32(len(z.nodata))
+	z.nodata = append(z.nodata, c.pack(n.name(), nil, z.negSOA, nil))
 	if shared {
-		z.nodataByLen[len(n.wire)] = b
+		z.nodataByLen[len(n.wire)] = i
 	}
-	return b
+	return i
 }
 
 // topLabel is the wire label of name directly below apex, "" if none.
@@ -557,7 +799,7 @@ func (c *compiler) packSimple(rrs []dns.RR) []byte {
 		}
 		nl := wireLen(rr.Header().Name)
 		size += 2 + end - nl
-		if size > 65000 {
+		if size > maxBlob {
 			return nil
 		}
 		out = append(out, 0xc0, 0x0c)
@@ -628,7 +870,7 @@ func (z *zone) additional(rrs []dns.RR) []dns.RR {
 		for _, t := range [2]uint16{dns.TypeA, dns.TypeAAAA} {
 			if s := n.set(t); s != nil {
 				views := s.views()
-				for i, r := range s.rrs {
+				for i, r := range s.records(n) {
 					if views == nil || views[i] == "" {
 						out = append(out, r)
 					}

@@ -76,11 +76,49 @@ func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
 func (z *zone) miss(ce *node, qname []byte, qtype uint16, client Client) Answer {
 	switch {
 	case ce.wild != nil:
+		if a, ok := z.wildcard(ce.wild, qname, qtype); ok {
+			return a
+		}
 		return z.resolve(qname, qtype, client)
 	case z.root:
 		return Answer{}
 	}
 	return z.nxdomain.toAnswer(z)
+}
+
+// wildcard answers qname from wildcard node wc with the wildcard's
+// pre-encoded blob when the answer is just the synthesised RRset of an A,
+// AAAA or TXT set: its owner is the question (a pointer to offset 12), so
+// the blob is the same for every name it covers. Only the slow path's
+// records are built (owner = qname).
+func (z *zone) wildcard(wc *node, qname []byte, qtype uint16) (Answer, bool) {
+	if wc.views || wc.cut || wc.below || qtype == dns.TypeANY {
+		return Answer{}, false
+	}
+	s := wc.set(qtype)
+	if s == nil || s.extra() != nil || !(compactType(s.rtype) || s.rtype == dns.TypeTXT) {
+		return Answer{}, false
+	}
+	w := s.answerWire()
+	if w == nil {
+		return Answer{}, false
+	}
+	owner := presentation(qname)
+	var rrs []dns.RR
+	if compactType(s.rtype) {
+		rrs = s.build(owner)
+	} else {
+		src := s.records(wc)
+		rrs = make([]dns.RR, len(src))
+		for i, rr := range src {
+			rrs[i] = dns.Copy(rr)
+			rrs[i].Header().Name = owner
+		}
+	}
+	return Answer{
+		Kind: Answered, Authoritative: true, Answer: rrs, Zone: z.name,
+		MinTTL: s.minTTL, Wire: w, Counts: [3]uint16{uint16(len(rrs)), 0, 0},
+	}, true
 }
 
 // exact answers a name that exists in the zone, from pre-built responses
@@ -96,7 +134,7 @@ func (z *zone) exact(nd *node, qname []byte, qtype uint16, client Client) Answer
 		return Answer{}
 	}
 	if s := nd.set(qtype); s != nil {
-		return s.toAnswer(z)
+		return s.toAnswer(z, nd)
 	}
 	return nd.nodataAnswer(z)
 }
@@ -166,14 +204,15 @@ func (c *chain) done() Answer {
 
 // visible returns the records of set s that the client may see, with owner
 // replaced when synthesising from a wildcard.
-func (c *chain) visible(s *rrset, owner string) []dns.RR {
+func (c *chain) visible(s *rrset, nd *node, owner string) []dns.RR {
 	if s == nil {
 		return nil
 	}
-	out := s.rrs
+	all := s.records(nd)
+	out := all
 	if views := s.views(); views != nil {
 		out = nil
-		for i, rr := range s.rrs {
+		for i, rr := range all {
 			if v := views[i]; v == "" || c.client.in(v) {
 				out = append(out, rr)
 			}
@@ -212,11 +251,11 @@ func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
 			ns := nd.set(dns.TypeNS)
 			c.aa = false
 			c.kind = Referral
-			c.ns = ns.rrs
+			c.ns = ns.records(nd)
 			c.ex = nd.referral.extra
 			return c.done()
 		case foundDNAME:
-			d := c.visible(&nd.sets[nd.dname], "")
+			d := c.visible(&nd.sets[nd.dname], nd, "")
 			if len(d) == 0 {
 				// Not visible to this client: the name is absent below it.
 				return c.negative(step, nd)
@@ -256,14 +295,14 @@ func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
 			// RFC 8482: one RRset (the lowest type number the client may
 			// see) instead of all of them.
 			for i := range nd.sets {
-				if rrs := c.visible(&nd.sets[i], synth); len(rrs) > 0 {
+				if rrs := c.visible(&nd.sets[i], nd, synth); len(rrs) > 0 {
 					c.answer = append(c.answer, rrs...)
 					return c.done()
 				}
 			}
 			return c.nodata(step, nd)
 		}
-		if rrs := c.visible(nd.set(qtype), synth); len(rrs) > 0 {
+		if rrs := c.visible(nd.set(qtype), nd, synth); len(rrs) > 0 {
 			c.answer = append(c.answer, rrs...)
 			switch qtype {
 			case dns.TypeMX, dns.TypeSRV, dns.TypeNS:
@@ -272,7 +311,7 @@ func (z *zone) resolve(qname []byte, qtype uint16, client Client) Answer {
 			return c.done()
 		}
 		if nd.cname >= 0 && qtype != dns.TypeCNAME {
-			if rrs := c.visible(&nd.sets[nd.cname], synth); len(rrs) > 0 {
+			if rrs := c.visible(&nd.sets[nd.cname], nd, synth); len(rrs) > 0 {
 				c.answer = append(c.answer, rrs[0])
 				target := rrs[0].(*dns.CNAME).Target
 				tw := z0(target)
@@ -314,7 +353,7 @@ func (c *chain) nodata(step int, nd *node) Answer {
 
 func (c *chain) hasVisible(nd *node) bool {
 	for i := range nd.sets {
-		if len(c.visible(&nd.sets[i], "")) > 0 {
+		if len(c.visible(&nd.sets[i], nd, "")) > 0 {
 			return true
 		}
 	}

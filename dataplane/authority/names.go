@@ -3,9 +3,13 @@ package authority
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
+
+// bytesOf is a read-only view of a string's bytes.
+func bytesOf(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 // maxLabels bounds the label offsets of one name: 255 bytes hold at most 127
 // one-byte labels plus the root.
@@ -83,8 +87,31 @@ func plainLower(s string) bool {
 	return true
 }
 
-// presentation converts a wire name to presentation format (slow path only).
+// presentation converts a wire name to presentation format: directly (one
+// allocation) for lower-case names of plain characters, else via miekg/dns.
 func presentation(wire []byte) string {
+	var buf [256]byte
+	out, i := buf[:0], 0
+	for i < len(wire) {
+		l := int(wire[i])
+		if l == 0 {
+			if len(out) == 0 {
+				return "."
+			}
+			return string(out)
+		}
+		if l > 63 || i+1+l > len(wire) {
+			break
+		}
+		for _, ch := range wire[i+1 : i+1+l] {
+			if !(ch >= 'a' && ch <= 'z' || ch >= '0' && ch <= '9' || ch == '-' || ch == '_' || ch == '*' && l == 1) {
+				goto slow
+			}
+		}
+		out = append(append(out, wire[i+1:i+1+l]...), '.')
+		i += 1 + l
+	}
+slow:
 	s, _, err := dns.UnpackDomainName(wire, 0)
 	if err != nil {
 		return "."
@@ -102,7 +129,7 @@ func isSubWire(child, parent string) bool {
 		return true
 	}
 	var offs [maxLabels]uint8
-	n := labelOffsets([]byte(child), &offs)
+	n := labelOffsets(bytesOf(child), &offs)
 	cut := len(child) - len(parent)
 	for i := 0; i < n; i++ {
 		if int(offs[i]) == cut {

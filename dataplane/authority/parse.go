@@ -13,6 +13,16 @@ import (
 
 // recordType resolves a type mnemonic or TYPEnnn (RFC 3597).
 func recordType(s string) (uint16, error) {
+	switch s {
+	case "A":
+		return dns.TypeA, nil
+	case "AAAA":
+		return dns.TypeAAAA, nil
+	case "CNAME":
+		return dns.TypeCNAME, nil
+	case "TXT":
+		return dns.TypeTXT, nil
+	}
 	u := strings.ToUpper(s)
 	if t, ok := dns.StringToType[u]; ok {
 		return t, nil
@@ -39,6 +49,56 @@ func unservable(t uint16) string {
 }
 
 var errMultiline = errors.New("target holds a line break")
+
+// parseAddress parses the target of an A or AAAA record into its address
+// bytes. It returns nil, nil for other types and for RFC 3597 targets, which
+// go through parseTarget.
+func parseAddress(rtype uint16, target string) ([]byte, error) {
+	if !compactType(rtype) {
+		return nil, nil
+	}
+	if strings.ContainsAny(target, "\n\r") {
+		return nil, errMultiline
+	}
+	target = strings.TrimSpace(target)
+	if target == "" {
+		return nil, errors.New("empty target")
+	}
+	if strings.HasPrefix(target, `\#`) {
+		return nil, nil
+	}
+	a, err := netip.ParseAddr(target)
+	if rtype == dns.TypeA {
+		if err != nil || !a.Is4() {
+			return nil, fmt.Errorf("A target %q is not an IPv4 address", target)
+		}
+		b := a.As4()
+		return b[:], nil
+	}
+	if err != nil || !a.Is6() || a.Zone() != "" {
+		return nil, fmt.Errorf("AAAA target %q is not an IPv6 address", target)
+	}
+	b := a.As16()
+	return b[:], nil
+}
+
+// rdataOf returns the packed rdata of a record.
+func rdataOf(rr dns.RR) ([]byte, error) {
+	buf := make([]byte, dns.Len(rr)+64)
+	end, err := dns.PackRR(rr, buf, 0, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	off, err := dns.PackDomainName(rr.Header().Name, buf, 0, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	rd := buf[off+10 : end]
+	if want := compactLen(rr.Header().Rrtype) - 12; len(rd) != want {
+		return nil, fmt.Errorf("rdata is %d bytes, want %d", len(rd), want)
+	}
+	return rd, nil
+}
 
 // parseTarget builds one RR from a target in presentation format. Names in
 // targets are absolute whether or not they end in a dot (the external-dns

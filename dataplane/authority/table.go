@@ -1,8 +1,11 @@
 package authority
 
 import (
+	"encoding/binary"
 	"net/netip"
+	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -44,9 +47,11 @@ type zone struct {
 
 	nxdomain response // shared by every absent name (no wire: qname varies)
 
+	nodata [][]byte // NODATA sections, indexed by node.nodata
+
 	// Compile-time only: NODATA blobs shared by question length.
 	soaTops     []string // labels right below the apex of the SOA's mname and rname
-	nodataByLen map[int][]byte
+	nodataByLen map[int]uint32
 }
 
 type access struct {
@@ -69,29 +74,130 @@ func (a *access) allows(c Client) bool {
 	return false
 }
 
+// node is one owner name. A million-record zone holds a million of them, so
+// nodes are carved from slabs, the presentation name is derived from wire on
+// demand and rarely used parts sit behind pointers.
 type node struct {
-	name  string // presentation
-	wire  string
-	sets  []rrset // sorted by type
-	cut   bool    // NS below the apex: a delegation point
-	below bool    // strictly below a cut: occluded, glue only
-	views bool    // some record is limited to a client group
-	wild  *node   // the "*" child, source of wildcard synthesis
-	cname int8    // index of the CNAME set, -1 if none
-	dname int8    // index of the DNAME set, -1 if none
-
-	nodata   []byte    // pre-encoded NODATA sections for the exact name
+	wire     string    // lower-cased wire name (shares the map key's bytes)
+	sets     []rrset   // sorted by type
+	wild     *node     // the "*" child, source of wildcard synthesis
 	referral *response // pre-encoded referral when cut
+	nodata   uint32    // index in zone.nodata of the NODATA sections
+	cut      bool      // NS below the apex: a delegation point
+	below    bool      // strictly below a cut: occluded, glue only
+	views    bool      // some record is limited to a client group
+	cname    int8      // index of the CNAME set, -1 if none
+	dname    int8      // index of the DNAME set, -1 if none
 }
 
+// name is the node's presentation name (lower case).
+func (n *node) name() string { return presentation([]byte(n.wire)) }
+
 // rrset is kept small: a million-record zone holds a million of them.
+//
+// A and AAAA sets are compact: their records live only in wire (each one
+// 0xc00c, type, class, TTL, length, address, exactly the pre-encoded answer),
+// and the dns.RR objects of the slow path are built from it the first time a
+// query needs them, then kept (rrs is set once, atomically). Other sets hold
+// their dns.RR objects from compile time.
 type rrset struct {
 	rtype  uint16
 	minTTL uint32
-	rrs    []dns.RR
-	wire   []byte // pre-encoded exact answer for this type (when no views)
+	rrs    unsafe.Pointer // *[]dns.RR; nil until a compact set is materialised
+	wire   []byte         // pre-encoded exact answer for this type (when no views)
 	more   *rrsetMore
 }
+
+// compactType reports whether sets of type t are stored as wire records.
+func compactType(t uint16) bool { return t == dns.TypeA || t == dns.TypeAAAA }
+
+// compactLen is the length of one compact record of type t in wire.
+func compactLen(t uint16) int {
+	if t == dns.TypeA {
+		return 2 + 10 + 4
+	}
+	return 2 + 10 + 16
+}
+
+// records returns the set's dns.RR objects, building (once) those of a
+// compact set with n's name as owner.
+func (s *rrset) records(n *node) []dns.RR {
+	if p := atomic.LoadPointer(&s.rrs); p != nil {
+		return *(*[]dns.RR)(p)
+	}
+	if !compactType(s.rtype) {
+		return nil
+	}
+	rrs := s.build(n.name())
+	if atomic.CompareAndSwapPointer(&s.rrs, nil, unsafe.Pointer(&rrs)) {
+		return rrs
+	}
+	return *(*[]dns.RR)(atomic.LoadPointer(&s.rrs))
+}
+
+// count is the number of records in the set.
+func (s *rrset) count() int {
+	if p := atomic.LoadPointer(&s.rrs); p != nil {
+		return len(*(*[]dns.RR)(p))
+	}
+	if compactType(s.rtype) {
+		return len(s.wire) / compactLen(s.rtype)
+	}
+	return 0
+}
+
+// build makes dns.RR objects of a compact set with the given owner, in one
+// allocation for a single record. The addresses share the wire's bytes
+// (callers must not modify them).
+func (s *rrset) build(owner string) []dns.RR {
+	rl := compactLen(s.rtype)
+	k := len(s.wire) / rl
+	if s.rtype == dns.TypeA {
+		if k == 1 {
+			one := &struct {
+				rr [1]dns.RR
+				a  dns.A
+			}{}
+			one.rr[0] = s.fillA(&one.a, owner, 0)
+			return one.rr[:]
+		}
+		rrs, as := make([]dns.RR, k), make([]dns.A, k)
+		for i := range as {
+			rrs[i] = s.fillA(&as[i], owner, i*rl)
+		}
+		return rrs
+	}
+	if k == 1 {
+		one := &struct {
+			rr [1]dns.RR
+			a  dns.AAAA
+		}{}
+		one.rr[0] = s.fillAAAA(&one.a, owner, 0)
+		return one.rr[:]
+	}
+	rrs, as := make([]dns.RR, k), make([]dns.AAAA, k)
+	for i := range as {
+		rrs[i] = s.fillAAAA(&as[i], owner, i*rl)
+	}
+	return rrs
+}
+
+func (s *rrset) fillA(a *dns.A, owner string, off int) *dns.A {
+	w := s.wire[off : off+16 : off+16]
+	*a = dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: be32(w[6:])}, A: w[12:16:16]}
+	return a
+}
+
+func (s *rrset) fillAAAA(a *dns.AAAA, owner string, off int) *dns.AAAA {
+	w := s.wire[off : off+28 : off+28]
+	*a = dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: be32(w[6:])}, AAAA: w[12:28:28]}
+	return a
+}
+
+func be32(b []byte) uint32 { return binary.BigEndian.Uint32(b) }
+
+// setRecords stores the dns.RR objects of a set at compile time.
+func (s *rrset) setRecords(rrs []dns.RR) { s.rrs = unsafe.Pointer(&rrs) }
 
 // rrsetMore holds what few sets have.
 type rrsetMore struct {
@@ -113,19 +219,30 @@ func (s *rrset) extra() []dns.RR {
 	return s.more.extra
 }
 
-func (s *rrset) toAnswer(z *zone) Answer {
+// answerWire is the pre-encoded answer of the set, nil if there is none. A
+// compact set's wire is also its storage, so it is only served when it fits
+// in a message.
+func (s *rrset) answerWire() []byte {
+	if len(s.wire) > maxBlob {
+		return nil
+	}
+	return s.wire
+}
+
+func (s *rrset) toAnswer(z *zone, n *node) Answer {
 	ex := s.extra()
+	rrs := s.records(n)
 	return Answer{
-		Kind: Answered, Authoritative: true, Answer: s.rrs, Extra: ex,
-		Zone: z.name, MinTTL: s.minTTL, Wire: s.wire,
-		Counts: [3]uint16{uint16(len(s.rrs)), 0, uint16(len(ex))},
+		Kind: Answered, Authoritative: true, Answer: rrs, Extra: ex,
+		Zone: z.name, MinTTL: s.minTTL, Wire: s.answerWire(),
+		Counts: [3]uint16{uint16(len(rrs)), 0, uint16(len(ex))},
 	}
 }
 
 func (n *node) nodataAnswer(z *zone) Answer {
 	return Answer{
 		Kind: NoData, Authoritative: true, Ns: z.negSOA, Zone: z.name,
-		MinTTL: z.negTTL, Wire: n.nodata, Counts: [3]uint16{0, 1, 0},
+		MinTTL: z.negTTL, Wire: z.nodata[n.nodata], Counts: [3]uint16{0, 1, 0},
 	}
 }
 

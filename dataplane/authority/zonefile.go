@@ -43,7 +43,7 @@ func (t *Table) ZoneFile(zone string) (string, error) {
 				continue
 			}
 			views := s.views()
-			for j, rr := range s.rrs {
+			for j, rr := range s.records(n) {
 				if views != nil && views[j] != "" {
 					continue
 				}
