@@ -1,0 +1,68 @@
+{{- define "service.name" -}}{{ .Chart.Name }}{{- end -}}
+{{- define "service.fullname" -}}{{ printf "%s" .Release.Name | trunc 50 | trimSuffix "-" }}{{- end -}}
+{{- define "service.labels" -}}
+app.kubernetes.io/name: {{ include "service.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end -}}
+{{- define "service.selector" -}}
+app.kubernetes.io/name: {{ include "service.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+{{- define "service.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- define "service.keySecret" -}}{{ .Values.encryptionKey.existingSecret | default (printf "%s-encryption-key" (include "service.fullname" .)) }}{{- end -}}
+{{- define "service.podSpec" -}}
+serviceAccountName: {{ include "service.fullname" .root }}-{{ .component }}
+securityContext:
+  runAsNonRoot: true
+  runAsUser: 65532
+  seccompProfile: {type: RuntimeDefault}
+containers:
+  - name: service
+    image: {{ include "service.image" .root }}
+    imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+    args: ["serve", "--config", "/etc/service/service.yaml"]
+    env:
+      - name: SERVICE_NODE_ROLE
+        value: {{ .component }}
+      - name: SERVICE_NODE_NAME
+        valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+      - name: SERVICE_POD_NAME
+        valueFrom: {fieldRef: {fieldPath: metadata.name}}
+      - name: SERVICE_NAMESPACE
+        valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+      - name: SERVICE_ENCRYPTION_KEY_FILE
+        value: /etc/service/keys/encryption-key
+    ports:
+      - {name: dns-udp, containerPort: {{ .root.Values.ports.dns }}, protocol: UDP}
+      - {name: dns-tcp, containerPort: {{ .root.Values.ports.dns }}, protocol: TCP}
+      - {name: api, containerPort: {{ .root.Values.ports.api }}, protocol: TCP}
+      - {name: ops, containerPort: {{ .root.Values.ports.ops }}, protocol: TCP}
+      - {name: internal, containerPort: {{ .root.Values.ports.internal }}, protocol: TCP}
+      - {name: metrics, containerPort: {{ .root.Values.ports.metrics }}, protocol: TCP}
+    livenessProbe:
+      httpGet: {path: /healthz/live, port: ops}
+      periodSeconds: 10
+    readinessProbe:
+      httpGet: {path: /healthz/ready, port: ops}
+      periodSeconds: 5
+    securityContext:
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities: {drop: ["ALL"], add: ["NET_BIND_SERVICE"]}
+    resources: {{- toYaml .resources | nindent 6 }}
+    volumeMounts:
+      - {name: config, mountPath: /etc/service/service.yaml, subPath: service.yaml, readOnly: true}
+      - {name: keys, mountPath: /etc/service/keys, readOnly: true}
+      - {name: data, mountPath: /var/lib/service}
+volumes:
+  - name: config
+    configMap: {name: {{ include "service.fullname" .root }}-config}
+  - name: keys
+    secret: {secretName: {{ include "service.keySecret" .root }}, defaultMode: 0400}
+  - name: data
+    emptyDir: {}
+{{- end -}}
