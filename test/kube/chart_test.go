@@ -171,7 +171,7 @@ func TestLeastPrivilege(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	type check struct {
 		sa, verb, group, resource, sub, namespace string
-		allow                                      bool
+		allow                                     bool
 	}
 	checks := []check{
 		{"dataplane", "list", "service.io", "dnszones", "", "", true},
@@ -246,4 +246,3 @@ func TestKustomizeMatchesChart(t *testing.T) {
 		}
 	}
 }
-
