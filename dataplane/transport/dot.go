@@ -6,10 +6,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/svcdns/svc/dataplane"
@@ -71,11 +71,19 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
 }
 
 // serveDoT reads length-framed queries (RFC 7858 3.3) and answers each on
-// its own goroutine, out of order, with writes serialized.
+// its own goroutine, out of order. Answers are written by whichever query
+// goroutine finds the connection free; answers finishing meanwhile are
+// queued and go out together in one TLS record and one write.
+//
+// An idle connection costs no read buffer (taken from a pool per burst and
+// given back when the socket has nothing more) and a small stack: after
+// dotBusyWait without data the goroutine leaves crypto/tls and parks on
+// the socket's readability (see waitReadable), so the garbage collector
+// can shrink its stack.
 func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
-	s.m.conns.WithLabelValues("dot").Inc()
+	s.m.dotConns.Inc()
 	defer func() {
-		s.m.conns.WithLabelValues("dot").Dec()
+		s.m.dotConns.Dec()
 		s.mu.Lock()
 		delete(s.dotConns, raw)
 		s.mu.Unlock()
@@ -90,55 +98,217 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 		s.m.reject("dot", "handshake")
 		return
 	}
-	client := addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
-	clientID := s.clientIDFromSNI(conn.ConnectionState().ServerName)
-	maxInflight := s.cfg.MaxInflight
-	if maxInflight <= 0 {
-		maxInflight = 32
+	c := &dotConn{
+		s:        s,
+		conn:     conn,
+		client:   addrPortOf(conn.RemoteAddr()), // the PROXY header's client, if any
+		clientID: s.clientIDFromSNI(conn.ConnectionState().ServerName),
+		idle:     s.idle(kindDoT),
+		max:      s.cfg.MaxInflight,
 	}
+	if c.max <= 0 {
+		c.max = 32
+	}
+	c.readLoop(rawConnOf(raw))
+}
+
+// dotBusyWait is how long a reader waits inside crypto/tls before it
+// parks on the socket instead.
+const dotBusyWait = time.Second
+
+type dotConn struct {
+	s        *Server
+	conn     *tls.Conn
+	client   netip.AddrPort
+	clientID string
+	idle     time.Duration
+	max      int
+
+	pending sync.WaitGroup
+	sem     chan struct{} // in-flight queries; made on the first query
+
+	mu      sync.Mutex
+	writing bool    // a goroutine is writing; others queue in queued
+	queued  *[]byte // answers waiting for the writer
+	failed  bool    // a write failed: drop further answers
+}
+
+func (c *dotConn) readLoop(rc syscall.RawConn) {
+	defer c.pending.Wait()
 	var (
-		wmu      sync.Mutex
-		inflight = make(chan struct{}, maxInflight)
-		pending  sync.WaitGroup
-		lenb     [2]byte
-		idle     = s.idle(kindDoT)
+		rb    *[]byte // read buffer, nil while idle
+		big   []byte  // for a frame larger than a pool buffer
+		start int     // unparsed bytes are (*rb)[start:end]
+		end   int
 	)
-	defer pending.Wait()
+	defer func() {
+		if rb != nil {
+			putBuf(rb)
+		}
+	}()
+	idleSince := time.Now()
 	for {
-		_ = conn.SetReadDeadline(time.Now().Add(idle))
-		if _, err := io.ReadFull(conn, lenb[:]); err != nil {
-			return
+		// Dispatch every complete frame in the buffer.
+		for rb != nil && end-start >= 2 {
+			b := (*rb)[start:end]
+			n := int(binary.BigEndian.Uint16(b))
+			if len(b) < 2+n {
+				break
+			}
+			c.dispatch(b[2 : 2+n])
+			start += 2 + n
 		}
-		n := int(binary.BigEndian.Uint16(lenb[:]))
-		bp := getBuf()
-		if cap(*bp) < n {
-			*bp = make([]byte, n)
-		}
-		in := (*bp)[:n]
-		if _, err := io.ReadFull(conn, in); err != nil {
-			putBuf(bp)
-			return
-		}
-		inflight <- struct{}{}
-		pending.Add(1)
-		go func() {
-			defer pending.Done()
-			defer func() { <-inflight }()
-			op := getBuf()
-			out, ok := s.h.ServeWireID(in, client, dataplane.TransportDoT, clientID, append((*op)[:0], 0, 0))
-			putBuf(bp)
-			if ok && len(out)-2 <= maxMessage {
-				binary.BigEndian.PutUint16(out, uint16(len(out)-2))
-				wmu.Lock()
-				_ = conn.SetWriteDeadline(time.Now().Add(idle))
-				_, err := conn.Write(out)
-				wmu.Unlock()
-				if err != nil {
-					_ = conn.SetReadDeadline(time.Now())
+		if rb != nil {
+			if start == end {
+				start, end = 0, 0
+			} else if start > 0 {
+				end = copy(*rb, (*rb)[start:end])
+				start = 0
+			}
+			if end >= 2 {
+				if need := 2 + int(binary.BigEndian.Uint16(*rb)); need > cap(*rb) {
+					big = make([]byte, need) // rare: larger than a pool buffer
+					copy(big, (*rb)[:end])
+					putBuf(rb)
+					rb = &big
 				}
 			}
-			*op = out
-			putBuf(op)
-		}()
+		}
+		// Read more: inside crypto/tls for dotBusyWait, then parked on the
+		// socket without a buffer.
+		wait := dotBusyWait
+		if left := c.idle - time.Since(idleSince); left < wait {
+			wait = left
+		}
+		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
+		if c.s.draining.Load() {
+			return
+		}
+		if rb == nil {
+			rb = getBuf()
+			*rb = (*rb)[:cap(*rb)]
+			start, end = 0, 0
+		}
+		n, err := c.conn.Read((*rb)[end:cap(*rb)])
+		end += n
+		if n > 0 {
+			idleSince = time.Now()
+			continue
+		}
+		var ne net.Error
+		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.s.draining.Load() || time.Since(idleSince) >= c.idle {
+			return
+		}
+		if end > 0 || rc == nil {
+			continue // a partial frame: keep the buffer and read again
+		}
+		if rb != &big {
+			putBuf(rb)
+		}
+		rb, big = nil, nil
+		_ = c.conn.SetReadDeadline(idleSince.Add(c.idle))
+		if c.s.draining.Load() {
+			return
+		}
+		if err := waitReadable(rc); err != nil {
+			return
+		}
 	}
+}
+
+// dispatch answers one query on its own goroutine; msg is copied.
+func (c *dotConn) dispatch(msg []byte) {
+	if c.sem == nil {
+		c.sem = make(chan struct{}, c.max)
+	}
+	bp := getBuf()
+	*bp = append((*bp)[:0], msg...)
+	c.sem <- struct{}{}
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		op := getBuf()
+		out, ok := c.s.h.ServeWireID(*bp, c.client, dataplane.TransportDoT, c.clientID, append((*op)[:0], 0, 0))
+		putBuf(bp)
+		if ok && len(out)-2 <= maxMessage {
+			binary.BigEndian.PutUint16(out, uint16(len(out)-2))
+			c.send(out)
+		}
+		*op = out
+		putBuf(op)
+		<-c.sem
+	}()
+}
+
+// send writes out now, or queues a copy when another goroutine is writing;
+// the writer sends everything queued before it lets go.
+func (c *dotConn) send(out []byte) {
+	c.mu.Lock()
+	if c.failed {
+		c.mu.Unlock()
+		return
+	}
+	if c.writing {
+		if c.queued == nil {
+			c.queued = getBuf()
+		}
+		*c.queued = append(*c.queued, out...)
+		c.mu.Unlock()
+		return
+	}
+	c.writing = true
+	c.mu.Unlock()
+	err := c.write(out)
+	for {
+		c.mu.Lock()
+		q := c.queued
+		c.queued = nil
+		if err != nil || q == nil {
+			c.writing = false
+			c.failed = err != nil
+			c.mu.Unlock()
+			if q != nil {
+				putBuf(q)
+			}
+			break
+		}
+		c.mu.Unlock()
+		err = c.write(*q)
+		putBuf(q)
+	}
+	if err != nil {
+		_ = c.conn.SetReadDeadline(time.Now()) // wake the reader: the connection is done
+	}
+}
+
+func (c *dotConn) write(b []byte) error {
+	_ = c.conn.SetWriteDeadline(time.Now().Add(c.idle))
+	_, err := c.conn.Write(b)
+	return err
+}
+
+// rawConnOf returns the socket under a (PROXY-wrapped) connection.
+func rawConnOf(c net.Conn) syscall.RawConn {
+	if p, ok := c.(*proxyproto.Conn); ok {
+		c = p.Conn
+	}
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
+}
+
+// waitReadable parks until the socket has data (or EOF, or an error),
+// without reading it: MSG_PEEK. The connection's read deadline applies.
+func waitReadable(rc syscall.RawConn) error {
+	var b [1]byte
+	return rc.Read(func(fd uintptr) bool {
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return err != syscall.EAGAIN && err != syscall.EINTR
+	})
 }

@@ -9,6 +9,7 @@ import (
 type metrics struct {
 	conns    *prometheus.GaugeVec
 	rejected *prometheus.CounterVec
+	dotConns prometheus.Gauge
 }
 
 // newMetrics registers service_dns_transport_connections{transport} and
@@ -24,6 +25,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests, streams and connections refused by an encrypted DNS transport, by reason.",
 		}, []string{"transport", "reason"}),
 	}
+	m.dotConns = m.conns.WithLabelValues("dot")
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.conns, m.rejected} {
 			if err := reg.Register(c); err != nil {

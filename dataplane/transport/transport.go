@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,6 +94,7 @@ type Server struct {
 	mu        sync.Mutex
 	started   bool
 	closed    bool
+	draining  atomic.Bool         // Shutdown began: DoT readers stop
 	addrs     [4][]netip.AddrPort // dot, doh, doq, doh3
 	tcp       []net.Listener
 	https     []*http.Server
@@ -245,6 +247,7 @@ func (s *Server) closeLocked() {
 // ends, then closes every connection.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.reloadCancel()
+	s.draining.Store(true)
 	s.mu.Lock()
 	s.closed = true
 	for _, l := range s.tcp {

@@ -19,6 +19,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/transport"
 )
 
 func dohClient(st *stack) *http.Client {
@@ -271,5 +272,51 @@ func waitClient(t *testing.T, st *stack, src string) {
 			t.Fatalf("log clients %v, want %s", st.log.clients("www.example.com."), src)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestDoTIdle: a connection quiet for longer than the busy wait (the
+// reader parks on the socket) is still answered, a query split across
+// writes is reassembled, and a connection quiet for the idle timeout is
+// closed.
+func TestDoTIdle(t *testing.T) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.IdleTimeout = 2500 * time.Millisecond }})
+	c := dotConn(t, st, st.pki.clientTLS("dot"))
+	defer c.Close()
+	q := query(t, 7)
+	frame := append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)
+	ask := func(parts ...[]byte) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		for i, p := range parts {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := c.Write(p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var lb [2]byte
+		if _, err := io.ReadFull(c, lb[:]); err != nil {
+			t.Fatal(err)
+		}
+		resp := make([]byte, binary.BigEndian.Uint16(lb[:]))
+		if _, err := io.ReadFull(c, resp); err != nil {
+			t.Fatal(err)
+		}
+		checkAnswer(t, resp)
+	}
+	ask(frame)
+	time.Sleep(1500 * time.Millisecond) // past the 1s busy wait
+	ask(frame[:1], frame[1:5], frame[5:])
+	time.Sleep(1500 * time.Millisecond)
+	ask(frame)
+	start := time.Now()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil {
+		t.Fatal("read data on an idle connection")
+	}
+	if d := time.Since(start); d < 2*time.Second || d > 5*time.Second {
+		t.Fatalf("idle connection closed after %v, want ~2.5s", d)
 	}
 }
