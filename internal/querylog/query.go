@@ -178,6 +178,22 @@ func (w *Writer) where(ctx context.Context, db *sql.DB, f *Filter, beforeID int6
 	return " WHERE " + strings.Join(conds, " AND "), args, nil
 }
 
+// scanBounded reports whether the filter has no indexed equality (client,
+// exact domain, status, status class) but filters on something else.
+func (f *Filter) scanBounded() bool {
+	if f.Client != "" || (f.Domain != "" && f.DomainMatch != MatchSubstring) || f.Status != "" || f.StatusClass != "" {
+		return false
+	}
+	return f.Domain != "" || f.List != "" || f.QType != "" || f.Upstream != "" || f.Zone != "" || f.Policy != ""
+}
+
+// hasRowsBefore reports whether a row below id is at or after since.
+func (w *Writer) hasRowsBefore(ctx context.Context, db *sql.DB, id int64, since time.Time) bool {
+	var ts sql.NullInt64
+	_ = db.QueryRowContext(ctx, "SELECT ts FROM queries WHERE id < ? ORDER BY id DESC LIMIT 1", id).Scan(&ts)
+	return ts.Valid && ts.Int64 >= since.Add(-disorder).UnixMicro()
+}
+
 func scanRow(sc interface{ Scan(...any) error }) (Row, error) {
 	var r Row
 	var ts, dur int64
@@ -189,7 +205,8 @@ func scanRow(sc interface{ Scan(...any) error }) (Row, error) {
 }
 
 // Rows returns one page of rows, newest first, and the continue token of
-// the next page ("" at the end).
+// the next page ("" at the end). A page may hold fewer than Limit rows and
+// still have a continue token (see Options.ScanBudget).
 func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	db, err := w.db()
 	if err != nil {
@@ -210,6 +227,31 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
+	// Without an indexed equality a rare match would scan the whole table:
+	// such a page examines at most scanBudget ids and, when it is not full,
+	// its continue token resumes below the scanned window.
+	var low int64
+	if f.scanBounded() {
+		top := before
+		if top == 0 {
+			if err := db.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) + 1 FROM queries").Scan(&top); err != nil {
+				return nil, "", fmt.Errorf("query log list: %w", err)
+			}
+		}
+		var minID int64
+		if err := db.QueryRowContext(ctx, "SELECT coalesce(min(id), 0) FROM queries").Scan(&minID); err != nil {
+			return nil, "", fmt.Errorf("query log list: %w", err)
+		}
+		if top-w.opts.ScanBudget > minID {
+			low = top - w.opts.ScanBudget
+			if where == "" {
+				where = " WHERE id >= ?"
+			} else {
+				where += " AND id >= ?"
+			}
+			args = append(args, low)
+		}
+	}
 	rs, err := db.QueryContext(ctx, "SELECT "+rowColumns+" FROM queries"+where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
 	if err != nil {
 		return nil, "", fmt.Errorf("query log list: %w", err)
@@ -227,8 +269,11 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 		return nil, "", fmt.Errorf("query log list: %w", err)
 	}
 	next := ""
-	if len(rows) == limit {
+	switch {
+	case len(rows) == limit:
 		next = encodeContinue(rows[len(rows)-1].ID)
+	case low > 0 && (f.Since.IsZero() || w.hasRowsBefore(ctx, db, low, f.Since)):
+		next = encodeContinue(low)
 	}
 	return rows, next, nil
 }

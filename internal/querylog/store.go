@@ -114,7 +114,7 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("querylog: path %q must not contain ? or #", path)
 	}
-	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL"
+	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
 	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
@@ -164,7 +164,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		// the size cap give pages back to the file system.
 		// The DSN already switched the empty file to WAL, so the change
 		// takes effect through VACUUM (instant on an empty file).
-		for _, q := range []string{"PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"} {
+		for _, q := range []string{"PRAGMA page_size = 16384", "PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"} {
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("set auto_vacuum: %w", err)
 			}

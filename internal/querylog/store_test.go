@@ -241,3 +241,40 @@ func TestSlogSink(t *testing.T) {
 		t.Fatalf("slog line: %s", s)
 	}
 }
+
+func TestUnindexedFilterPagesAreBounded(t *testing.T) {
+	w := openTest(t, DefaultConfig(), Options{ScanBudget: 10})
+	base := time.Now().Add(-time.Hour)
+	for i := range 55 {
+		r := row(base.Add(time.Duration(i)*time.Second), fmt.Sprintf("h%d.example", i), "10.0.0.1", "answered")
+		if i == 4 || i == 30 {
+			r.List = "rare"
+		}
+		w.Enqueue(r)
+	}
+	flush(t, w)
+	var got []int64
+	pages := 0
+	f := Filter{List: "rare", Limit: 50}
+	for ; pages < 100; pages++ {
+		rows, next, err := w.Rows(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			got = append(got, r.ID)
+		}
+		if next == "" {
+			break
+		}
+		f.Continue = next
+	}
+	if fmt.Sprint(got) != "[31 5]" || pages < 5 || pages > 6 {
+		t.Fatalf("ids %v in %d pages, want [31 5] in about 55/10 pages", got, pages+1)
+	}
+	// With an indexed filter the page is not windowed.
+	rows, _, err := w.Rows(context.Background(), Filter{List: "rare", Status: "answered"})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("indexed: %d rows %v", len(rows), err)
+	}
+}

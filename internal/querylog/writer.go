@@ -34,6 +34,10 @@ type Options struct {
 	// HourTopKeep is how many names per dimension an hour keeps in the
 	// database when it ends (the rest is summed under ""); default 1000.
 	HourTopKeep int
+	// ScanBudget bounds the ids one list page examines when no index
+	// narrows the filter (substring, list, qtype, upstream, zone, policy
+	// alone); default 100000.
+	ScanBudget int64
 }
 
 // Writer is the query log of one node: Enqueue never blocks; a background
@@ -114,6 +118,9 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 	}
 	if opts.DomainCap <= 0 {
 		opts.DomainCap = 100000
+	}
+	if opts.ScanBudget <= 0 {
+		opts.ScanBudget = 100_000
 	}
 	if opts.HourTopKeep <= 0 {
 		opts.HourTopKeep = 1000
