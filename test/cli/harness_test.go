@@ -71,6 +71,7 @@ upstreams:
       servers: [127.0.0.1:1]
       timeout: 200ms
 objectsDir: %OBJ%
+settingsFile: %DATA%/settings.yaml
 auth:
   adminSocket:
     path: %DATA%/service.sock

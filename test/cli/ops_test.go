@@ -1,0 +1,118 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDNSSettingsListsAndOps(t *testing.T) {
+	s := startServer(t)
+	u := loggedIn(t, s)
+	u.ok("apply", "-f", "testdata/manifests/zone.yaml")
+
+	// query goes through the node's pipeline.
+	eventually(t, 10*time.Second, "www.example.test answered", func() bool {
+		return strings.Contains(u.ok("query", "www.example.test", "A"), "192.0.2.1")
+	})
+	out := u.ok("query", "www.example.test", "-o", "json")
+	if !strings.Contains(out, `"rcode": "NOERROR"`) {
+		t.Errorf("query -o json: %s", out)
+	}
+
+	// blocking toggle and cache flush.
+	if out := u.ok("blocking", "disable", "5m"); !strings.Contains(out, "blocking disabled") || !strings.Contains(out, " until ") {
+		t.Errorf("blocking disable: %s", out)
+	}
+	if out := u.ok("blocking", "enable"); !strings.Contains(out, "blocking enabled") {
+		t.Errorf("blocking enable: %s", out)
+	}
+	if out := u.ok("cache", "flush", "www.example.test"); out != "flushed www.example.test\n" {
+		t.Errorf("cache flush: %q", out)
+	}
+
+	// settings: set a cluster key, read it back, remove the override.
+	u.ok("settings", "set", "cache.minTTL=7s", "blockPage.title=Nope here")
+	if out := u.ok("settings", "get", "cache.minTTL", "blockPage.title"); out != "blockPage.title=\"Nope here\"\ncache.minTTL=\"7s\"\n" {
+		t.Errorf("settings get: %q", out)
+	}
+	u.ok("settings", "set", "cache.minTTL-")
+	if out := u.ok("settings", "get", "cache.minTTL"); out != "cache.minTTL=\"5s\"\n" {
+		t.Errorf("settings after removal: %q", out)
+	}
+	r := u.run("settings", "set", "cache.maxEntries=-5")
+	if r.code == 0 || !strings.Contains(r.stderr, "cache.maxEntries") {
+		t.Errorf("invalid setting: %d %q", r.code, r.stderr)
+	}
+
+	// lists: allow and deny entries land in ui-allow and ui-deny.
+	if out := u.ok("lists", "deny", "ads.example.org", "tracker.example.org"); out != "blocklist/ui-deny created\n" {
+		t.Errorf("lists deny: %q", out)
+	}
+	if out := u.ok("lists", "allow", "ok.example.org"); out != "blocklist/ui-allow created\n" {
+		t.Errorf("lists allow: %q", out)
+	}
+	if out := u.ok("lists", "deny", "more.example.org"); out != "blocklist/ui-deny updated\n" {
+		t.Errorf("lists deny again: %q", out)
+	}
+	if out := u.ok("lists", "search", "sub.ads.example.org"); !strings.Contains(out, "default/ui-deny") {
+		t.Errorf("lists search: %s", out)
+	}
+	if out := u.ok("lists", "list", "-o", "name"); out != "blocklist/ui-allow\nblocklist/ui-deny\n" {
+		t.Errorf("lists list: %q", out)
+	}
+
+	// health and lameduck on the ops listener.
+	if out := u.ok("health", "--ops-address", s.Addrs.Ops); !strings.Contains(out, "/healthz/live: ok") {
+		t.Errorf("health: %s", out)
+	}
+	var dnsAddr string
+	for _, a := range s.Addrs.DNS {
+		if strings.HasPrefix(a, "udp/") {
+			dnsAddr = strings.TrimPrefix(a, "udp/")
+		}
+	}
+	if out := u.ok("health", "--ops-address", s.Addrs.Ops, "--ready", "--dns", dnsAddr); !strings.Contains(out, "NOERROR") {
+		t.Errorf("health --dns: %s", out)
+	}
+	u.ok("lameduck", "30s", "--ops-address", s.Addrs.Ops)
+	if r := u.run("health", "--ops-address", s.Addrs.Ops, "--ready"); r.code == 0 {
+		t.Errorf("ready during lameduck: %s", r.stdout)
+	}
+	u.ok("lameduck", "--cancel", "--ops-address", s.Addrs.Ops)
+	eventually(t, 5*time.Second, "ready after cancel", func() bool {
+		return u.run("health", "--ops-address", s.Addrs.Ops, "--ready").code == 0
+	})
+
+	// doctor: API and token checks pass; a bad config fails.
+	cfg := filepath.Join(s.Dir, "service.yaml")
+	out = u.ok("doctor", "--config", cfg, "--skip-ports")
+	for _, want := range []string{"config", "dataDir", "api", "token", "authenticated as"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor lacks %q:\n%s", want, out)
+		}
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	_ = os.WriteFile(bad, []byte("cache:\n  maxEntries: -1\n"), 0o644)
+	if r := u.run("doctor", "--config", bad, "--skip-api", "--skip-ports"); r.code == 0 || !strings.Contains(r.stdout, "fail") {
+		t.Errorf("doctor with a bad config: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	// completion: scripts, and dynamic kinds and names.
+	if out := u.ok("completion", "bash"); !strings.Contains(out, "__svc") {
+		t.Errorf("completion bash: %.200s", out)
+	}
+	if out := u.ok("__complete", "get", ""); !strings.Contains(out, "dnszones") || !strings.Contains(out, "rrset") {
+		t.Errorf("kind completion: %s", out)
+	}
+	if out := u.ok("__complete", "get", "zones", ""); !strings.Contains(out, "example.test") {
+		t.Errorf("name completion: %s", out)
+	}
+
+	// audit shows the writes of this test.
+	if out := u.ok("audit", "--kind", "BlockList", "--since", "1h"); !strings.Contains(out, "ui-deny") {
+		t.Errorf("audit: %s", out)
+	}
+}
