@@ -95,8 +95,7 @@ type compiler struct {
 	arena    []byte // pre-encoded blobs are carved from shared chunks
 	packBuf  []byte
 	names    []byte  // owner names are interned into shared chunks
-	nodes    []node  // nodes are carved from slabs
-	sets     []rrset // and so are their first record sets
+	sets     []rrset // first record sets of nodes are carved from slabs
 	scratch  [256]byte
 }
 
@@ -118,12 +117,31 @@ func (c *compiler) intern(b []byte) string {
 // get few large slabs.
 func slabNext(prev int) int { return min(max(32, 2*prev), 8192) }
 
-func (c *compiler) newNode(wire string) *node {
-	if len(c.nodes) == cap(c.nodes) {
-		c.nodes = make([]node, 0, slabNext(cap(c.nodes)))
+// newNode carves a node from the zone's slabs, which also give finish an
+// iteration order that follows memory (and the order of the endpoints).
+func (b *zoneBuilder) newNode(wire string) *node {
+	if len(b.cur) == cap(b.cur) {
+		if b.cur != nil {
+			b.slabs = append(b.slabs, b.cur)
+		}
+		b.cur = make([]node, 0, slabNext(cap(b.cur)))
 	}
-	c.nodes = append(c.nodes, node{wire: wire, cname: -1, dname: -1})
-	return &c.nodes[len(c.nodes)-1]
+	b.cur = append(b.cur, node{wire: wire, cname: -1, dname: -1})
+	return &b.cur[len(b.cur)-1]
+}
+
+// forEach calls f for every node in creation order. Nodes created by f may
+// or may not be visited.
+func (b *zoneBuilder) forEach(f func(*node)) {
+	for _, s := range b.slabs {
+		for i := range s {
+			f(&s[i])
+		}
+	}
+	cur := b.cur
+	for i := range cur {
+		f(&cur[i])
+	}
 }
 
 // newSets returns a one-element set slice for a node's first record set
@@ -218,7 +236,7 @@ func (c *compiler) fill(z *zone, obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRec
 	for _, rs := range rsets {
 		size += len(rs.Spec.Endpoints)
 	}
-	b := &zoneBuilder{c: c, z: z, nodes: make(map[string]*node, size)}
+	b := &zoneBuilder{c: c, z: z, nodes: newNodeTable(size)}
 	apex := b.node([]byte(z.wire))
 	var nsRRs []dns.RR
 	for i, n := range nsNames {
@@ -317,17 +335,18 @@ func derivedSerial(obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRecordSet) uint32
 type zoneBuilder struct {
 	c     *compiler
 	z     *zone
-	nodes map[string]*node
+	nodes nodeTable
+	slabs [][]node // full node slabs
+	cur   []node   // the slab being filled
 }
 
 // node returns the node of a lower-cased wire name, creating it (with the
 // name interned) if needed. wire may be a scratch buffer.
 func (b *zoneBuilder) node(wire []byte) *node {
-	n := b.nodes[string(wire)]
+	n := b.nodes.get(wire)
 	if n == nil {
-		w := b.c.intern(wire)
-		n = b.c.newNode(w)
-		b.nodes[w] = n
+		n = b.newNode(b.c.intern(wire))
+		b.nodes.put(n)
 	}
 	return n
 }
@@ -336,9 +355,9 @@ func (b *zoneBuilder) node(wire []byte) *node {
 // into the compiler's scratch buffer as a lower-cased wire name. Names made
 // of letters, digits, '-', '_' and '*' are encoded directly; anything else
 // goes through miekg/dns.
-func (c *compiler) ownerWire(dnsName string, z *zone) ([]byte, error) {
+func (c *compiler) ownerWire(dnsName string, z *zone) (wire []byte, inZone bool, err error) {
 	if dnsName == "@" {
-		return append(c.scratch[:0], z.wire...), nil
+		return append(c.scratch[:0], z.wire...), true, nil
 	}
 	abs := strings.HasSuffix(dnsName, ".") || z.root
 	if !abs {
@@ -346,13 +365,13 @@ func (c *compiler) ownerWire(dnsName string, z *zone) ([]byte, error) {
 		abs = strings.EqualFold(dnsName, bare) || (len(dnsName) > len(bare) && dnsName[len(dnsName)-len(bare)-1] == '.' && strings.EqualFold(dnsName[len(dnsName)-len(bare):], bare))
 	}
 	if w, ok := encodePlain(c.scratch[:0], strings.TrimSuffix(dnsName, "."), abs, z.wire); ok {
-		return w, nil
+		return w, !abs, nil
 	}
-	wire, _, err := canonicalName(ownerName(dnsName, z.name))
+	cw, _, err := canonicalName(ownerName(dnsName, z.name))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return append(c.scratch[:0], wire...), nil
+	return append(c.scratch[:0], cw...), false, nil
 }
 
 // encodePlain appends the lower-cased wire form of a dotted name made of
@@ -436,13 +455,13 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 		return
 	}
 	z := b.z
-	wb, err := c.ownerWire(ep.DNSName, z)
+	wb, inZone, err := c.ownerWire(ep.DNSName, z)
 	if err != nil {
 		bad(-1, "dnsName %q: %v", ep.DNSName, err)
 		return
 	}
 	wire := unsafe.String(unsafe.SliceData(wb), len(wb)) // scratch: not kept
-	if !isSubWire(wire, z.wire) {
+	if !inZone && !isSubWire(wire, z.wire) {
 		bad(-1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
 		return
 	}
@@ -629,25 +648,25 @@ func (c *compiler) carve(n int) []byte {
 // answer that does not depend on the client or on the question's spelling.
 func (b *zoneBuilder) finish(c *compiler) {
 	z := b.z
-	// Empty non-terminals: every ancestor up to the apex exists.
+	// Empty non-terminals: every ancestor up to the apex exists. The same
+	// pass puts sets in type order and notes CNAME, DNAME and delegations.
 	var offs [maxLabels]uint8
-	for w, n := range b.nodes {
+	b.forEach(func(n *node) {
 		if len(n.sets) == 0 {
-			continue
+			return
 		}
+		w := n.wire
 		k := labelOffsets(bytesOf(w), &offs)
 		for i := 1; i < k; i++ {
 			aw := w[offs[i]:]
 			if len(aw) <= len(z.wire) {
 				break
 			}
-			if b.nodes[aw] != nil {
+			if b.nodes.getString(aw) != nil {
 				break // its ancestors were (or will be) added by its own walk
 			}
-			b.nodes[aw] = c.newNode(aw)
+			b.nodes.put(b.newNode(aw))
 		}
-	}
-	for _, n := range b.nodes {
 		if len(n.sets) > 1 {
 			slices.SortFunc(n.sets, func(a, b rrset) int { return cmp.Compare(a.rtype, b.rtype) })
 		}
@@ -673,33 +692,31 @@ func (b *zoneBuilder) finish(c *compiler) {
 				}
 			}
 		}
-	}
-	if z.hasCuts {
-		for _, n := range b.nodes {
-			k := labelOffsets(bytesOf(n.wire), &offs)
-			for i := 1; i < k && len(n.wire)-int(offs[i]) > len(z.wire); i++ {
-				if a := b.nodes[n.wire[offs[i]:]]; a != nil && a.cut {
-					n.below = true
-					break
-				}
-			}
-		}
-	}
-	for w, n := range b.nodes {
-		if strings.HasPrefix(w, "\x01*") {
-			if p := b.nodes[w[2:]]; p != nil {
+	})
+	b.forEach(func(n *node) {
+		if w := n.wire; strings.HasPrefix(w, "\x01*") {
+			if p := b.nodes.getString(w[2:]); p != nil {
 				p.wild = n
 			}
 		}
-	}
+		if !z.hasCuts {
+			return
+		}
+		k := labelOffsets(bytesOf(n.wire), &offs)
+		for i := 1; i < k && len(n.wire)-int(offs[i]) > len(z.wire); i++ {
+			if a := b.nodes.getString(n.wire[offs[i]:]); a != nil && a.cut {
+				n.below = true
+				break
+			}
+		}
+	})
 	z.nodes = b.nodes
 	z.nxdomain = response{kind: NXDomain, rcode: dns.RcodeNameError, aa: true, ns: z.negSOA, minTTL: z.negTTL, counts: [3]uint16{0, 1, 0}}
-	for _, n := range b.nodes {
-		if n.below {
-			continue
+	b.forEach(func(n *node) {
+		if !n.below {
+			c.precompute(z, n)
 		}
-		c.precompute(z, n)
-	}
+	})
 }
 
 // precompute builds the answers of one node that depend neither on the
@@ -753,7 +770,7 @@ func (c *compiler) precompute(z *zone, n *node) {
 // SOA's mname or rname shares a label below the apex with the question (then
 // compression may point into that label), so blobs are shared by length.
 func (c *compiler) nodataWire(z *zone, n *node) uint32 {
-	shared := n.wire != z.wire && (len(z.soaTops) == 0 || !slices.Contains(z.soaTops, topLabel(n.wire, z.wire)))
+	shared := n.wire != z.wire && !z.underSOATop(n.wire)
 	if shared {
 		if i, ok := z.nodataByLen[len(n.wire)]; ok {
 			return i
@@ -765,6 +782,17 @@ func (c *compiler) nodataWire(z *zone, n *node) uint32 {
 		z.nodataByLen[len(n.wire)] = i
 	}
 	return i
+}
+
+// underSOATop reports whether name is at or below a label right below the
+// apex that the SOA's mname or rname uses.
+func (z *zone) underSOATop(name string) bool {
+	for _, t := range z.soaTops {
+		if len(name) >= len(t)+len(z.wire) && name[len(name)-len(z.wire)-len(t):len(name)-len(z.wire)] == t && topLabel(name, z.wire) == t {
+			return true
+		}
+	}
+	return false
 }
 
 // topLabel is the wire label of name directly below apex, "" if none.
@@ -863,7 +891,7 @@ func (z *zone) additional(rrs []dns.RR) []dns.RR {
 			continue
 		}
 		seen = append(seen, w)
-		n := z.nodes[w]
+		n := z.nodes.getString(w)
 		if n == nil {
 			continue
 		}

@@ -40,20 +40,20 @@ func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
 	}
 
 	if !z.hasCuts && !z.hasDNAME {
-		if nd := z.nodes[string(qname)]; nd != nil {
+		if nd := z.nodes.get(qname); nd != nil {
 			return z.exact(nd, qname, qtype, client)
 		}
 		for i := 1; i <= zl; i++ {
-			if ce := z.nodes[string(qname[offs[i]:])]; ce != nil {
+			if ce := z.nodes.get(qname[offs[i]:]); ce != nil {
 				return z.miss(ce, qname, qtype, client)
 			}
 		}
 		return z.resolve(qname, qtype, client)
 	}
 	// Walk down from the apex: a delegation or DNAME above qname wins.
-	ce := z.nodes[z.wire]
+	ce := z.nodes.getString(z.wire)
 	for i := zl; i >= 0; i-- {
-		nd := z.nodes[string(qname[offs[i]:])]
+		nd := z.nodes.get(qname[offs[i]:])
 		switch {
 		case nd == nil:
 			return z.miss(ce, qname, qtype, client)
@@ -155,7 +155,7 @@ const (
 func (z *zone) find(name []byte) (findKind, *node, int) {
 	var offs [maxLabels]uint8
 	n := labelOffsets(name, &offs)
-	ce := z.nodes[z.wire]
+	ce := z.nodes.getString(z.wire)
 	zl := -1
 	for i := 0; i < n; i++ {
 		if len(name)-int(offs[i]) == len(z.wire) {
@@ -164,7 +164,7 @@ func (z *zone) find(name []byte) (findKind, *node, int) {
 		}
 	}
 	for i := zl; i >= 0; i-- {
-		nd := z.nodes[string(name[offs[i]:])]
+		nd := z.nodes.get(name[offs[i]:])
 		switch {
 		case nd == nil:
 			return foundMiss, ce, 0

@@ -39,7 +39,7 @@ type zone struct {
 	soa     *dns.SOA
 	negSOA  []dns.RR // the SOA with TTL min(TTL, minimum), for negative answers
 	negTTL  uint32
-	nodes   map[string]*node // key: lower-cased wire owner name
+	nodes   nodeTable // by lower-cased wire owner name
 	records int
 
 	hasCuts  bool // some non-apex node has NS: Lookup must walk ancestors

@@ -25,12 +25,12 @@ func (t *Table) ZoneFile(zone string) (string, error) {
 	if z.typ == forward {
 		return "", fmt.Errorf("zone %s is a forward zone and holds no records", z.name)
 	}
-	nodes := make([]*node, 0, len(z.nodes))
-	for _, n := range z.nodes {
+	nodes := make([]*node, 0, z.nodes.len())
+	z.nodes.each(func(n *node) {
 		if len(n.sets) > 0 {
 			nodes = append(nodes, n)
 		}
-	}
+	})
 	slices.SortFunc(nodes, func(a, b *node) int { return canonicalCompare(a.wire, b.wire) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "$ORIGIN %s\n", z.name)
