@@ -299,3 +299,41 @@ func TestLookupZeroAlloc(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardAllocs keeps wildcard A answers pre-encoded and at two
+// allocations (the owner name and the synthesised record).
+func TestWildcardAllocs(t *testing.T) {
+	tab, _ := fixtureTable()
+	q := wireName(t, "foo.wild.example.com.")
+	if a := tab.Lookup(q, dns.TypeA, Client{}); a.Wire == nil {
+		t.Fatal("wildcard A has no blob")
+	}
+	if n := testing.AllocsPerRun(100, func() { tab.Lookup(q, dns.TypeA, Client{}) }); n > 2 {
+		t.Errorf("wildcard A: %v allocations per lookup, want at most 2", n)
+	}
+}
+
+// TestConcurrentMaterialise races first lookups of compact sets, whose
+// records are built on first use.
+func TestConcurrentMaterialise(t *testing.T) {
+	tab, _ := fixtureTable()
+	names := []string{"www.example.com.", "router.lan.", "foo.wild.example.com.", "mail.example.com."}
+	done := make(chan []string)
+	for g := 0; g < 4; g++ {
+		go func() {
+			var out []string
+			for _, n := range names {
+				for _, qt := range []uint16{dns.TypeA, dns.TypeAAAA, dns.TypeMX} {
+					out = append(out, render(tab.Lookup(wireName(t, n), qt, Client{})))
+				}
+			}
+			done <- out
+		}()
+	}
+	first := <-done
+	for g := 1; g < 4; g++ {
+		if got := <-done; strings.Join(got, "") != strings.Join(first, "") {
+			t.Errorf("goroutines disagree")
+		}
+	}
+}
