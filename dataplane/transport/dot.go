@@ -82,34 +82,57 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
 // can shrink its stack.
 func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 	s.m.dotConns.Inc()
-	defer func() {
-		s.m.dotConns.Dec()
-		s.mu.Lock()
-		delete(s.dotConns, raw)
-		s.mu.Unlock()
-		_ = raw.Close()
-		s.wg.Done()
-	}()
 	conn := tls.Server(raw, tc)
+	c := &dotConn{s: s, raw: raw, conn: conn}
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		s.m.reject("dot", "handshake")
+		c.finish()
 		return
 	}
-	c := &dotConn{
-		s:        s,
-		conn:     conn,
-		client:   addrPortOf(conn.RemoteAddr()), // the PROXY header's client, if any
-		clientID: s.clientIDFromSNI(conn.ConnectionState().ServerName),
-		idle:     s.idle(kindDoT),
-		max:      s.cfg.MaxInflight,
-	}
+	c.client = addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
+	c.clientID = s.clientIDFromSNI(conn.ConnectionState().ServerName)
+	c.idle = s.idle(kindDoT)
+	c.max = s.cfg.MaxInflight
 	if c.max <= 0 {
 		c.max = 32
 	}
-	c.readLoop(rawConnOf(raw))
+	c.rc = rawConnOf(raw)
+	c.idleSince = time.Now()
+	c.run()
+}
+
+// run reads until the connection ends or goes quiet; a quiet connection
+// waits for data on a new goroutine, which starts with the smallest stack
+// (this one, grown by the handshake and crypto, ends).
+func (c *dotConn) run() {
+	if c.readLoop() {
+		go c.park()
+		return
+	}
+	c.finish()
+}
+
+func (c *dotConn) park() {
+	if err := waitReadable(c.rc); err != nil || c.s.draining.Load() {
+		c.finish()
+		return
+	}
+	c.run()
+}
+
+// finish waits for the queries in flight and closes the connection.
+func (c *dotConn) finish() {
+	c.pending.Wait()
+	s := c.s
+	s.m.dotConns.Dec()
+	s.mu.Lock()
+	delete(s.dotConns, c.raw)
+	s.mu.Unlock()
+	_ = c.raw.Close()
+	s.wg.Done()
 }
 
 // dotBusyWait is how long a reader waits inside crypto/tls before it
@@ -117,12 +140,15 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 const dotBusyWait = time.Second
 
 type dotConn struct {
-	s        *Server
-	conn     *tls.Conn
-	client   netip.AddrPort
-	clientID string
-	idle     time.Duration
-	max      int
+	s         *Server
+	raw       net.Conn
+	conn      *tls.Conn
+	rc        syscall.RawConn // nil: never park
+	idleSince time.Time
+	client    netip.AddrPort
+	clientID  string
+	idle      time.Duration
+	max       int
 
 	pending sync.WaitGroup
 	sem     chan struct{} // in-flight queries; made on the first query
@@ -133,8 +159,9 @@ type dotConn struct {
 	failed  bool    // a write failed: drop further answers
 }
 
-func (c *dotConn) readLoop(rc syscall.RawConn) {
-	defer c.pending.Wait()
+// readLoop reads and dispatches queries; true means the connection had
+// no data for dotBusyWait: the caller parks it (read deadline already set).
+func (c *dotConn) readLoop() (park bool) {
 	var (
 		rb    *[]byte // read buffer, nil while idle
 		big   []byte  // for a frame larger than a pool buffer
@@ -146,7 +173,6 @@ func (c *dotConn) readLoop(rc syscall.RawConn) {
 			putBuf(rb)
 		}
 	}()
-	idleSince := time.Now()
 	for {
 		// Dispatch every complete frame in the buffer.
 		for rb != nil && end-start >= 2 {
@@ -177,12 +203,12 @@ func (c *dotConn) readLoop(rc syscall.RawConn) {
 		// Read more: inside crypto/tls for dotBusyWait, then parked on the
 		// socket without a buffer.
 		wait := dotBusyWait
-		if left := c.idle - time.Since(idleSince); left < wait {
+		if left := c.idle - time.Since(c.idleSince); left < wait {
 			wait = left
 		}
 		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		if c.s.draining.Load() {
-			return
+			return false
 		}
 		if rb == nil {
 			rb = getBuf()
@@ -192,27 +218,22 @@ func (c *dotConn) readLoop(rc syscall.RawConn) {
 		n, err := c.conn.Read((*rb)[end:cap(*rb)])
 		end += n
 		if n > 0 {
-			idleSince = time.Now()
+			c.idleSince = time.Now()
 			continue
 		}
 		var ne net.Error
-		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.s.draining.Load() || time.Since(idleSince) >= c.idle {
-			return
+		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.s.draining.Load() || time.Since(c.idleSince) >= c.idle {
+			return false
 		}
-		if end > 0 || rc == nil {
+		if end > 0 || c.rc == nil {
 			continue // a partial frame: keep the buffer and read again
 		}
 		if rb != &big {
 			putBuf(rb)
 		}
 		rb, big = nil, nil
-		_ = c.conn.SetReadDeadline(idleSince.Add(c.idle))
-		if c.s.draining.Load() {
-			return
-		}
-		if err := waitReadable(rc); err != nil {
-			return
-		}
+		_ = c.conn.SetReadDeadline(c.idleSince.Add(c.idle))
+		return !c.s.draining.Load()
 	}
 }
 

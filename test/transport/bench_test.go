@@ -172,6 +172,12 @@ func BenchmarkIdleConns(b *testing.B) {
 			runtime.GC() // twice: shrink stacks of parked goroutines
 			runtime.ReadMemStats(&after)
 			g1 := runtime.NumGoroutine()
+			if prof := os.Getenv("SVC_BENCH_PROFILE"); prof != "" {
+				if f, err := os.Create(filepath.Join(prof, "idle-"+kind+".heap.pprof")); err == nil {
+					_ = pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+			}
 			t0 := time.Now()
 			if _, err := in.Write([]byte("ask\n")); err != nil {
 				b.Fatal(err)
