@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -27,7 +26,6 @@ import (
 	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/settings"
-	"github.com/svcdns/svc/internal/store/sqlite"
 	"github.com/svcdns/svc/internal/validation"
 )
 
@@ -124,14 +122,18 @@ func Run(ctx context.Context, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("object schemas: %w", err)
 	}
-	if cfg.Store.Driver != "sqlite" {
-		return fmt.Errorf("store.driver %q: only sqlite is available in this build", cfg.Store.Driver)
-	}
-	st, err := sqlite.NewStore(ctx, filepath.Join(cfg.Node.DataDir, "state.db"), validator, sqlite.Options{Logger: logger})
+	env := envLookup(opts.Environ)
+	st, err := openStore(ctx, cfg, env, validator, logger)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	ops.AddCheck("store", func() error {
+		if ok, age := st.fresh(time.Now()); !ok {
+			return fmt.Errorf("view of the store is %s old, over store.kube.snapshot.maxAge", age.Round(time.Second))
+		}
+		return nil
+	})
 	if err := ensureDefaultZone(ctx, st); err != nil {
 		return err
 	}
@@ -184,6 +186,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer hot.Close()
 	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
+	snaps.fresh = st.fresh
 	blk, err := newBlocking(ctx, cfg, st, dp, nodeName, hot, logger)
 	if err != nil {
 		return fmt.Errorf("blocking: %w", err)

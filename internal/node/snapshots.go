@@ -33,6 +33,10 @@ type snapshotter struct {
 	blocking func(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier)
 	// onPolicy is told about every changed Policy (its reconciler writes status).
 	onPolicy func(namespace, name string)
+	// fresh tells whether the store view is recent enough; when it is not,
+	// primary zones answer SERVFAIL (never NXDOMAIN). Nil means always fresh.
+	fresh    func(now time.Time) (bool, time.Duration)
+	wasFresh bool
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -56,7 +60,7 @@ func isCompiledKind(kind string) bool {
 }
 
 func newSnapshotter(st store.Store, dp *dataplane.Server, log *slog.Logger, static func() dataplane.SnapshotInput) *snapshotter {
-	return &snapshotter{st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
+	return &snapshotter{wasFresh: true, st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
 }
 
 // Ready reports whether the first snapshot from the store is being served.
@@ -110,6 +114,10 @@ func (s *snapshotter) Run(ctx context.Context) error {
 		expiry = time.After(time.Until(at))
 	}
 	arm(next)
+	// Freshness is polled: when the store view turns stale (or fresh again)
+	// the snapshot is rebuilt with the zones marked accordingly.
+	freshTick := time.NewTicker(time.Second)
+	defer freshTick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -138,6 +146,12 @@ func (s *snapshotter) Run(ctx context.Context) error {
 			arm(s.build())
 		case <-expiry:
 			arm(s.build())
+		case now := <-freshTick.C:
+			if s.fresh != nil {
+				if ok, _ := s.fresh(now); ok != s.wasFresh {
+					arm(s.build())
+				}
+			}
 		}
 	}
 }
@@ -239,6 +253,16 @@ func (s *snapshotter) build() time.Time {
 	s.mu.Unlock()
 
 	table, problems := authority.Compile(zones, sets, start)
+	fresh := true
+	if s.fresh != nil {
+		fresh, _ = s.fresh(start)
+	}
+	s.wasFresh = fresh
+	if !fresh {
+		// The default zone "." stays: an unsynced default zone would fail every
+		// forwarded name, not just the names it holds.
+		table = table.WithSync(func(zone, _ string) bool { return zone == "." })
+	}
 	in := s.static()
 	in.Authority = table
 	if s.blocking != nil {
