@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svcdns/svc/internal/api"
 )
 
 type adminOpts struct {
@@ -78,7 +80,11 @@ func (a *app) adminNDJSON(ctx context.Context, o *adminOpts, method, path string
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(a.g.RequestTimeout))
-	line, _ := json.Marshal(map[string]any{"method": method, "path": path, "body": json.RawMessage(orNull(payload))})
+	req := map[string]any{"method": method, "path": path}
+	if payload != nil {
+		req["body"] = json.RawMessage(payload)
+	}
+	line, _ := json.Marshal(req)
 	if _, err := conn.Write(append(line, '\n')); err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
@@ -100,13 +106,6 @@ func (a *app) adminNDJSON(ctx context.Context, o *adminOpts, method, path string
 		return json.Unmarshal(env.Body, out)
 	}
 	return nil
-}
-
-func orNull(b []byte) []byte {
-	if b == nil {
-		return []byte("null")
-	}
-	return b
 }
 
 func newAdminCmd(a *app) *cobra.Command {
@@ -142,13 +141,8 @@ func newAdminCmd(a *app) *cobra.Command {
 				}
 				password = p
 			}
-			var res struct {
-				Username           string `json:"username"`
-				Password           string `json:"password"`
-				MustChangePassword bool   `json:"mustChangePassword"`
-				Created            bool   `json:"created"`
-			}
-			body := map[string]any{"username": user, "password": password, "create": create, "revokeTokens": revoke}
+			var res api.AdminResetPasswordAnswer
+			body := api.AdminResetPasswordRequest{Username: user, Password: password, Create: create, RevokeTokens: revoke}
 			if err := a.adminCall(cmd.Context(), o, http.MethodPost, "/admin/v1/reset-password", body, &res); err != nil {
 				return err
 			}
@@ -178,13 +172,8 @@ func newAdminCmd(a *app) *cobra.Command {
 			if err := check(); err != nil {
 				return err
 			}
-			var res struct {
-				ID        string         `json:"id"`
-				Token     string         `json:"token"`
-				Owner     map[string]any `json:"owner"`
-				ExpiresAt *time.Time     `json:"expiresAt"`
-			}
-			body := map[string]any{"user": user, "description": desc, "expiresIn": expires}
+			var res api.AdminCreatedToken
+			body := api.AdminCreateTokenRequest{User: user, Description: desc, ExpiresIn: expires}
 			if err := a.adminCall(cmd.Context(), o, http.MethodPost, "/admin/v1/create-token", body, &res); err != nil {
 				return err
 			}
@@ -196,7 +185,7 @@ func newAdminCmd(a *app) *cobra.Command {
 			if res.ExpiresAt != nil {
 				exp = res.ExpiresAt.Format(time.RFC3339)
 			}
-			fmt.Fprintf(a.stderr, "token %s of %v/%v expires %s\n", res.ID, res.Owner["kind"], res.Owner["name"], exp)
+			fmt.Fprintf(a.stderr, "token %s of %v/%v expires %s\n", res.ID, res.Owner.Kind, res.Owner.Name, exp)
 			return nil
 		},
 	}
@@ -210,17 +199,7 @@ func newAdminCmd(a *app) *cobra.Command {
 			if err := check(); err != nil {
 				return err
 			}
-			var res struct {
-				Users []struct {
-					Name               string     `json:"name"`
-					DisplayName        string     `json:"displayName"`
-					BuiltinAdmin       bool       `json:"builtinAdmin"`
-					Disabled           bool       `json:"disabled"`
-					MustChangePassword bool       `json:"mustChangePassword"`
-					Groups             []string   `json:"groups"`
-					LastLoginAt        *time.Time `json:"lastLoginAt"`
-				} `json:"users"`
-			}
+			var res api.AdminUserList
 			if err := a.adminCall(cmd.Context(), o, http.MethodGet, "/admin/v1/list-users", nil, &res); err != nil {
 				return err
 			}
