@@ -10,8 +10,10 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -112,7 +114,7 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer putBuf(bp)
 	switch r.Method {
 	case http.MethodGet:
-		p := r.URL.Query().Get("dns")
+		p := dnsParam(r.URL.RawQuery)
 		if p == "" {
 			h.fail(w, http.StatusBadRequest, "bad_request")
 			return
@@ -132,8 +134,7 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		msg = m
 	case http.MethodPost:
-		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
-		if err != nil || mt != contentType {
+		if ct := r.Header["Content-Type"]; len(ct) != 1 || ct[0] != contentType && !isDNSMessageType(ct[0]) {
 			h.fail(w, http.StatusUnsupportedMediaType, "content_type")
 			return
 		}
@@ -172,21 +173,72 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, http.StatusBadRequest, "bad_request")
 		return
 	}
+	// Shared, never modified value slices: no per-answer header allocations
+	// beyond what net/http does itself.
 	hd := w.Header()
-	hd.Set("Content-Type", contentType)
-	hd.Set("Content-Length", strconv.Itoa(len(out)))
+	hd["Content-Type"] = contentTypeValue
+	if r.ProtoMajor == 1 {
+		// HTTP/2 and HTTP/3 add the length of a body written at once.
+		hd["Content-Length"] = []string{strconv.Itoa(len(out))}
+	}
 	if ttl, ok := cacheTTL(out); ok {
-		hd.Set("Cache-Control", "max-age="+strconv.FormatUint(uint64(ttl), 10))
+		hd["Cache-Control"] = maxAgeValue(ttl)
 	} else {
-		hd.Set("Cache-Control", "no-store")
+		hd["Cache-Control"] = noStoreValue
 	}
 	if h.altSvc != nil && r.ProtoMajor < 3 {
 		if a := h.altSvc(); a != "" {
-			hd.Set("Alt-Svc", a)
+			hd["Alt-Svc"] = h.s.altSvcValue
 		}
 	}
-	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+}
+
+var (
+	contentTypeValue = []string{contentType}
+	noStoreValue     = []string{"no-store"}
+	maxAgeCache      [256]atomic.Pointer[maxAgeEntry]
+)
+
+type maxAgeEntry struct {
+	ttl uint32
+	v   []string
+}
+
+// maxAgeValue returns the Cache-Control value for ttl, cached for the TTLs
+// seen lately (answers mostly carry a few distinct TTLs).
+func maxAgeValue(ttl uint32) []string {
+	slot := &maxAgeCache[ttl&255]
+	if e := slot.Load(); e != nil && e.ttl == ttl {
+		return e.v
+	}
+	e := &maxAgeEntry{ttl: ttl, v: []string{"max-age=" + strconv.FormatUint(uint64(ttl), 10)}}
+	slot.Store(e)
+	return e.v
+}
+
+// isDNSMessageType is the slow check of a Content-Type with parameters.
+func isDNSMessageType(v string) bool {
+	mt, _, err := mime.ParseMediaType(v)
+	return err == nil && mt == contentType
+}
+
+// dnsParam returns the first dns= value of a raw query string ("" if
+// none); base64url needs no unescaping.
+func dnsParam(q string) string {
+	for q != "" {
+		var kv string
+		kv, q, _ = strings.Cut(q, "&")
+		if v, ok := strings.CutPrefix(kv, "dns="); ok {
+			if strings.IndexByte(v, '%') >= 0 {
+				if u, err := url.QueryUnescape(v); err == nil {
+					return u
+				}
+			}
+			return v
+		}
+	}
+	return ""
 }
 
 // clientID matches the path exactly ("") or path/<clientid>.

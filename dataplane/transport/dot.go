@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -261,27 +262,37 @@ func (c *dotConn) dispatch(msg []byte) {
 	}()
 }
 
-// send writes out now, or queues a copy when another goroutine is writing;
-// the writer sends everything queued before it lets go.
+// send queues out; the first goroutine to find no writer writes the queue
+// in one TLS record. When other queries of the connection are still being
+// answered it first yields once, so that answers computed at the same time
+// (a pipelined burst) leave together; a query blocked on the network is
+// not runnable and delays nothing.
 func (c *dotConn) send(out []byte) {
 	c.mu.Lock()
 	if c.failed {
 		c.mu.Unlock()
 		return
 	}
+	if c.queued == nil {
+		c.queued = getBuf()
+	}
+	*c.queued = append(*c.queued, out...)
 	if c.writing {
-		if c.queued == nil {
-			c.queued = getBuf()
-		}
-		*c.queued = append(*c.queued, out...)
 		c.mu.Unlock()
 		return
 	}
-	c.writing = true
-	c.mu.Unlock()
-	err := c.write(out)
-	for {
+	if len(c.sem) > 1 {
+		c.mu.Unlock()
+		runtime.Gosched()
 		c.mu.Lock()
+		if c.writing || c.queued == nil {
+			c.mu.Unlock()
+			return
+		}
+	}
+	c.writing = true
+	var err error
+	for {
 		q := c.queued
 		c.queued = nil
 		if err != nil || q == nil {
@@ -296,6 +307,7 @@ func (c *dotConn) send(out []byte) {
 		c.mu.Unlock()
 		err = c.write(*q)
 		putBuf(q)
+		c.mu.Lock()
 	}
 	if err != nil {
 		_ = c.conn.SetReadDeadline(time.Now()) // wake the reader: the connection is done

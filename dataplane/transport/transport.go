@@ -103,6 +103,8 @@ type Server struct {
 	dotConns  map[net.Conn]struct{}
 	quicConns map[*quic.Conn]struct{}
 	altSvc    string
+	// altSvcValue is altSvc as a header value, shared by every answer.
+	altSvcValue []string
 }
 
 const (
@@ -189,6 +191,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		if len(s.addrs[kindDoH3]) > 0 {
 			s.altSvc = fmt.Sprintf(`h3=":%d"; ma=86400`, s.addrs[kindDoH3][0].Port())
+			s.altSvcValue = []string{s.altSvc}
 		}
 		for _, l := range s.cfg.DoT {
 			if err := s.startDoT(ctx, l); err != nil {
