@@ -24,6 +24,8 @@ import (
 	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/auth"
+	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/validation"
@@ -44,6 +46,7 @@ type Addrs struct {
 	Ops, Metrics string
 	DNS          []string
 	API          string
+	Internal     string
 }
 
 // Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
@@ -267,6 +270,30 @@ func Run(ctx context.Context, opts Options) error {
 	apiErr := make(chan error, 1)
 	go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
 	logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
+
+	if a := cfg.Listeners.Internal.Address; a != "" {
+		keys, err := auth.LoadKeys(env, cfg.Node.DataDir, cfg.Store.Driver != "kube")
+		if err != nil {
+			return fmt.Errorf("internal listener: %w", err)
+		}
+		it := cfg.Listeners.Internal
+		creds, err := internalapi.LoadCredentials(internalapi.Files{TokenFile: it.TokenFile, CertFile: it.TLS.CertFile, KeyFile: it.TLS.KeyFile, CAFile: it.TLS.CAFile, ServerName: it.TLS.ServerName}, keys.Current)
+		if err != nil {
+			return fmt.Errorf("internal listener: %w", err)
+		}
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return fmt.Errorf("internal listener %s: %w", a, err)
+		}
+		addrs.Internal = ln.Addr().String()
+		go func() {
+			deps := internalapi.Deps{Status: internalDeps{node: nodeName, snaps: snaps, ops: ops, store: st}, Zones: internalDeps{node: nodeName, snaps: snaps, ops: ops, store: st}, Lists: blk.fetcher, Logger: logger.With("component", "internal")}
+			if err := internalapi.Serve(ctx, ln, creds, deps); err != nil && ctx.Err() == nil {
+				logger.Error("internal listener stopped", "err", err)
+			}
+		}()
+		logger.Info("listening", "listener", "internal", "address", addrs.Internal)
+	}
 
 	if opts.Ready != nil {
 		opts.Ready(addrs)

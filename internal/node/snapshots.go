@@ -44,6 +44,7 @@ type snapshotter struct {
 	lastErr  error
 	builtAt  time.Time
 	problems []authority.Problem
+	table    *authority.Table
 	rebuild  chan struct{}
 }
 
@@ -272,7 +273,7 @@ func (s *snapshotter) build() time.Time {
 	s.dp.Swap(dataplane.NewSnapshot(in))
 
 	s.mu.Lock()
-	s.problems, s.lastErr, s.builtAt = problems, convErr, start
+	s.problems, s.lastErr, s.builtAt, s.table = problems, convErr, start, table
 	s.mu.Unlock()
 	if convErr != nil {
 		s.log.Error("objects skipped in snapshot", "err", convErr)
@@ -289,4 +290,15 @@ type blockingObjects struct {
 	groups   []v1alpha1.ClientGroup
 	policies []v1alpha1.Policy
 	lists    []v1alpha1.BlockList
+}
+
+// Zones lists the zones of the snapshot being served.
+func (s *snapshotter) Zones() []authority.ZoneInfo {
+	s.mu.Lock()
+	t := s.table
+	s.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	return t.Zones()
 }

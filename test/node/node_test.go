@@ -15,6 +15,8 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcdns/svc/internal/auth"
+	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/node"
 )
 
@@ -376,5 +378,41 @@ func TestNodeAPIAppliesAndQueries(t *testing.T) {
 	code, _ = apiCall(t, tn, "POST", "/cache/flush", `{}`)
 	if code/100 != 2 {
 		t.Fatalf("cache flush = %d", code)
+	}
+}
+
+func TestNodeInternalListener(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	tn := startNode(t, "", []string{"SERVICE_ENCRYPTION_KEY=" + key}, map[string]string{"zone.yaml": zoneDoc})
+	raw, err := auth.DecodeKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := internalapi.LoadCredentials(internalapi.Files{}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := internalapi.NewClient(creds)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	eventually(t, 5*time.Second, "internal status ready", func() bool {
+		st, err := c.Status(ctx, tn.addrs.Internal)
+		return err == nil && st.Ready
+	})
+	zones, err := c.Zones(ctx, tn.addrs.Internal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, z := range zones {
+		found = found || z.Name == "example.test."
+	}
+	if !found {
+		t.Fatalf("internal zones %v lack example.test.", zones)
+	}
+	// A node with another key is refused.
+	other, _ := internalapi.LoadCredentials(internalapi.Files{}, []byte(strings.Repeat("x", 32)))
+	if _, err := internalapi.NewClient(other).Status(ctx, tn.addrs.Internal); err == nil {
+		t.Fatal("a client with credentials from another key was served")
 	}
 }
