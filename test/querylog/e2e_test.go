@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -24,6 +25,11 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 	e.ask(t, "rewrite.example.org.", dns.TypeA, dns.ClassINET)
 	e.ask(t, "fail.example.net.", dns.TypeA, dns.ClassINET)
 	e.ask(t, "version.bind.", dns.TypeTXT, dns.ClassCHAOS)
+	// Served stale: cached, expired (cache clock moved on), upstream down.
+	e.ask(t, "stale.example.net.", dns.TypeA, dns.ClassINET)
+	e.skew.Store(int64(10 * time.Minute))
+	e.fwd.down.Store(true)
+	e.ask(t, "stale.example.net.", dns.TypeA, dns.ClassINET)
 	// None of these may leave a row.
 	e.ask(t, "nolog.example.org.", dns.TypeA, dns.ClassINET)
 	e.ask(t, "a.excluded.example.", dns.TypeA, dns.ClassINET)
@@ -47,6 +53,7 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 		"rewrite.example.org": {"rewritten"},
 		"fail.example.net":    {"failed"},
 		"version.bind":        {"refused"},
+		"stale.example.net":   {"stale", "answered"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows for %v, want exactly %v", got, want)
@@ -92,7 +99,7 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 		{"list", querylog.Filter{List: "ads"}, []string{"ads.example.org"}},
 		{"qtype", querylog.Filter{QType: "TXT"}, []string{"version.bind"}},
 		{"policy", querylog.Filter{Policy: "default/kids"}, []string{"rewrite.example.org", "ads.example.org"}},
-		{"upstream", querylog.Filter{Upstream: "192.0.2.53:53"}, []string{"host.example.net"}},
+		{"upstream", querylog.Filter{Upstream: "192.0.2.53:53"}, []string{"stale.example.net", "host.example.net"}},
 		{"client", querylog.Filter{Client: "127.0.0.2"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,10 +122,10 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Total != 7 || sum.Blocked != 1 || sum.ByClass["error"] != 2 || sum.ByClass["allowed"] != 3 || sum.ByClass["rewritten"] != 1 || sum.ByStatus["cached"] != 1 {
+	if sum.Total != 9 || sum.Blocked != 1 || sum.ByClass["error"] != 2 || sum.ByClass["allowed"] != 5 || sum.ByClass["rewritten"] != 1 || sum.ByStatus["cached"] != 1 {
 		t.Fatalf("summary %+v", sum)
 	}
-	if sum.BlockedShare < 0.14 || sum.BlockedShare > 0.15 || sum.Window != "24h0m0s" {
+	if sum.BlockedShare < 0.11 || sum.BlockedShare > 0.112 || sum.Window != "24h0m0s" {
 		t.Fatalf("summary share/window %+v", sum)
 	}
 	top, err := e.w.Top(ctx, querylog.TopRequest{Dim: querylog.DimDomains, N: 1})
@@ -136,7 +143,7 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 	if err != nil || len(cl.Items) != 1 {
 		t.Fatalf("clients: %+v %v", cl, err)
 	}
-	if c := cl.Items[0]; c.Key != "127.0.0.1" || c.Count != 7 || c.Blocked != 1 || c.Name != "laptop" || c.Group != "kids" || c.LastSeen == nil {
+	if c := cl.Items[0]; c.Key != "127.0.0.1" || c.Count != 9 || c.Blocked != 1 || c.Name != "laptop" || c.Group != "kids" || c.LastSeen == nil {
 		t.Fatalf("client item %+v", c)
 	}
 	ts, err := e.w.ClientTimeseries(ctx, querylog.TimeseriesRequest{})
@@ -149,8 +156,8 @@ func TestStatusClassesThroughDNS(t *testing.T) {
 			n += p.Counts[0]
 		}
 	}
-	if n != 7 {
-		t.Fatalf("timeseries counts %d, want 7", n)
+	if n != 9 {
+		t.Fatalf("timeseries counts %d, want 9", n)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,12 +23,12 @@ import (
 )
 
 // forwarder answers every A question with 198.51.100.1 and fails names
-// under fail.example.net.
-type forwarder struct{}
+// under fail.example.net, and under stale.example.net once down is set.
+type forwarder struct{ down atomic.Bool }
 
-func (forwarder) Forward(_ context.Context, _ string, req *dns.Msg, _ netip.Addr) (*dns.Msg, string, error) {
+func (f *forwarder) Forward(_ context.Context, _ string, req *dns.Msg, _ netip.Addr) (*dns.Msg, string, error) {
 	q := req.Question[0]
-	if dns.IsSubDomain("fail.example.net.", q.Name) {
+	if dns.IsSubDomain("fail.example.net.", q.Name) || (f.down.Load() && dns.IsSubDomain("stale.example.net.", q.Name)) {
 		return nil, "", errors.New("upstream unreachable")
 	}
 	m := new(dns.Msg)
@@ -66,6 +67,8 @@ func (identifier) Identify(addr netip.Addr, _ string) dataplane.ClientInfo {
 
 // env is a query log writer behind a running data plane.
 type env struct {
+	fwd  *forwarder
+	skew atomic.Int64 // added to the cache's clock
 	w    *querylog.Writer
 	s    *dataplane.Server
 	addr string
@@ -99,8 +102,11 @@ func newEnv(t *testing.T, cfg querylog.Config, opts querylog.Options) *env {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
+	e := &env{fwd: &forwarder{}, dir: dir, w: w}
 	cc := cache.DefaultConfig()
 	cc.MaxEntries = 1000
+	cc.StaleMaxWait = 100 * time.Millisecond
+	cc.Now = func() time.Time { return time.Now().Add(time.Duration(e.skew.Load())) }
 	s, err := dataplane.New(dataplane.Config{
 		Node:      "node-a",
 		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp", "tcp"}}},
@@ -111,7 +117,7 @@ func newEnv(t *testing.T, cfg querylog.Config, opts querylog.Options) *env {
 		t.Fatal(err)
 	}
 	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{
-		Authority: tab, Forwarder: forwarder{}, Blocker: blocker{}, Identifier: identifier{}, BlockingEnabled: true,
+		Authority: tab, Forwarder: e.fwd, Blocker: blocker{}, Identifier: identifier{}, BlockingEnabled: true,
 	}))
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
@@ -123,7 +129,8 @@ func newEnv(t *testing.T, cfg querylog.Config, opts querylog.Options) *env {
 			t.Error(err)
 		}
 	})
-	return &env{w: w, s: s, addr: s.UDPAddrs()[0].String(), dir: dir}
+	e.s, e.addr = s, s.UDPAddrs()[0].String()
+	return e
 }
 
 // ask sends one question over UDP and returns the rcode.
