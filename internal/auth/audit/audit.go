@@ -59,7 +59,7 @@ func Open(ctx context.Context, path string, clock func() time.Time) (*Log, error
 	if clock == nil {
 		clock = time.Now
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}
