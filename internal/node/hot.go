@@ -23,6 +23,8 @@ type hotConfig struct {
 	fwd *upstream.Resolver
 	// newLimiter rebuilds the UDP rate limiter when ratelimit.* changes.
 	newLimiter func(*settings.Config) error
+	// querylog applies querylog.* changes.
+	querylog func(*settings.Config) error
 }
 
 func newHotConfig(cfg *settings.Config, fwd *upstream.Resolver, log *slog.Logger) *hotConfig {
@@ -65,6 +67,11 @@ func (h *hotConfig) follow(updates <-chan *settings.Config, dp *dataplane.Server
 		h.mu.Unlock()
 		if !reflect.DeepEqual(prev.Cache, next.Cache) {
 			dp.SetCacheConfig(cacheConfig(next))
+		}
+		if !reflect.DeepEqual(prev.Querylog, next.Querylog) && h.querylog != nil {
+			if err := h.querylog(next); err != nil {
+				h.log.Error("querylog change refused", "err", err)
+			}
 		}
 		if !reflect.DeepEqual(prev.Ratelimit, next.Ratelimit) && h.newLimiter != nil {
 			if err := h.newLimiter(next); err != nil {

@@ -161,7 +161,12 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	dpCfg := dataplaneConfig(cfg, nodeName)
 	dpCfg.ProxyProtocol = pp
-	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg})
+	qlog, qlogger, err := openQueryLog(ctx, cfg, nodeName, reg, logger)
+	if err != nil {
+		return fmt.Errorf("query log: %w", err)
+	}
+	defer qlog.Close()
+	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg, QueryLogger: qlogger})
 	if err != nil {
 		return err
 	}
@@ -179,6 +184,7 @@ func Run(ctx context.Context, opts Options) error {
 		dp.SetLameduck(ld)
 	}
 	hot := newHotConfig(cfg, fwd, logger)
+	hot.querylog = func(c *settings.Config) error { return qlog.Update(querylogConfig(c, nodeName)) }
 	hot.newLimiter = func(c *settings.Config) error {
 		l, err := ratelimit.New(ratelimitConfig(c), rlMetrics)
 		if err != nil {
