@@ -106,7 +106,7 @@ func (c *compiler) intern(b []byte) string {
 		return ""
 	}
 	if cap(c.names)-len(c.names) < len(b) {
-		c.names = make([]byte, 0, max(16<<10, len(b)))
+		c.names = make([]byte, 0, max(min(2*cap(c.names), 64<<10), 1<<10, len(b)))
 	}
 	start := len(c.names)
 	c.names = append(c.names, b...)
