@@ -62,7 +62,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	s.addrs[kindDoH] = append(s.addrs[kindDoH], addrPortOf(ln.Addr()))
 	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol,
 		OnReject: func(netip.AddrPort, error) { s.m.reject("doh", "proxy") }}
-	wrapped = netutil.LimitListener(wrapped, s.cfg.MaxConns)
+	wrapped = asyncListener{netutil.LimitListener(wrapped, s.cfg.MaxConns)}
 	h2 := new(http.HTTP2Config)
 	h2.MaxConcurrentStreams = 100
 	srv := &http.Server{

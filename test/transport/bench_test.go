@@ -42,7 +42,10 @@ type loadCase struct {
 // BenchmarkTransportRatio measures queries per second of Do53 UDP, DoT and
 // DoH (HTTP/2, POST) for the same authoritative answer, in the same run,
 // and reports DoT and DoH as ratios of UDP (medians over rounds, the
-// transports interleaved in every round). The load generator is a child
+// transports interleaved in every round). On a shared machine the qps of
+// one round swing with other load; the server CPU time per answer (and
+// its ratio, UDP's over the transport's: the qps ratio of a CPU-bound
+// server) is the steadier figure. The load generator is a child
 // process (loadgen_test.go) with GOMAXPROCS=SVC_BENCH_CLIENT_PROCS
 // (default 1; the server keeps the rest); server CPU time, allocations and
 // bytes per answer come from this process only.
@@ -115,11 +118,11 @@ func BenchmarkTransportRatio(b *testing.B) {
 		}
 	}
 	med := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
-	udp := med(cases[0].qps)
+	udp, udpCPU := med(cases[0].qps), med(cases[0].cpuPerQ)
 	var sb strings.Builder
 	for _, c := range cases {
-		fmt.Fprintf(&sb, "%-9s flows=%3d window=%3d qps=%8.0f (rounds %v) ratio=%.2f server: %.1f µs CPU, %.1f allocs, %.0f B per answer\n",
-			c.name, c.flows, c.window, med(c.qps), roundAll(c.qps), med(c.qps)/udp, med(c.cpuPerQ), med(c.allocsPerQ), med(c.bytesPerQ))
+		fmt.Fprintf(&sb, "%-9s flows=%3d window=%3d qps=%8.0f (rounds %v) ratio=%.2f server: %.1f µs CPU (ratio %.2f), %.1f allocs, %.0f B per answer\n",
+			c.name, c.flows, c.window, med(c.qps), roundAll(c.qps), med(c.qps)/udp, med(c.cpuPerQ), udpCPU/med(c.cpuPerQ), med(c.allocsPerQ), med(c.bytesPerQ))
 		b.ReportMetric(med(c.qps), c.name+"-qps")
 		if c != cases[0] {
 			b.ReportMetric(med(c.qps)/udp, c.name+"/udp")

@@ -196,10 +196,14 @@ func newStack(t testing.TB, o stackOpts) *stack {
 		t.Fatal(problems)
 	}
 	st := &stack{log: &memLog{}}
+	sockets := 1
+	if o.bench {
+		sockets = 0 // the production default: one UDP socket per CPU
+	}
 	cc := cache.DefaultConfig()
 	cc.MaxEntries = 1000
 	dp, err := dataplane.New(dataplane.Config{
-		Node: "node-a", Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0"}}, Sockets: 1, Cache: cc,
+		Node: "node-a", Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0"}}, Sockets: sockets, Cache: cc,
 		ProxyProtocol: o.proxy,
 	}, dataplane.Options{QueryLogger: queryLogger(st.log, o.bench)})
 	if err != nil {
