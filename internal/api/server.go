@@ -67,8 +67,12 @@ type Options struct {
 	// RBACBindings are the rbac.bindings setting.
 	RBACBindings []auth.Binding
 
-	// AdminSocketPath (default /run/service/service.sock; empty disables in
-	// ServeAdminSocket callers) and AdminSocketGroup (-1: none).
+	// AdminSocketPath is auth.adminSocket.path (the setting's default is
+	// /run/service/service.sock); empty turns the socket off and
+	// ServeAdminSocket returns at once. AdminSocketGroup is
+	// auth.adminSocket.group: a gid admitted besides root and the server's
+	// own uid, and the socket's group; -1: none. Map the setting explicitly:
+	// the zero value 0 admits group root.
 	AdminSocketPath  string
 	AdminSocketGroup int
 
@@ -155,6 +159,12 @@ type Server struct {
 	limiter  *rateLimiter
 	touched  *touchCache
 	bindings *bindingCache
+
+	// adminSelfUID is the uid admitted to the admin socket besides root
+	// (os.Getuid; tests change it); adminGroups finds a peer's
+	// supplementary groups.
+	adminSelfUID int
+	adminGroups  func(pid int32) []int
 }
 
 func (o *Options) defaults() {
@@ -185,9 +195,6 @@ func (o *Options) defaults() {
 	}
 	if o.SessionSecure == "" {
 		o.SessionSecure = "auto"
-	}
-	if o.AdminSocketPath == "" {
-		o.AdminSocketPath = "/run/service/service.sock"
 	}
 	if o.Env == nil {
 		o.Env = os.Getenv
@@ -240,6 +247,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		sessions: auth.NewSessions(keys, opts.Clock), lockout: auth.NewLockout(opts.Clock),
 		dir: auth.NewDirectory(deps.Store, opts.Namespace), audit: al,
 		limiter: newRateLimiter(opts.Clock, 30, time.Minute), touched: newTouchCache(),
+		adminSelfUID: os.Getuid(), adminGroups: procGroups,
 	}
 	s.kinds = deps.Kinds
 	if s.kinds == nil {
