@@ -229,7 +229,12 @@ func (s *Server) logout(ctx context.Context, _ *emptyIn) (*noContentOut, error) 
 		return nil, newErr(http.StatusForbidden, KeyCSRF, "missing or invalid CSRF token", "send the X-Service-CSRF header with the value from GET /auth/me")
 	}
 	if st.session != nil {
-		s.sessions.Revoke(*st.session)
+		// Revoked in memory at once; the write to <dataDir>/sessions.db keeps
+		// it revoked across restarts. A failed write is logged, not answered:
+		// the cookie is dead in this process either way.
+		if err := s.sessions.Revoke(ctx, *st.session); err != nil {
+			s.log.Error("persisting logout", "request_id", st.id, "error", err)
+		}
 	}
 	secure := s.cookieSecure(st)
 	auditObject(ctx, "logout", "", "", "", "")

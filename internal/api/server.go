@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -249,11 +250,16 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		limiter: newRateLimiter(opts.Clock, 30, time.Minute), touched: newTouchCache(),
 		adminSelfUID: os.Getuid(), adminGroups: procGroups,
 	}
+	if err := s.sessions.Persist(ctx, filepath.Join(opts.DataDir, "sessions.db")); err != nil {
+		al.Close()
+		return nil, err
+	}
 	s.kinds = deps.Kinds
 	if s.kinds == nil {
 		v, err := validation.New()
 		if err != nil {
 			al.Close()
+			s.sessions.Close()
 			return nil, fmt.Errorf("kinds: %w", err)
 		}
 		s.kinds = v
@@ -265,6 +271,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	s.authz = auth.NewAuthorizer(s.bindings.get)
 	if err := s.bootstrap(ctx); err != nil {
 		al.Close()
+		s.sessions.Close()
 		return nil, err
 	}
 	s.buildAPI()
@@ -289,8 +296,10 @@ func (s *Server) bootstrap(ctx context.Context) error {
 	return nil
 }
 
-// Close releases the audit log.
-func (s *Server) Close() error { return s.audit.Close() }
+// Close releases the audit log and the session revocation file.
+func (s *Server) Close() error {
+	return errors.Join(s.audit.Close(), s.sessions.Close())
+}
 
 // API returns the huma API (for the OpenAPI document).
 func (s *Server) API() huma.API { return s.api }

@@ -1,16 +1,21 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 )
 
 // CookieBaseName is the session cookie name without the __Host- prefix.
@@ -43,19 +48,27 @@ var (
 )
 
 // Sessions issues and verifies HMAC-signed session cookies. No session table
-// is needed, so every replica sharing the encryption key accepts a cookie;
-// logout adds the session id to a bounded in-memory revocation list, and a
-// password change revokes every session through sessionsValidAfter.
+// is needed, so every replica sharing the encryption key accepts a cookie
+// (the MAC key is derived from the encryption key, so cookies also survive
+// restarts). Logout revokes one session id: kept in memory and, after
+// Persist, in a SQLite file so that a logged-out cookie stays dead across
+// restarts. A password change or reset revokes every session of the user
+// through sessionsValidAfter (in the store, so on every replica).
 type Sessions struct {
 	keys  Keys
 	clock Clock
 
 	mu      sync.Mutex
-	revoked map[string]int64 // session id -> expiry
+	revoked map[string]int64 // revocationKey(session id) -> expiry
+	// db holds revocations persistently (nil: memory only); overflow is
+	// set when some revocations live only there, so lookups consult it.
+	db       *sql.DB
+	overflow bool
+	writes   int
 }
 
 // maxRevoked bounds the logout revocation list; entries leave at expiry.
-const maxRevoked = 100000
+var maxRevoked = 100000
 
 // NewSessions returns a session codec keyed by keys.
 func NewSessions(keys Keys, clock Clock) *Sessions {
@@ -121,13 +134,26 @@ func (s *Sessions) Decode(v string, idle time.Duration) (Session, error) {
 	if now >= sess.Expires || (idle > 0 && now-sess.Seen >= int64(idle/time.Second)) {
 		return Session{}, ErrSessionExpired
 	}
-	s.mu.Lock()
-	_, revoked := s.revoked[sess.ID]
-	s.mu.Unlock()
-	if revoked {
+	if s.isRevoked(sess.ID) {
 		return Session{}, ErrSessionExpired
 	}
 	return sess, nil
+}
+
+func (s *Sessions) isRevoked(id string) bool {
+	key := revocationKey(id)
+	s.mu.Lock()
+	_, revoked := s.revoked[key]
+	db, overflow := s.db, s.overflow
+	s.mu.Unlock()
+	if revoked || db == nil || !overflow {
+		return revoked
+	}
+	// More revocations than fit in memory: ask the file.
+	var n int
+	err := db.QueryRow(`SELECT count(*) FROM revoked_sessions WHERE id = ?`, key).Scan(&n)
+	// When the file cannot answer, refuse rather than accept a revoked cookie.
+	return err != nil || n > 0
 }
 
 // ValidAfter reports whether the session was issued after validAfter.
@@ -135,8 +161,9 @@ func (sess Session) ValidAfter(validAfter time.Time) bool {
 	return validAfter.IsZero() || sess.IssuedAt > validAfter.Unix()
 }
 
-// Revoke refuses the session until its expiry.
-func (s *Sessions) Revoke(sess Session) {
+// Revoke refuses the session until its expiry. With Persist, the
+// revocation is written to the file before Revoke returns.
+func (s *Sessions) Revoke(ctx context.Context, sess Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock().Unix()
@@ -147,9 +174,111 @@ func (s *Sessions) Revoke(sess Session) {
 			}
 		}
 	}
+	key := revocationKey(sess.ID)
 	if len(s.revoked) < maxRevoked {
-		s.revoked[sess.ID] = sess.Expires
+		s.revoked[key] = sess.Expires
+	} else if s.db != nil {
+		s.overflow = true
 	}
+	if s.db == nil {
+		return nil
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_sessions (id, exp) VALUES (?, ?)`, key, sess.Expires); err != nil {
+		return fmt.Errorf("persist session revocation: %w", err)
+	}
+	if s.writes++; s.writes%1000 == 0 {
+		if _, err := s.db.ExecContext(ctx, `DELETE FROM revoked_sessions WHERE exp <= ?`, now); err != nil {
+			return fmt.Errorf("prune session revocations: %w", err)
+		}
+	}
+	return nil
+}
+
+// Persist keeps revocations in the SQLite file at path (created when
+// missing): those not yet expired are loaded, expired ones are dropped, and
+// every later Revoke is written through. Only a hash of each session id is
+// stored. Close releases the file.
+func (s *Sessions) Persist(ctx context.Context, path string) error {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	if err != nil {
+		return fmt.Errorf("open session revocations: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	fail := func(err error) error {
+		db.Close()
+		return fmt.Errorf("session revocations %s: %w", path, err)
+	}
+	if _, err := db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS revoked_sessions (id TEXT PRIMARY KEY, exp INTEGER NOT NULL)`); err != nil {
+		return fail(err)
+	}
+	now := s.clock().Unix()
+	if _, err := db.ExecContext(ctx, `DELETE FROM revoked_sessions WHERE exp <= ?`, now); err != nil {
+		return fail(err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT id, exp FROM revoked_sessions`)
+	if err != nil {
+		return fail(err)
+	}
+	loaded := map[string]int64{}
+	overflow := false
+	for rows.Next() {
+		var id string
+		var exp int64
+		if err := rows.Scan(&id, &exp); err != nil {
+			rows.Close()
+			return fail(err)
+		}
+		if len(loaded) >= maxRevoked {
+			overflow = true
+			continue
+		}
+		loaded[id] = exp
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fail(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db != nil {
+		db.Close()
+		return errors.New("session revocations are already persisted")
+	}
+	s.db = db
+	for k, exp := range loaded {
+		if len(s.revoked) >= maxRevoked {
+			overflow = true
+			break
+		}
+		s.revoked[k] = exp
+	}
+	s.overflow = overflow
+	// Revocations made before Persist are written through now.
+	for k, exp := range s.revoked {
+		if _, ok := loaded[k]; !ok && exp > now {
+			if _, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO revoked_sessions (id, exp) VALUES (?, ?)`, k, exp); err != nil {
+				return fmt.Errorf("persist session revocation: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Close releases the revocation file.
+func (s *Sessions) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	return err
+}
+
+func revocationKey(id string) string {
+	sum := sha256.Sum256([]byte("session/" + id))
+	return hex.EncodeToString(sum[:])
 }
 
 // CSRF returns the CSRF token bound to a session.
