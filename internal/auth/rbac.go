@@ -252,6 +252,10 @@ type Principal struct {
 	SessionIdle    time.Time
 	// FrozenGrants are grants fixed at OIDC login; nil for local principals.
 	FrozenGrants []Grant
+	// External, when set, is consulted after built-in admin and implicit
+	// grants and before bindings (Kubernetes identities: SubjectAccessReview,
+	// decision path sar); the first allow wins.
+	External func(ctx context.Context, perm string, at Scope) Decision `json:"-"`
 }
 
 // Matches reports whether a binding's subject is p.
@@ -301,6 +305,11 @@ func (a *Authorizer) Authorize(ctx context.Context, p *Principal, perm string, a
 	}
 	if p.BuiltinAdmin {
 		return Decision{Allowed: true, Path: PathLocal}
+	}
+	if p.External != nil {
+		if d := p.External(ctx, perm, at); d.Allowed {
+			return d
+		}
 	}
 	grants, err := a.Grants(ctx, p)
 	if err != nil {

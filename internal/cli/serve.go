@@ -9,7 +9,8 @@ import (
 )
 
 func newServeCmd(g *Globals, _ Env) *cobra.Command {
-	return &cobra.Command{
+	var role string
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a node: DNS listeners, the REST API, health checks and metrics",
 		Args:  cobra.NoArgs,
@@ -19,7 +20,10 @@ func newServeCmd(g *Globals, _ Env) *cobra.Command {
 				ConfigExplicit: cmd.Flags().Changed("config"),
 				Environ:        os.Environ(),
 				Stderr:         cmd.ErrOrStderr(),
+				Role:           role,
 			})
 		},
 	}
+	cmd.Flags().StringVar(&role, "role", node.RoleAll, "all (one process), operator (leader-elected reconcilers, list fetching; no DNS) or dataplane (DNS, API; lists copied from the operator); operator and dataplane need store.driver kube")
+	return cmd
 }

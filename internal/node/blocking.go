@@ -37,6 +37,9 @@ type blocking struct {
 	lists map[string]*blocklist.List // "namespace/name"
 
 	changed func() // asks the snapshotter for a rebuild
+	// follow, when set, replaces the local list reconciler (kube store data
+	// plane: bodies come from the operator leader by digest).
+	follow *listFollower
 }
 
 func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *dataplane.Server, nodeName string, hot *hotConfig, log *slog.Logger) (*blocking, error) {
@@ -63,25 +66,34 @@ func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *
 // run reconciles block lists until ctx ends; initial receives the result of the
 // first pass (blocking.initStrategy decides whether the node waits for it).
 func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<- error) error {
+	go b.refreshCatalogue(ctx, cfg.Blocking.Catalogue)
+	if b.follow != nil {
+		// kube store: the operator leader fetches, this node copies bodies
+		b.follow.onList = b.setList
+		return b.follow.run(ctx, initial)
+	}
 	rec := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: b.st, Fetcher: b.fetcher, Compiler: policy.ListCompiler{},
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: b.log.With("component", "blocklists"),
-		OnList: func(name string, l *blocklist.List, ok bool) {
-			b.mu.Lock()
-			if ok {
-				b.lists[name] = l
-			} else {
-				delete(b.lists, name)
-			}
-			b.mu.Unlock()
-			if b.changed != nil {
-				b.changed()
-			}
-		},
+		OnList: b.setList,
 	})
-	go b.refreshCatalogue(ctx, cfg.Blocking.Catalogue)
 	return rec.Run(ctx, initial)
+}
+
+// setList puts a compiled list into (ok=false: removes it from) the next
+// snapshot.
+func (b *blocking) setList(name string, l *blocklist.List, ok bool) {
+	b.mu.Lock()
+	if ok {
+		b.lists[name] = l
+	} else {
+		delete(b.lists, name)
+	}
+	b.mu.Unlock()
+	if b.changed != nil {
+		b.changed()
+	}
 }
 
 // refreshCatalogue reloads a configured catalogue document periodically.

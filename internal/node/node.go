@@ -24,7 +24,6 @@ import (
 	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/api"
-	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/settings"
@@ -39,6 +38,8 @@ type Options struct {
 	Stderr         io.Writer
 	// Ready, when set, receives the bound addresses once every listener is up.
 	Ready func(Addrs)
+	// Role is all (default), operator or dataplane (`svc serve --role`).
+	Role string
 }
 
 // Addrs are the addresses the node's listeners are bound to.
@@ -67,11 +68,16 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("settings: %w", err)
 	}
 	cfg := mgr.Current()
+	role, err := parseRole(opts.Role, cfg.Store.Driver)
+	if err != nil {
+		return err
+	}
+	kubeMode := cfg.Store.Driver == "kube"
 	nodeName := cfg.Node.Name
 	if nodeName == "" {
 		nodeName, _ = os.Hostname()
 	}
-	logger = logger.With("node", nodeName)
+	logger = logger.With("node", nodeName, "role", role)
 
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -201,16 +207,36 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("blocking: %w", err)
 	}
 	snaps.blocking = blk.compile
-	snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
+	if !kubeMode {
+		// with the kube store the operator leader writes Policy status
+		snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
+	}
 	blk.changed = snaps.Trigger
-	initial := make(chan error, 1)
-	go func() {
-		if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
-			logger.Error("block list reconciler stopped", "err", err)
+	var internalCreds *internalapi.Credentials
+	if kubeMode || cfg.Listeners.Internal.Address != "" {
+		if internalCreds, err = internalCredentials(cfg, env); err != nil {
+			return fmt.Errorf("internal listener: %w", err)
 		}
-	}()
-	if err := waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger); err != nil {
-		return err
+	}
+	if kubeMode && role != RoleDataplane {
+		if err := startOperator(ctx, cfg, st, blk, env, nodeName, logger); err != nil {
+			return err
+		}
+	}
+	if kubeMode {
+		blk.follow = &listFollower{st: st, fetcher: blk.fetcher, client: internalapi.NewClient(internalCreds),
+			peers: parsePeers(env(PeersEnv)), allowDegraded: cfg.Blocking.AllowDegraded, log: logger.With("component", "listfollower")}
+	}
+	if role != RoleOperator {
+		initial := make(chan error, 1)
+		go func() {
+			if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
+				logger.Error("block list reconciler stopped", "err", err)
+			}
+		}()
+		if err := waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger); err != nil {
+			return err
+		}
 	}
 	go func() {
 		if err := mgr.Watch(ctx); err != nil && ctx.Err() == nil {
@@ -218,75 +244,76 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}()
 	go hot.follow(mgr.Subscribe(ctx), dp, snaps, reg)
-	ops.AddCheck("snapshot", snaps.Ready)
 	snapErr := make(chan error, 1)
-	go func() { snapErr <- snaps.Run(ctx) }()
-	if err := dp.Start(ctx); err != nil {
-		return fmt.Errorf("dns listeners: %w", err)
+	if role != RoleOperator {
+		ops.AddCheck("snapshot", snaps.Ready)
+		go func() { snapErr <- snaps.Run(ctx) }()
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = dp.Shutdown(sctx)
-	}()
-	for _, a := range dp.UDPAddrs() {
-		addrs.DNS = append(addrs.DNS, "udp/"+a.String())
-	}
-	for _, a := range dp.TCPAddrs() {
-		addrs.DNS = append(addrs.DNS, "tcp/"+a.String())
-	}
-	tp, err := transport.New(dp, transportConfig(cfg, pp), transport.Options{Logger: logger.With("component", "transport"), Registerer: reg})
-	if err != nil {
-		return fmt.Errorf("encrypted DNS listeners: %w", err)
-	}
-	if err := tp.Start(ctx); err != nil {
-		return fmt.Errorf("encrypted DNS listeners: %w", err)
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tp.Shutdown(sctx)
-	}()
-	for _, kind := range []string{"dot", "doh", "doq", "doh3"} {
-		for _, a := range tp.Addrs(kind) {
-			addrs.DNS = append(addrs.DNS, kind+"/"+a.String())
+	var apiErr chan error
+	if role != RoleOperator { // DNS listeners and the API
+		if err := dp.Start(ctx); err != nil {
+			return fmt.Errorf("dns listeners: %w", err)
 		}
-	}
-	logger.Info("dns listening", "addresses", addrs.DNS)
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = dp.Shutdown(sctx)
+		}()
+		for _, a := range dp.UDPAddrs() {
+			addrs.DNS = append(addrs.DNS, "udp/"+a.String())
+		}
+		for _, a := range dp.TCPAddrs() {
+			addrs.DNS = append(addrs.DNS, "tcp/"+a.String())
+		}
+		tp, err := transport.New(dp, transportConfig(cfg, pp), transport.Options{Logger: logger.With("component", "transport"), Registerer: reg})
+		if err != nil {
+			return fmt.Errorf("encrypted DNS listeners: %w", err)
+		}
+		if err := tp.Start(ctx); err != nil {
+			return fmt.Errorf("encrypted DNS listeners: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = tp.Shutdown(sctx)
+		}()
+		for _, kind := range []string{"dot", "doh", "doq", "doh3"} {
+			for _, a := range tp.Addrs(kind) {
+				addrs.DNS = append(addrs.DNS, kind+"/"+a.String())
+			}
+		}
+		logger.Info("dns listening", "addresses", addrs.DNS)
 
-	apiOpts, err := apiOptions(cfg, nodeName, opts.Environ)
-	if err != nil {
-		return err
+		bearers, err := kubeBearer(cfg, st, logger)
+		if err != nil {
+			return fmt.Errorf("api: kubernetes tokens: %w", err)
+		}
+		apiOpts, err := apiOptions(cfg, nodeName, opts.Environ)
+		if err != nil {
+			return err
+		}
+		apiOpts.Stdout = opts.Stderr
+		apiSrv, err := api.New(ctx, apiOpts, api.Deps{
+			Store: st, Settings: settingsService{mgr}, DNS: dnsService{dp: dp, toggle: blk.toggle, node: nodeName},
+			Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
+			Bearer: bearers, Logger: logger.With("component", "api"),
+		})
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
+		defer apiSrv.Close()
+		apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
+		if err != nil {
+			return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
+		}
+		addrs.API = apiLn.Addr().String()
+		apiErr = make(chan error, 1)
+		go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
+		logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
 	}
-	apiOpts.Stdout = opts.Stderr
-	apiSrv, err := api.New(ctx, apiOpts, api.Deps{
-		Store: st, Settings: settingsService{mgr}, DNS: dnsService{dp: dp, toggle: blk.toggle, node: nodeName},
-		Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
-		Logger: logger.With("component", "api"),
-	})
-	if err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	defer apiSrv.Close()
-	apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
-	if err != nil {
-		return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
-	}
-	addrs.API = apiLn.Addr().String()
-	apiErr := make(chan error, 1)
-	go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
-	logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
 
 	if a := cfg.Listeners.Internal.Address; a != "" {
-		keys, err := auth.LoadKeys(env, cfg.Node.DataDir, cfg.Store.Driver != "kube")
-		if err != nil {
-			return fmt.Errorf("internal listener: %w", err)
-		}
-		it := cfg.Listeners.Internal
-		creds, err := internalapi.LoadCredentials(internalapi.Files{TokenFile: it.TokenFile, CertFile: it.TLS.CertFile, KeyFile: it.TLS.KeyFile, CAFile: it.TLS.CAFile, ServerName: it.TLS.ServerName}, keys.Current)
-		if err != nil {
-			return fmt.Errorf("internal listener: %w", err)
-		}
+		creds := internalCreds
 		ln, err := net.Listen("tcp", a)
 		if err != nil {
 			return fmt.Errorf("internal listener %s: %w", a, err)

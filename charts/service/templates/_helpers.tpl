@@ -24,11 +24,9 @@ containers:
   - name: service
     image: {{ include "service.image" .root }}
     imagePullPolicy: {{ .root.Values.image.pullPolicy }}
-    args: ["serve", "--config", "/etc/service/service.yaml"]
+    args: ["serve", "--config", "/etc/service/service.yaml", "--role", {{ .component | quote }}]
     env:
-      - name: SERVICE_NODE_ROLE
-        value: {{ .component }}
-      - name: SERVICE_NODE_NAME
+      - name: SERVICE_NODE__NAME
         valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
       - name: SERVICE_POD_NAME
         valueFrom: {fieldRef: {fieldPath: metadata.name}}
@@ -36,6 +34,11 @@ containers:
         valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
       - name: SERVICE_ENCRYPTION_KEY_FILE
         value: /etc/service/keys/encryption-key
+      {{- if eq .component "dataplane" }}
+      # list bodies are copied by digest from the operator's internal listeners
+      - name: SERVICE_INTERNAL_PEERS
+        value: {{ printf "%s-operator-internal.%s.svc:%v" (include "service.fullname" .root) .root.Release.Namespace .root.Values.ports.internal | quote }}
+      {{- end }}
     ports:
       - {name: dns-udp, containerPort: {{ .root.Values.ports.dns }}, protocol: UDP}
       - {name: dns-tcp, containerPort: {{ .root.Values.ports.dns }}, protocol: TCP}
