@@ -227,6 +227,7 @@ func stageAuthoritative(s *Server, q *Query) stageResult {
 		return stageNext
 	}
 	q.Status, q.Reason, q.Rcode, q.aa = StatusAuthoritative, ReasonZone, r.Rcode, r.Authoritative
+	q.Zone = r.Zone // the table's string: no copy per query
 	switch r.Kind {
 	case authority.Referral:
 		q.Reason = ReasonReferral
@@ -539,7 +540,7 @@ func stageLog(s *Server, q *Query) stageResult {
 		Time: q.Start, Client: q.Client, Transport: q.Transport, Node: q.Node,
 		Type: q.Type, Class: q.Class, Rcode: q.Rcode, Status: q.Status, Reason: q.Reason,
 		ClientID: q.ClientID, ClientName: q.ClientInfo.Name, Groups: q.ClientInfo.Groups,
-		List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Duration: q.Duration,
+		List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Zone: q.Zone, Duration: q.Duration,
 	}
 	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
 	s.logger.Log(rec)

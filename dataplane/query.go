@@ -155,7 +155,10 @@ type Query struct {
 	Policy        string
 	Upstream      string
 	UpstreamGroup string
-	NoLog         bool
+	// Zone is the apex (presentation form) of the authoritative zone that
+	// answered, "" when none did; the string is the table's, not a copy.
+	Zone  string
+	NoLog bool
 
 	// Timings.
 	Start    time.Time
@@ -239,7 +242,10 @@ type QueryRecord struct {
 	List, Rule string
 	Policy     string
 	Upstream   string
-	Duration   time.Duration
+	// Zone is the apex of the authoritative zone that answered ("" for
+	// none), e.g. "example.com."; owned by the authority table.
+	Zone     string
+	Duration time.Duration
 }
 
 // Name returns the question name in presentation form, lower-cased.

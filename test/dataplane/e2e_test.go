@@ -77,6 +77,18 @@ func (l *memLog) find(name string, status dataplane.Status) bool {
 	return false
 }
 
+// zoneOf returns the Zone of the first record for name with status.
+func (l *memLog) zoneOf(name string, status dataplane.Status) (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.recs {
+		if r.Name() == name && r.Status == status {
+			return r.Zone, true
+		}
+	}
+	return "", false
+}
+
 func TestEndToEnd(t *testing.T) {
 	defAddr, defQueries := upstreamDNS(t, "198.51.100.1")
 	corpAddr, _ := upstreamDNS(t, "10.0.0.1")
@@ -165,6 +177,13 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if !log.find("ads.example.org.", dataplane.StatusBlocked) || !log.find("host.example.net.", dataplane.StatusCached) || !log.find("www.example.com.", dataplane.StatusAuthoritative) {
 		t.Fatalf("query log misses records: %d records", len(log.recs))
+	}
+	// The authoritative answer names its zone; others name none.
+	if z, _ := log.zoneOf("www.example.com.", dataplane.StatusAuthoritative); z != "example.com." {
+		t.Fatalf("authoritative record zone %q, want example.com.", z)
+	}
+	if z, _ := log.zoneOf("host.example.net.", dataplane.StatusCached); z != "" {
+		t.Fatalf("cached record zone %q, want none", z)
 	}
 
 	// The API route's view of a query.

@@ -36,7 +36,7 @@ func Convert(rec *dataplane.QueryRecord) querylog.Row {
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName,
 		Domain: querylog.NormalizeDomain(rec.Name()), QType: qtype(rec.Type), Rcode: rcode(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
-		List: rec.List, Rule: rec.Rule, Policy: rec.Policy, Upstream: rec.Upstream,
+		List: rec.List, Rule: rec.Rule, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
 	}
 	if rec.Client.IsValid() {
