@@ -202,6 +202,11 @@ func Run(ctx context.Context, opts Options) error {
 	defer hot.Close()
 	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
 	snaps.fresh = st.fresh
+	if cfg.Store.Driver != "kube" {
+		// On Kubernetes the operator's reconcilers write zone status.
+		snaps.status = newZoneStatus(st, logger.With("component", "zonestatus"))
+		go snaps.status.run(ctx)
+	}
 	blk, err := newBlocking(ctx, cfg, st, dp, nodeName, hot, logger)
 	if err != nil {
 		return fmt.Errorf("blocking: %w", err)

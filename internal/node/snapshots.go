@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type snapshotter struct {
 	// primary zones answer SERVFAIL (never NXDOMAIN). Nil means always fresh.
 	fresh    func(now time.Time) (bool, time.Duration)
 	wasFresh bool
+	// status, when set, writes zone and record set status from each build.
+	status *zoneStatus
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -199,11 +202,16 @@ func (s *snapshotter) apply(ev store.Event) bool {
 		delete(s.objects, k)
 		return true
 	}
-	if old, ok := s.objects[k]; ok && old.GetResourceVersion() == ev.Object.GetResourceVersion() {
+	old, ok := s.objects[k]
+	if ok && old.GetResourceVersion() == ev.Object.GetResourceVersion() {
 		return false
 	}
 	s.objects[k] = ev.Object
-	return true
+	// A status-only write (generation, labels and annotations unchanged)
+	// changes nothing that is compiled.
+	return !ok || old.GetGeneration() != ev.Object.GetGeneration() ||
+		!reflect.DeepEqual(old.GetAnnotations(), ev.Object.GetAnnotations()) ||
+		!reflect.DeepEqual(old.GetLabels(), ev.Object.GetLabels())
 }
 
 // build compiles the current objects and swaps the snapshot in. It returns
@@ -275,6 +283,9 @@ func (s *snapshotter) build() time.Time {
 	s.mu.Lock()
 	s.problems, s.lastErr, s.builtAt, s.table = problems, convErr, start, table
 	s.mu.Unlock()
+	if s.status != nil {
+		s.status.offer(zoneStatusInput{zones: zones, sets: sets, table: table, problems: problems})
+	}
 	if convErr != nil {
 		s.log.Error("objects skipped in snapshot", "err", convErr)
 	}

@@ -416,3 +416,29 @@ func TestNodeInternalListener(t *testing.T) {
 		t.Fatal("a client with credentials from another key was served")
 	}
 }
+
+func TestNodeWritesZoneAndRecordSetStatus(t *testing.T) {
+	docs := zoneDoc + `---
+apiVersion: service.io/v1alpha1
+kind: DNSRecordSet
+metadata: {name: broken, namespace: default}
+spec:
+  zoneRef: {name: example.test}
+  endpoints:
+    - {dnsName: bad.example.test, recordType: A, targets: [not-an-address]}
+    - {dnsName: good.example.test, recordType: A, targets: [192.0.2.7]}
+`
+	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, map[string]string{"zone.yaml": docs})
+	eventually(t, 5*time.Second, "zone status Ready with a serial", func() bool {
+		code, body := apiCall(t, tn, "GET", "/objects/dnszones/example.test", "")
+		return code == 200 && strings.Contains(body, `"serial":`) && strings.Contains(body, `"type":"Ready"`) && strings.Contains(body, `"status":"True"`)
+	})
+	eventually(t, 5*time.Second, "broken record set reports the bad target", func() bool {
+		code, body := apiCall(t, tn, "GET", "/objects/dnsrecordsets/default/broken", "")
+		return code == 200 && strings.Contains(body, "InvalidRecords") && strings.Contains(body, "endpoint 0 target 0")
+	})
+	// The good record of the same set is still served.
+	if got := aRecords(tn.query(t, "udp", "good.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.7" {
+		t.Fatalf("good.example.test = %v", got)
+	}
+}
