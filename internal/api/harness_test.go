@@ -36,7 +36,7 @@ func (c *fakeClock) add(d time.Duration) {
 }
 
 type testEnv struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *Server
 	http  *httptest.Server
 	st    store.Store
@@ -61,7 +61,7 @@ func testValidator(t testing.TB) *validation.Validator {
 	return sharedValidator
 }
 
-func newEnv(t *testing.T, mutate ...func(*Options, *Deps)) *testEnv {
+func newEnv(t testing.TB, mutate ...func(*Options, *Deps)) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
 	ctx := context.Background()
