@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/ratelimit"
 )
@@ -178,10 +179,20 @@ func (s *Server) closeLocked() {
 	}
 }
 
-// serveUDP is the read loop of one socket: the query value owns the read
-// and write buffers, so the common query allocates nothing.
+// serveUDP serves one socket: batched with recvmmsg/sendmmsg where the
+// platform has them (udp_linux.go), else one datagram per syscall.
 func (s *Server) serveUDP(c *net.UDPConn) {
 	defer s.wg.Done()
+	if s.serveUDPBatch(c) {
+		return
+	}
+	s.serveUDPSingle(c)
+}
+
+// serveUDPSingle is the portable read loop: the query value owns the read
+// and write buffers, so the common query allocates nothing.
+func (s *Server) serveUDPSingle(c *net.UDPConn) {
+	var lc udpLoop
 	for {
 		q := getQuery()
 		buf := q.in[:cap(q.in)]
@@ -193,45 +204,83 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
-		client := netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+		lc.begin(s, time.Now())
+		out, detached := s.udpPacket(c, &lc, q, n, addr)
+		if detached {
+			continue
+		}
+		if out != nil {
+			_, _ = c.WriteToUDPAddrPort(out, addr)
+		}
+		putQuery(q)
+	}
+}
+
+// udpLoop is what one read loop loads once per batch instead of per query.
+type udpLoop struct {
+	now   time.Time
+	snap  *Snapshot
+	cache *cache.Cache
+	lim   *ratelimit.Limiter
+	proxy bool
+}
+
+func (l *udpLoop) begin(s *Server, now time.Time) {
+	l.now = now
+	l.snap = s.snap.Load()
+	l.cache = s.cache.Load()
+	l.lim = s.limiter.Load()
+	l.proxy = s.cfg.ProxyProtocol != nil
+}
+
+// udpPacket answers the datagram in q.in[:n] from addr (as the socket
+// reported it). It returns the bytes to send back (nil: nothing), or
+// detached=true when the query went on to its own goroutine, which then
+// owns q and writes the answer itself.
+func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr netip.AddrPort) (out []byte, detached bool) {
+	buf := q.in[:cap(q.in)]
+	client := addr
+	if client.Addr().Is4In6() {
+		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
+	}
+	if l.proxy {
 		// PROXY v2 from trusted peers: the header names the real client,
 		// which every later stage (rate limit, identify, log) sees.
 		real, payload, perr := s.cfg.ProxyProtocol.Datagram(client, buf[:n])
 		if perr != nil {
 			s.proxyReject(client, perr)
-			putQuery(q)
-			continue
+			return nil, false
 		}
 		if len(payload) != n {
 			n = copy(buf, payload)
 		}
 		client = real
-		if l := s.limiter.Load(); l != nil {
-			if act := l.Check(client.Addr(), buf[:n]); act != ratelimit.Allow {
-				if act == ratelimit.Slip {
-					if b, ok := ratelimit.AppendTruncated(q.out[:0], buf[:n]); ok {
-						_, _ = c.WriteToUDPAddrPort(b, addr)
-					}
-				}
-				putQuery(q)
-				continue
-			}
-		}
-		q.in = buf[:n]
-		q.Client, q.Transport, q.Node = client, TransportUDP, s.cfg.Node
-		q.Start = time.Now()
-		q.snap = s.snap.Load()
-		q.cache = s.cache.Load()
-		q.detachable = true
-		if !s.run(q) {
-			// The query needs an upstream: finish it on its own goroutine so
-			// this loop keeps reading.
-			s.wg.Add(1)
-			go s.finishUDP(c, q, addr)
-			continue
-		}
-		s.writeUDP(c, q, addr)
 	}
+	if l.lim != nil {
+		if act := l.lim.Check(client.Addr(), buf[:n]); act != ratelimit.Allow {
+			if act == ratelimit.Slip {
+				if b, ok := ratelimit.AppendTruncated(q.out[:0], buf[:n]); ok {
+					q.out = b
+					return b, false
+				}
+			}
+			return nil, false
+		}
+	}
+	q.in = buf[:n]
+	q.Client, q.Transport, q.Node = client, TransportUDP, s.cfg.Node
+	q.Start = l.now
+	q.snap = l.snap
+	q.cache = l.cache
+	q.detachable = true
+	if !s.run(q) {
+		// The query needs an upstream: finish it on its own goroutine so
+		// this loop keeps reading.
+		s.wg.Add(1)
+		go s.finishUDP(c, q, addr)
+		return nil, true
+	}
+	return s.encode(q), false
 }
 
 // proxyReject counts datagrams and connections refused by the PROXY

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package dataplane
+
+import "net"
+
+// serveUDPBatch reports false: no recvmmsg/sendmmsg here, the portable
+// loop serves the socket.
+func (s *Server) serveUDPBatch(c *net.UDPConn) bool { return false }
