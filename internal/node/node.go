@@ -224,9 +224,11 @@ func Run(ctx context.Context, opts Options) error {
 		}
 	}
 	if kubeMode && role != RoleDataplane {
-		if err := startOperator(ctx, cfg, st, blk, env, nodeName, logger); err != nil {
+		stopOperator, err := startOperator(ctx, cfg, st, blk, env, nodeName, logger)
+		if err != nil {
 			return err
 		}
+		defer stopOperator()
 	}
 	if kubeMode {
 		blk.follow = &listFollower{st: st, fetcher: blk.fetcher, client: internalapi.NewClient(internalCreds),
@@ -315,6 +317,18 @@ func Run(ctx context.Context, opts Options) error {
 		apiErr = make(chan error, 1)
 		go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
 		logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
+		if apiOpts.AdminSocketPath != "" {
+			adminLn, err := apiSrv.ListenAdminSocket()
+			if err != nil {
+				return fmt.Errorf("admin socket %s: %w", apiOpts.AdminSocketPath, err)
+			}
+			go func() {
+				if err := apiSrv.ServeAdminListener(ctx, adminLn); err != nil && ctx.Err() == nil {
+					logger.Error("admin socket stopped", "err", err)
+				}
+			}()
+			logger.Info("listening", "listener", "admin", "path", apiOpts.AdminSocketPath)
+		}
 	}
 
 	if a := cfg.Listeners.Internal.Address; a != "" {
