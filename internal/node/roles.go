@@ -68,8 +68,9 @@ func internalCredentials(cfg *settings.Config, env func(string) string) (*intern
 // election, the DNSZone/DNSRecordSet status reconcilers, the Policy status
 // reconciler and the BlockList reconciler that fetches list URLs (into the
 // node's list cache, which the internal listener serves by digest). All of
-// them run only while this replica holds the Lease.
-func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, blk *blocking, env func(string) string, nodeName string, log *slog.Logger) error {
+// them run only while this replica holds the Lease. stop ends the operator,
+// releasing the Lease, and waits for it.
+func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, blk *blocking, env func(string) string, nodeName string, log *slog.Logger) (stop func(), err error) {
 	lists := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: st, Fetcher: blk.fetcher, Compiler: policy.ListCompiler{},
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
@@ -88,18 +89,27 @@ func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, b
 		Logger: log.With("component", "operator"),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
-		<-op.Elected()
-		log.Info("operator: elected leader")
+		select {
+		case <-op.Elected():
+			log.Info("operator: elected leader")
+		case <-ctx.Done():
+		}
 	}()
 	go func() {
+		defer close(done)
 		if err := op.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("operator stopped", "err", err)
 		}
 	}()
-	return nil
+	return func() {
+		cancel()
+		<-done
+	}, nil
 }
 
 // kubeBearer authenticates Kubernetes ServiceAccount tokens in the REST API
