@@ -112,7 +112,7 @@ func (w *Writer) Sync(ctx context.Context, zones []v1alpha1.DNSZone, sets []v1al
 		c, found := compiled[z.Name]
 		desired := ZoneStatus(z, c, found, perZone[z.Name], z.Status.Conditions, now)
 		if !reflect.DeepEqual(normalizeTimes(z.Status), normalizeTimes(desired)) {
-			if err := w.write(ctx, z, desired); err != nil {
+			if err := w.write(ctx, z, &desired); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -121,7 +121,7 @@ func (w *Writer) Sync(ctx context.Context, zones []v1alpha1.DNSZone, sets []v1al
 		rs := &sets[i]
 		desired := RecordSetStatus(rs, exists[rs.Spec.ZoneRef.Name], problems["DNSRecordSet/"+rs.Namespace+"/"+rs.Name], rs.Status.Conditions, now)
 		if !reflect.DeepEqual(normalizeTimes(rs.Status), normalizeTimes(desired)) {
-			if err := w.write(ctx, rs, desired); err != nil {
+			if err := w.write(ctx, rs, &desired); err != nil {
 				errs = append(errs, err)
 			}
 		}

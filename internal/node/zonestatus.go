@@ -72,7 +72,7 @@ func (z *zoneStatus) run(ctx context.Context) {
 		}
 		if err := z.w.Sync(ctx, in.zones, in.sets, compiled, problems); err != nil && ctx.Err() == nil {
 			// A conflict means the object changed; the next build writes again.
-			z.log.Debug("zone status", "err", err)
+			z.log.Warn("zone status not written", "err", err)
 		}
 	}
 }
