@@ -46,7 +46,7 @@ func expectAllowed(r *routeInfo, grants []auth.Grant) bool {
 }
 
 func fillPath(p string) string {
-	return strings.NewReplacer("{zone}", "example", "{name}", "example", "{namespace}", "default", "{id}", "abcdefghijkl").Replace(p)
+	return strings.NewReplacer("{zone}", "example", "{name}", "example", "{namespace}", "default", "{id}", "abcdefghijkl", "{ns}", "default", "{source}", "main", "{file}", "example.svg").Replace(p)
 }
 
 func bodyFor(r *routeInfo) any {

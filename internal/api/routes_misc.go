@@ -24,6 +24,11 @@ func (s *Server) registerRoutes() {
 	s.registerSettingsRoutes()
 	s.registerDNSRoutes()
 	s.registerMiscRoutes()
+	s.registerQueryLogRoutes()
+	s.registerCatalogueRoutes()
+	s.registerPolicyRoutes()
+	s.registerBlockListRoutes()
+	s.registerClusterRoutes()
 }
 
 type versionOut struct{ Body version.Info }

@@ -132,6 +132,18 @@ type Deps struct {
 	// before any is stored (the store admits again when writing).
 	Admitter store.Admitter
 	Logger   *slog.Logger
+
+	// Optional services of the data routes; nil answers not_implemented
+	// (routes_querylog.go, routes_catalogue.go, routes_policies.go,
+	// routes_blocklists.go, routes_cluster.go).
+	QueryLog           QueryLog           // *querylog.Writer
+	Catalogue          Catalogue          // adapter of dataplane/catalogue.Loader
+	Policies           PolicyStates       // adapter of dataplane/policy Table.State
+	BlockListRules     BlockListRules     // cached bodies + blocklist.NormalizeRules
+	BlockListRefresher BlockListRefresher // immediate refetch of a list
+	Blocking           BlockingReader     // nil: DNS if it implements BlockingReader
+	Cluster            ClusterSource      // nil: /nodes lists this node only
+	Notifier           ZoneNotifier       // nil: notify answers 202 queued false
 }
 
 // KindRegistry lists the kinds the API serves (internal/validation).

@@ -1,0 +1,150 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/svcdns/svc/internal/store"
+	"github.com/svcdns/svc/internal/version"
+)
+
+// BlockingReader reports the blocking toggle of this node (the node's
+// toggle.Toggle State). When Deps.Blocking is nil, Deps.DNS is used if it
+// implements this interface.
+type BlockingReader interface {
+	BlockingState(ctx context.Context) (BlockingState, error)
+}
+
+// ClusterSource describes the cluster this node belongs to.
+type ClusterSource interface {
+	ClusterInfo(ctx context.Context) (ClusterInfo, error)
+	// Nodes lists this node and, when known, its peers.
+	Nodes(ctx context.Context) ([]NodeInfo, error)
+}
+
+// ZoneNotifier sends DNS NOTIFY for a zone to its secondaries.
+type ZoneNotifier interface {
+	// NotifyZone queues NOTIFY messages; it returns how many targets.
+	NotifyZone(ctx context.Context, zone string) (int, error)
+}
+
+// ClusterInfo describes the cluster as this node sees it.
+type ClusterInfo struct {
+	Driver    string  `json:"driver" doc:"store driver: file (sqlite) or kube"`
+	Epoch     int64   `json:"epoch" minimum:"0"`
+	Nodes     int64   `json:"nodes"`
+	ReadOnly  bool    `json:"readOnly"`
+	Node      string  `json:"node"`
+	TookMS    float64 `json:"took_ms"`
+	ClusterID string  `json:"clusterID,omitempty"`
+	Leader    string  `json:"leader,omitempty"`
+}
+
+func (c *ClusterInfo) setTook(ms float64) { c.TookMS = ms }
+
+// NodeInfo is one node of the cluster.
+type NodeInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version,omitempty"`
+	Ready   *bool  `json:"ready,omitempty" doc:"absent when unknown"`
+	Leader  bool   `json:"leader,omitempty"`
+	Address string `json:"address,omitempty"`
+}
+
+// NotifyResult answers POST /zones/{zone}/notify.
+type NotifyResult struct {
+	Zone    string  `json:"zone"`
+	Queued  bool    `json:"queued" doc:"false: NOTIFY sending is not implemented on this node"`
+	Targets int     `json:"targets"`
+	Message string  `json:"message,omitempty"`
+	Node    string  `json:"node"`
+	TookMS  float64 `json:"took_ms"`
+}
+
+func (n *NotifyResult) setTook(ms float64) { n.TookMS = ms }
+
+type clusterOut struct{ Body *ClusterInfo }
+type nodesOut struct{ Body *ListBody[NodeInfo] }
+type notifyOut struct{ Body *NotifyResult }
+
+func (s *Server) blockingReader() BlockingReader {
+	if s.deps.Blocking != nil {
+		return s.deps.Blocking
+	}
+	if b, ok := s.deps.DNS.(BlockingReader); ok && s.deps.DNS != nil {
+		return b
+	}
+	return nil
+}
+
+func (s *Server) registerClusterRoutes() {
+	register(s, huma.Operation{OperationID: "dns-blocking-state", Method: http.MethodGet, Path: "/dns/blocking", Summary: "Blocking toggle of this node", Tags: []string{"dns"}},
+		clusterPerm("info.read"), func(ctx context.Context, _ *emptyIn) (*blockingOut, error) {
+			br := s.blockingReader()
+			if br == nil {
+				return nil, errNotImplemented("blocking state")
+			}
+			st, err := br.BlockingState(ctx)
+			if err != nil {
+				return nil, fromError(err)
+			}
+			if st.Node == "" {
+				st.Node = s.opts.NodeName
+			}
+			if st.Scope == "" {
+				st.Scope = "node"
+			}
+			return &blockingOut{Body: &st}, nil
+		})
+	register(s, huma.Operation{OperationID: "nodes", Method: http.MethodGet, Path: "/nodes", Summary: "Nodes of the cluster", Tags: []string{"info"},
+		Description: "This node and, when the cluster driver knows them, its peers."},
+		clusterPerm("info.read"), func(ctx context.Context, _ *emptyIn) (*nodesOut, error) {
+			out := &ListBody[NodeInfo]{Items: []NodeInfo{}}
+			if s.deps.Cluster != nil {
+				ns, err := s.deps.Cluster.Nodes(ctx)
+				if err != nil {
+					return nil, fromError(err)
+				}
+				out.Items = append(out.Items, ns...)
+			}
+			if len(out.Items) == 0 {
+				out.Items = append(out.Items, NodeInfo{Name: s.opts.NodeName, Version: version.Version})
+			}
+			return &nodesOut{Body: out}, nil
+		})
+	register(s, huma.Operation{OperationID: "cluster", Method: http.MethodGet, Path: "/cluster", Summary: "Cluster driver, epoch and leader", Tags: []string{"info"}},
+		clusterPerm("info.read"), func(ctx context.Context, _ *emptyIn) (*clusterOut, error) {
+			if s.deps.Cluster == nil {
+				return nil, errNotImplemented("cluster information")
+			}
+			ci, err := s.deps.Cluster.ClusterInfo(ctx)
+			if err != nil {
+				return nil, fromError(err)
+			}
+			if ci.Node == "" {
+				ci.Node = s.opts.NodeName
+			}
+			return &clusterOut{Body: &ci}, nil
+		})
+	register(s, huma.Operation{OperationID: "zone-notify", Method: http.MethodPost, Path: "/zones/{zone}/notify", Summary: "Send NOTIFY to the zone's secondaries", Tags: []string{"zones"},
+		DefaultStatus: http.StatusAccepted, Errors: []int{http.StatusNotFound},
+		Description: "Answers 202. In this release NOTIFY sending to secondaries is not implemented unless the node provides a notifier: the answer then says `queued: false`; secondaries pick up changes at their SOA refresh."},
+		zonePerm("dnszones.write", "zone"), func(ctx context.Context, in *ZoneParams) (*notifyOut, error) {
+			if _, err := s.deps.Store.Get(ctx, store.KindDNSZone, "", in.Zone); err != nil {
+				return nil, fromError(err)
+			}
+			auditObject(ctx, "notify", store.KindDNSZone, "", in.Zone, "")
+			res := &NotifyResult{Zone: in.Zone, Node: s.opts.NodeName}
+			if s.deps.Notifier == nil {
+				res.Message = "NOTIFY to secondaries is not implemented in this release; secondaries pick up changes at their SOA refresh"
+				return &notifyOut{Body: res}, nil
+			}
+			n, err := s.deps.Notifier.NotifyZone(ctx, in.Zone)
+			if err != nil {
+				return nil, fromError(err)
+			}
+			res.Queued, res.Targets = true, n
+			return &notifyOut{Body: res}, nil
+		})
+}
