@@ -84,21 +84,21 @@ func TestNewTwiceOnOneRegistry(t *testing.T) {
 		}
 	}
 	want := `
-# HELP svc_upstream_errors_total Failed exchanges with an upstream, by group, upstream and reason.
-# TYPE svc_upstream_errors_total counter
-svc_upstream_errors_total{group="default",reason="bootstrap",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="http",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="malformed",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="mismatch",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="network",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="refused",upstream="` + servfail + `"} 0
-svc_upstream_errors_total{group="default",reason="servfail",upstream="` + servfail + `"} 3
-svc_upstream_errors_total{group="default",reason="timeout",upstream="` + servfail + `"} 0
+# HELP service_upstream_errors_total Failed exchanges with an upstream, by group, upstream and reason.
+# TYPE service_upstream_errors_total counter
+service_upstream_errors_total{group="default",reason="bootstrap",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="http",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="malformed",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="mismatch",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="network",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="refused",upstream="` + servfail + `"} 0
+service_upstream_errors_total{group="default",reason="servfail",upstream="` + servfail + `"} 3
+service_upstream_errors_total{group="default",reason="timeout",upstream="` + servfail + `"} 0
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "svc_upstream_errors_total"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "service_upstream_errors_total"); err != nil {
 		t.Error(err)
 	}
-	if n := testutil.CollectAndCount(mustGet(t, reg), "svc_upstream_request_duration_seconds"); n != 1 {
+	if n := testutil.CollectAndCount(mustGet(t, reg), "service_upstream_request_duration_seconds"); n != 1 {
 		t.Errorf("%d latency series, want 1", n)
 	}
 }

@@ -446,7 +446,7 @@ func firstA(t testing.TB, m *dns.Msg) string {
 
 func writeFile(name string, b []byte) error { return os.WriteFile(name, b, 0o600) }
 
-// errorCount reads svc_upstream_errors_total for one upstream and reason.
+// errorCount reads service_upstream_errors_total for one upstream and reason.
 func errorCount(t testing.TB, r *Resolver, group, upstream, reason string) float64 {
 	t.Helper()
 	g := r.groups[group]

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Error reasons of svc_upstream_errors_total. A race lost in parallel_best
+// Error reasons of service_upstream_errors_total. A race lost in parallel_best
 // is not an error and is not counted.
 const (
 	reasonTimeout   = "timeout"   // no answer within the group timeout
@@ -36,12 +36,12 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "svc_upstream_request_duration_seconds",
+		Name:    "service_upstream_request_duration_seconds",
 		Help:    "Time from sending a query to an upstream to its valid answer, by group and upstream.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 	}, []string{"group", "upstream"})
 	errs := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "svc_upstream_errors_total",
+		Name: "service_upstream_errors_total",
 		Help: "Failed exchanges with an upstream, by group, upstream and reason.",
 	}, []string{"group", "upstream", "reason"})
 	m := &metrics{latency: latency, errors: errs}

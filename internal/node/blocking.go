@@ -37,6 +37,7 @@ type blocking struct {
 	lists map[string]*blocklist.List // "namespace/name"
 
 	changed func() // asks the snapshotter for a rebuild
+	metrics *nodeMetrics
 	// follow, when set, replaces the local list reconciler (kube store data
 	// plane: bodies come from the operator leader by digest).
 	follow *listFollower
@@ -91,6 +92,11 @@ func (b *blocking) setList(name string, l *blocklist.List, ok bool) {
 		delete(b.lists, name)
 	}
 	b.mu.Unlock()
+	if ok {
+		b.metrics.setListRules(name, l.Status().RuleCount, true)
+	} else {
+		b.metrics.setListRules(name, 0, false)
+	}
 	if b.changed != nil {
 		b.changed()
 	}

@@ -201,6 +201,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	defer hot.Close()
 	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
+	snaps.metrics = newNodeMetrics(reg)
 	snaps.fresh = st.fresh
 	if cfg.Store.Driver != "kube" {
 		// On Kubernetes the operator's reconcilers write zone status.
@@ -217,6 +218,7 @@ func Run(ctx context.Context, opts Options) error {
 		snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
 	}
 	blk.changed = snaps.Trigger
+	blk.metrics = snaps.metrics
 	var internalCreds *internalapi.Credentials
 	if kubeMode || cfg.Listeners.Internal.Address != "" {
 		if internalCreds, err = internalCredentials(cfg, env); err != nil {

@@ -39,7 +39,8 @@ type snapshotter struct {
 	fresh    func(now time.Time) (bool, time.Duration)
 	wasFresh bool
 	// status, when set, writes zone and record set status from each build.
-	status *zoneStatus
+	status  *zoneStatus
+	metrics *nodeMetrics
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -280,6 +281,7 @@ func (s *snapshotter) build() time.Time {
 	in.Version = start.UTC().Format(time.RFC3339Nano)
 	s.dp.Swap(dataplane.NewSnapshot(in))
 
+	s.metrics.observeBuild(start)
 	s.mu.Lock()
 	s.problems, s.lastErr, s.builtAt, s.table = problems, convErr, start, table
 	s.mu.Unlock()

@@ -320,6 +320,23 @@ func TestNodeBlocksThroughPolicy(t *testing.T) {
 	if r := tn.query(t, "udp", "sub.tracker.example", dns.TypeA); r.Rcode == dns.RcodeNameError {
 		t.Fatal("sub.tracker.example blocked by an exact entry")
 	}
+	// The metrics listener shows the blocked queries, the list size and builds.
+	resp, err := http.Get("http://" + tn.addrs.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`service_dns_queries_total{rcode="NXDOMAIN",status="blocked",transport="udp"}`,
+		`service_blocklist_rules{list="default/ads"} 2`,
+		`service_snapshot_build_seconds_count`,
+		`service_dns_query_duration_seconds_bucket`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 }
 
 const bootstrapToken = "svc_abcdefghij12_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
