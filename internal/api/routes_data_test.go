@@ -208,7 +208,7 @@ func TestQueryLogRoutes(t *testing.T) {
 	}
 
 	// Stream: replay after Last-Event-ID, then live rows, unbuffered.
-	if r := aud.do("GET", "/queries/stream?status=nope", nil); r.code != 400 || r.errKey(t) != KeyInvalid {
+	if r := aud.do("GET", "/queries/stream?status=nope", nil, "Accept", "text/event-stream"); r.code != 400 || r.errKey(t) != KeyInvalid {
 		t.Fatalf("stream bad filter: %d %s", r.code, r.body)
 	}
 	if r := adm.do("GET", "/queries/stream", nil); r.code != 403 {
@@ -219,6 +219,7 @@ func TestQueryLogRoutes(t *testing.T) {
 	req, _ := http.NewRequestWithContext(sctx, "GET", e.base+"/queries/stream?status=blocked", nil)
 	req.Header.Set("Authorization", "Bearer "+aud.token)
 	req.Header.Set("Last-Event-ID", "20")
+	req.Header.Set("Accept", "text/event-stream") // as the CLI sends
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
