@@ -183,7 +183,7 @@ func (s *Server) closeLocked() {
 // platform has them (udp_linux.go), else one datagram per syscall.
 func (s *Server) serveUDP(c *net.UDPConn) {
 	defer s.wg.Done()
-	if s.serveUDPBatch(c) {
+	if !s.cfg.DisableUDPBatch && s.serveUDPBatch(c) {
 		return
 	}
 	s.serveUDPSingle(c)

@@ -49,6 +49,9 @@ type Config struct {
 	Cache           cache.Config
 	// DisableFastPath sends every query through miekg/dns (tests, debugging).
 	DisableFastPath bool
+	// DisableUDPBatch reads and writes one datagram per syscall instead of
+	// batches with recvmmsg/sendmmsg (benchmarks, debugging).
+	DisableUDPBatch bool
 	// ProxyProtocol is listeners.proxyProtocolFrom and its secret: peers
 	// that put a PROXY v2 header before each UDP datagram and TCP
 	// connection. Nil: nobody.

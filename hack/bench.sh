@@ -17,6 +17,12 @@ run() {
 # Data plane: authoritative and cache-hit answers (0 allocs/op), the slow path,
 # and the real-socket comparison with a miekg/dns reference responder.
 run ./dataplane 'ServeWire|UDPSocketVsMiekg'
+# Real-socket throughput, each server in its own process on CPU 0
+# (GOMAXPROCS=1), load on CPU 1: authoritative (10k-record zone), cache hit,
+# cache miss to a loopback upstream, miekg/dns and a plain socket loop.
+echo "== test/bench (UDP throughput)" | tee -a "$out"
+go build -o .run/svcbench ./test/bench
+.run/svcbench -duration "${BENCH_UDP_DURATION:-2s}" -rounds "${BENCH_UDP_ROUNDS:-5}" | tee -a "$out"
 run ./dataplane/authority 'Lookup|Compile$'
 run ./dataplane/authority 'CompileMillion' '-benchtime 1x'
 # Block lists: compile 1M domains and 100k adblock rules, match, swap.
