@@ -337,3 +337,14 @@ func (r *Reconciler[S, L]) Run(ctx context.Context, initial chan<- error) error 
 }
 
 func objectKey(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
+
+// Refresh fetches every url source of one list now, whatever its refresh
+// interval (POST /blocklists/{ns}/{name}/refresh), then reconciles it.
+func (r *Reconciler[S, L]) Refresh(ctx context.Context, namespace, name string) (time.Duration, error) {
+	r.mu.Lock()
+	for _, st := range r.state[namespace+"/"+name] {
+		st.fetch.FetchedAt = time.Time{}
+	}
+	r.mu.Unlock()
+	return r.Reconcile(ctx, namespace, name)
+}

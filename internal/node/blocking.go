@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdns/svc/controllers/blocklists"
@@ -37,6 +38,10 @@ type blocking struct {
 	lists map[string]*blocklist.List // "namespace/name"
 
 	changed func() // asks the snapshotter for a rebuild
+	// rec is the list reconciler of a node that fetches lists itself.
+	rec atomic.Pointer[blocklists.Reconciler[policy.CompiledSource, *blocklist.List]]
+	// table is the policy table of the snapshot being served.
+	table   atomic.Pointer[policy.Table]
 	metrics *nodeMetrics
 	// follow, when set, replaces the local list reconciler (kube store data
 	// plane: bodies come from the operator leader by digest).
@@ -73,13 +78,13 @@ func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<-
 		b.follow.onList = b.setList
 		return b.follow.run(ctx, initial)
 	}
-	rec := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
+	b.rec.Store(blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: b.st, Fetcher: b.fetcher, Compiler: policy.ListCompiler{},
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: b.log.With("component", "blocklists"),
 		OnList: b.setList,
-	})
-	return rec.Run(ctx, initial)
+	}))
+	return b.rec.Load().Run(ctx, initial)
 }
 
 // setList puts a compiled list into (ok=false: removes it from) the next
@@ -155,6 +160,7 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 	}
 	b.mu.Unlock()
 	table, problems := policy.Compile(context.Background(), in)
+	b.table.Store(table)
 	for _, p := range problems {
 		b.log.Warn("policy problem", "problem", fmt.Sprint(p))
 	}

@@ -459,3 +459,32 @@ spec:
 		t.Fatalf("good.example.test = %v", got)
 	}
 }
+
+func TestNodeDataRoutes(t *testing.T) {
+	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, map[string]string{"blocking.yaml": blockingDocs, "zone.yaml": zoneDoc})
+	eventually(t, 5*time.Second, "blocked", func() bool { return tn.query(t, "udp", "ads.example", dns.TypeA).Rcode == dns.RcodeNameError })
+	tn.query(t, "udp", "www.example.test", dns.TypeA)
+	eventually(t, 5*time.Second, "query log lists the blocked query", func() bool {
+		code, body := apiCall(t, tn, "GET", "/queries?status_class=blocked", "")
+		return code == 200 && strings.Contains(body, "ads.example") && strings.Contains(body, "default/ads")
+	})
+	for _, tc := range []struct{ path, want string }{
+		{"/stats/summary?window=1h", "blocked"},
+		{"/stats/top?dim=domains&top=5", "ads.example"},
+		{"/catalogue", `"origin":"embedded"`},
+		{"/catalogue/categories", `"id":`},
+		{"/dns/blocking", `"blocking":true`},
+		{"/policies/default/home/state", `"active":true`},
+		{"/blocklists/default/ads/sources/mine/entries", "ads.example"},
+		{"/nodes", `"ready":true`},
+		{"/cluster", `"driver":"file"`},
+	} {
+		code, body := apiCall(t, tn, "GET", tc.path, "")
+		if code != 200 || !strings.Contains(body, tc.want) {
+			t.Errorf("GET %s = %d %.300s, want 200 containing %s", tc.path, code, body, tc.want)
+		}
+	}
+	if code, body := apiCall(t, tn, "POST", "/blocklists/default/ads/refresh", ""); code/100 != 2 {
+		t.Errorf("refresh = %d %s", code, body)
+	}
+}

@@ -1,0 +1,145 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/svcdns/svc/dataplane/blocklist"
+	"github.com/svcdns/svc/dataplane/catalogue"
+	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/listfetch"
+	"github.com/svcdns/svc/internal/version"
+)
+
+// catalogueData serves the catalogue routes from the node's catalogue loader.
+type catalogueData struct{ l *catalogue.Loader }
+
+func (c catalogueData) CatalogueInfo(context.Context) (api.CatalogueInfo, error) {
+	b, err := json.Marshal(c.l.Info())
+	if err != nil {
+		return api.CatalogueInfo{}, err
+	}
+	var out api.CatalogueInfo
+	return out, json.Unmarshal(b, &out)
+}
+
+func (c catalogueData) CatalogueCategories(context.Context) ([]api.CatalogueCategory, error) {
+	cs := c.l.Current().Categories()
+	out := make([]api.CatalogueCategory, len(cs))
+	for i, x := range cs {
+		out[i] = api.CatalogueCategory(x)
+	}
+	return out, nil
+}
+
+func (c catalogueData) CatalogueServices(context.Context) ([]api.CatalogueService, error) {
+	ss := c.l.Current().Services()
+	out := make([]api.CatalogueService, len(ss))
+	for i, x := range ss {
+		out[i] = api.CatalogueService(x)
+	}
+	return out, nil
+}
+
+func (c catalogueData) CatalogueIconSVG(_ context.Context, id string, onDark bool) ([]byte, bool) {
+	return c.l.Current().IconSVG(id, onDark)
+}
+
+// policyStates answers GET /policies/{ns}/{name}/state from the served table.
+type policyStates struct{ b *blocking }
+
+func (p policyStates) PolicyState(_ context.Context, ns, name string) (api.PolicyState, bool, error) {
+	t := p.b.table.Load()
+	if t == nil {
+		return api.PolicyState{}, false, nil
+	}
+	st, ok := t.State(ns + "/" + name)
+	if !ok {
+		return api.PolicyState{}, false, nil
+	}
+	out := api.PolicyState{Policy: st.Policy, Priority: st.Priority, Active: st.Active, Scheduled: st.Scheduled,
+		Effective: st.Effective, Groups: st.Groups, Problems: st.Problems, At: st.At, ShadowedBy: []api.PolicyShadow{}}
+	for _, s := range st.ShadowedBy {
+		out.ShadowedBy = append(out.ShadowedBy, api.PolicyShadow(s))
+	}
+	return out, true, nil
+}
+
+// listRules reads a source's rules: inline lines, or the cached body of its url.
+type listRules struct{ f *listfetch.Fetcher }
+
+// maxRulesBody bounds how much of a cached body the entries routes read.
+const maxRulesBody = 64 << 20
+
+func (l listRules) SourceRules(_ context.Context, src api.BlockListSource) ([]string, bool, error) {
+	format := blocklist.Format(src.Format)
+	switch {
+	case src.URL != "":
+		res, ok := l.f.Cached(src.URL)
+		if !ok {
+			return nil, false, nil
+		}
+		f, err := l.f.Open(res.Digest)
+		if err != nil {
+			return nil, false, nil
+		}
+		defer f.Close()
+		body, err := io.ReadAll(io.LimitReader(f, maxRulesBody))
+		if err != nil {
+			return nil, false, err
+		}
+		return blocklist.NormalizeRules(format, src.Subdomains, string(body)), true, nil
+	case src.ConfigMapRef != nil:
+		return nil, false, nil
+	default:
+		return blocklist.NormalizeRules(format, src.Subdomains, strings.Join(src.Inline, "\n")), true, nil
+	}
+}
+
+// listRefresher fetches a list's url sources now.
+type listRefresher struct{ b *blocking }
+
+func (r listRefresher) RefreshBlockList(ctx context.Context, ns, name string) error {
+	rec := r.b.rec.Load()
+	if rec == nil {
+		return errors.New("this node does not fetch block lists; the operator leader does")
+	}
+	_, err := rec.Refresh(ctx, ns, name)
+	return err
+}
+
+// BlockingState reports the node's blocking toggle (GET /dns/blocking).
+func (d dnsService) BlockingState(context.Context) (api.BlockingState, error) {
+	st := d.toggle.State()
+	out := api.BlockingState{Blocking: st.Blocking, Configured: st.Configured, Scope: st.Scope, Node: st.Node, Until: st.Until}
+	if st.Timer != nil {
+		out.Timer = *st.Timer
+	}
+	return out, nil
+}
+
+// clusterInfo describes this node; peers are not tracked in this release.
+type clusterInfo struct {
+	driver, node, address string
+	ready                 func() bool
+}
+
+func (c clusterInfo) ClusterInfo(context.Context) (api.ClusterInfo, error) {
+	d := c.driver
+	if d == "sqlite" {
+		d = "file"
+	}
+	info := api.ClusterInfo{Driver: d, Nodes: 1, Node: c.node}
+	if c.driver == "sqlite" {
+		info.Leader = c.node // one process is the whole cluster
+	}
+	return info, nil
+}
+
+func (c clusterInfo) Nodes(context.Context) ([]api.NodeInfo, error) {
+	ready := c.ready()
+	return []api.NodeInfo{{Name: c.node, Version: version.Get().Version, Ready: &ready, Leader: c.driver == "sqlite", Address: c.address}}, nil
+}
