@@ -116,13 +116,18 @@ func (w *Writer) where(ctx context.Context, db *sql.DB, f *Filter, beforeID int6
 			args = append(args, v)
 		}
 	}
-	eq("client", f.Client)
+	// Client and exact domain go through the hash indexes, then the text.
+	if f.Client != "" {
+		conds = append(conds, "ch = ? AND client = ?")
+		args = append(args, nameHash(f.Client), f.Client)
+	}
 	if f.Domain != "" {
 		if f.DomainMatch == MatchSubstring {
 			conds = append(conds, "instr(domain, ?) > 0")
 			args = append(args, f.Domain)
 		} else {
-			eq("domain", f.Domain)
+			conds = append(conds, "dh = ? AND domain = ?")
+			args = append(args, nameHash(f.Domain), f.Domain)
 		}
 	}
 	eq("list", f.List)
@@ -600,11 +605,15 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 	if len(keys) > 0 {
 		args := []any{step, step}
 		for _, k := range keys {
+			args = append(args, nameHash(k))
+		}
+		for _, k := range keys {
 			args = append(args, k)
 		}
 		args = append(args, from, until)
-		rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, client, count(*) FROM queries WHERE client IN ("+
-			strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")+") AND ts >= ? AND ts < ? GROUP BY b, client", args...)
+		in := strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")
+		rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, client, count(*) FROM queries WHERE ch IN ("+in+
+			") AND client IN ("+in+") AND ts >= ? AND ts < ? GROUP BY b, client", args...)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
 		}

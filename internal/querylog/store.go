@@ -4,13 +4,15 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // SchemaVersion is the version of querylog.db this code writes (PRAGMA user_version).
@@ -70,8 +72,8 @@ CREATE TABLE IF NOT EXISTS clients (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS queries_ts ON queries(ts);
-CREATE INDEX IF NOT EXISTS queries_domain ON queries(domain);
-CREATE INDEX IF NOT EXISTS queries_client ON queries(client);
+CREATE INDEX IF NOT EXISTS queries_dh ON queries(dh);
+CREATE INDEX IF NOT EXISTS queries_ch ON queries(ch);
 CREATE INDEX IF NOT EXISTS queries_status ON queries(status);
 `
 
@@ -93,13 +95,41 @@ CREATE TABLE queries (
   upstream TEXT NOT NULL DEFAULT '',
   zone TEXT NOT NULL DEFAULT '',
   transport TEXT NOT NULL DEFAULT '',
-  duration_us INTEGER NOT NULL DEFAULT 0
+  duration_us INTEGER NOT NULL DEFAULT 0,
+  dh INTEGER NOT NULL DEFAULT 0, -- nameHash(domain): the domain index
+  ch INTEGER NOT NULL DEFAULT 0  -- nameHash(client): the client index
 );`
 
 // rowColumns is the insert/select column order of queries.
 const rowColumns = "id, ts, client, domain, qtype, status, node, client_name, rcode, reason, list, rule, policy, upstream, zone, transport, duration_us"
 
 const nRowColumns = 17
+
+// insertColumns are rowColumns and the hash columns the indexes use.
+const insertColumns = rowColumns + ", dh, ch"
+
+const nInsertColumns = nRowColumns + 2
+
+// hashFunc is the SQL name of nameHash (used by the v1 upgrade).
+const hashFunc = "svc_querylog_hash"
+
+var registerHash sync.Once
+
+// nameHash is the 64-bit FNV-1a hash of s, 0 for "". The dh and ch columns
+// hold it for domain and client: an 8-byte integer key keeps the index
+// B-trees small and their comparisons cheap; lookups compare the hash and
+// then the text, so a collision never returns a wrong row.
+func nameHash(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return int64(h)
+}
 
 // store is querylog.db: one writer connection, a pool of readers.
 type store struct {
@@ -114,6 +144,17 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	if strings.ContainsAny(path, "?#") {
 		return nil, fmt.Errorf("querylog: path %q must not contain ? or #", path)
 	}
+	registerHash.Do(func() {
+		sqlite.MustRegisterDeterministicScalarFunction(hashFunc, 1, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+			switch v := args[0].(type) {
+			case string:
+				return nameHash(v), nil
+			case []byte:
+				return nameHash(string(v)), nil
+			}
+			return int64(0), nil
+		})
+	})
 	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
 	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
 	if err != nil {
@@ -190,7 +231,11 @@ func upgradeV1(ctx context.Context, tx *sql.Tx) error {
 	for _, c := range v2Columns {
 		stmts = append(stmts, "ALTER TABLE queries ADD COLUMN "+c+" TEXT NOT NULL DEFAULT ''")
 	}
-	stmts = append(stmts, "ALTER TABLE queries ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0", schemaV2Tables)
+	stmts = append(stmts, "ALTER TABLE queries ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0",
+		"ALTER TABLE queries ADD COLUMN dh INTEGER NOT NULL DEFAULT 0",
+		"ALTER TABLE queries ADD COLUMN ch INTEGER NOT NULL DEFAULT 0",
+		"UPDATE queries SET dh = "+hashFunc+"(domain), ch = "+hashFunc+"(client)",
+		schemaV2Tables)
 	for _, r := range resolutions {
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO totals (res, ts, status, count, dur_us)
 SELECT %d, (ts/1000000/%d)*%d AS b, status, count(*), 0 FROM queries GROUP BY b, status`, r.step, r.step, r.step))
@@ -261,24 +306,28 @@ type inserter struct {
 
 func insertSQL(n int) string {
 	var b strings.Builder
-	b.WriteString("INSERT INTO queries (" + rowColumns + ") VALUES ")
+	b.WriteString("INSERT INTO queries (" + insertColumns + ") VALUES ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
 	}
 	return b.String()
 }
 
 func (in *inserter) insert(ctx context.Context, rows []Row) error {
+	if cap(in.args) < insertChunk*nInsertColumns {
+		in.args = make([]any, 0, insertChunk*nInsertColumns)
+	}
 	for len(rows) > 0 {
 		n := min(len(rows), insertChunk)
 		in.args = in.args[:0]
 		for i := range rows[:n] {
 			r := &rows[i]
 			in.args = append(in.args, r.ID, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status, r.Node, r.ClientName,
-				r.Rcode, r.Reason, r.List, r.Rule, r.Policy, r.Upstream, r.Zone, r.Transport, r.Duration.Microseconds())
+				r.Rcode, r.Reason, r.List, r.Rule, r.Policy, r.Upstream, r.Zone, r.Transport, r.Duration.Microseconds(),
+				nameHash(r.Domain), nameHash(r.Client))
 		}
 		var err error
 		if n == insertChunk {

@@ -65,6 +65,8 @@ type Writer struct {
 
 	hourMu sync.Mutex
 	hour   hourCounts
+
+	agg rollup // the writer goroutine's batch aggregate
 }
 
 // Dimensions of the top lists.
@@ -323,23 +325,29 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 		return nil
 	}
 	rows := batch[:0]
-	var agg rollup
-	agg.init()
+	agg := &w.agg
+	agg.reset()
+	excluded := 0
 	for i := range batch {
-		r := batch[i]
-		if p.excluded(&r) {
-			w.excluded.Inc()
+		r := &batch[i]
+		if p.excluded(r) {
+			excluded++
 			continue
 		}
-		keep := p.apply(&r)
-		agg.add(&r, keep && p.cfg.Privacy != PrivacyNothing)
+		keep := p.apply(r)
+		agg.add(r, keep && p.cfg.Privacy != PrivacyNothing)
 		if !keep {
 			continue
 		}
 		r.ID = w.nextID
 		w.nextID++
-		rows = append(rows, r)
+		rows = append(rows, *r) // in place: rows never overtakes i
 	}
+	if excluded > 0 {
+		w.excluded.Add(float64(excluded))
+	}
+	agg.dims = p.cfg.Privacy != PrivacyNothing
+	agg.rows = rows
 	if w.store == nil {
 		for i := range rows {
 			w.slogRow(ctx, &rows[i])
@@ -353,7 +361,7 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 			if in.chunk != nil {
 				in.chunk.Close()
 			}
-			return w.writeRollups(ctx, tx, &agg)
+			return w.writeRollups(ctx, tx, agg)
 		})
 		if err != nil {
 			// The ids stay used: a reader never sees an id twice.
@@ -376,8 +384,8 @@ func (w *Writer) slogRow(ctx context.Context, r *Row) {
 }
 
 type totalKey struct {
-	res, ts int64
-	status  string
+	min    int64 // minute, unix seconds
+	status string
 }
 
 type totalVal struct{ count, durUS int64 }
@@ -387,66 +395,92 @@ type clientSeen struct {
 	last        int64
 }
 
-// rollup aggregates one batch before it is written.
+// rollup aggregates one batch in memory before it is written: totals per
+// minute and status (hours and days are summed from the minutes at write
+// time), clients last seen. It is reused from batch to batch.
 type rollup struct {
-	totals  map[totalKey]*totalVal
+	totals  map[totalKey]totalVal
 	clients map[string]clientSeen
-	rows    []Row // rows counted into the hour (dimension values only)
+	coarse  map[totalKey]totalVal // scratch for the hour and day buckets
+	dims    bool                  // count the rows' names into the hour
+	rows    []Row                 // the batch's stored rows
 }
 
-func (a *rollup) init() {
-	a.totals = map[totalKey]*totalVal{}
-	a.clients = map[string]clientSeen{}
+func (a *rollup) reset() {
+	if a.totals == nil {
+		a.totals = map[totalKey]totalVal{}
+		a.clients = map[string]clientSeen{}
+		a.coarse = map[totalKey]totalVal{}
+	}
+	clear(a.totals)
+	clear(a.clients)
+	a.rows, a.dims = nil, false
 }
 
 func (a *rollup) add(r *Row, dimsToo bool) {
 	sec := r.Time.Unix()
-	for _, res := range resolutions {
-		k := totalKey{res.step, sec - sec%res.step, r.Status}
-		v := a.totals[k]
-		if v == nil {
-			v = &totalVal{}
-			a.totals[k] = v
-		}
-		v.count++
-		v.durUS += r.Duration.Microseconds()
-	}
-	if !dimsToo {
+	k := totalKey{sec - sec%60, r.Status}
+	v := a.totals[k]
+	v.count++
+	v.durUS += r.Duration.Microseconds()
+	a.totals[k] = v
+	if !dimsToo || r.Client == "" {
 		return
 	}
-	a.rows = append(a.rows, Row{Time: r.Time, Domain: r.Domain, Client: r.Client, Upstream: r.Upstream, List: r.List, Zone: r.Zone, Status: r.Status})
-	if r.Client != "" {
-		c := a.clients[r.Client]
-		if r.ClientName != "" {
-			c.name = r.ClientName
-		}
-		if r.Group != "" {
-			c.group = r.Group
-		}
+	c, ok := a.clients[r.Client]
+	if ok && (r.ClientName == "" || r.ClientName == c.name) && (r.Group == "" || r.Group == c.group) {
 		c.last = max(c.last, r.Time.UnixMicro())
 		a.clients[r.Client] = c
+		return
 	}
+	if r.ClientName != "" {
+		c.name = r.ClientName
+	}
+	if r.Group != "" {
+		c.group = r.Group
+	}
+	c.last = max(c.last, r.Time.UnixMicro())
+	a.clients[r.Client] = c
 }
+
+var (
+	totalsSQL = `INSERT INTO totals (res, ts, status, count, dur_us) VALUES (?,?,?,?,?)
+ON CONFLICT (res, ts, status) DO UPDATE SET count = count + excluded.count, dur_us = dur_us + excluded.dur_us`
+	clientsSQL = `INSERT INTO clients (key, name, grp, last_seen) VALUES (?,?,?,?)
+ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
+  name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
+  grp = CASE WHEN excluded.grp != '' THEN excluded.grp ELSE grp END`
+)
 
 func (w *Writer) writeRollups(ctx context.Context, tx *sql.Tx, a *rollup) error {
 	if len(a.totals) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO totals (res, ts, status, count, dur_us) VALUES (?,?,?,?,?)
-ON CONFLICT (res, ts, status) DO UPDATE SET count = count + excluded.count, dur_us = dur_us + excluded.dur_us`)
+		st, err := tx.PrepareContext(ctx, totalsSQL)
 		if err != nil {
 			return fmt.Errorf("prepare totals: %w", err)
 		}
 		defer st.Close()
-		for k, v := range a.totals {
-			if _, err := st.ExecContext(ctx, k.res, k.ts, k.status, v.count, v.durUS); err != nil {
-				return fmt.Errorf("write totals: %w", err)
+		for _, res := range resolutions {
+			m := a.totals
+			if res.step != 60 {
+				m = a.coarse
+				clear(m)
+				for k, v := range a.totals {
+					k.min -= k.min % res.step
+					c := m[k]
+					c.count += v.count
+					c.durUS += v.durUS
+					m[k] = c
+				}
+			}
+			for k, v := range m {
+				if _, err := st.ExecContext(ctx, res.step, k.min, k.status, v.count, v.durUS); err != nil {
+					return fmt.Errorf("write totals: %w", err)
+				}
 			}
 		}
 	}
 	if len(a.clients) > 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO clients (key, name, grp, last_seen) VALUES (?,?,?,?)
-ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
-  name = CASE WHEN excluded.name != '' THEN excluded.name ELSE name END,
-  grp = CASE WHEN excluded.grp != '' THEN excluded.grp ELSE grp END`)
+		st, err := tx.PrepareContext(ctx, clientsSQL)
 		if err != nil {
 			return fmt.Errorf("prepare clients: %w", err)
 		}
@@ -457,23 +491,22 @@ ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
 			}
 		}
 	}
+	if !a.dims {
+		return nil
+	}
+	w.hourMu.Lock()
+	defer w.hourMu.Unlock()
 	for i := range a.rows {
 		r := &a.rows[i]
-		h := r.Time.Unix() - r.Time.Unix()%3600
-		if h > w.currentHour() {
-			if err := w.flushHour(ctx, tx, h); err != nil {
+		sec := r.Time.Unix()
+		if h := sec - sec%3600; h > w.hour.hour {
+			if err := w.flushHourLocked(ctx, tx, h); err != nil {
 				return err
 			}
 		}
-		w.countHour(r)
+		w.countHourLocked(r)
 	}
 	return nil
-}
-
-func (w *Writer) currentHour() int64 {
-	w.hourMu.Lock()
-	defer w.hourMu.Unlock()
-	return w.hour.hour
 }
 
 func dimValue(i int, r *Row) string {
@@ -493,9 +526,7 @@ func dimValue(i int, r *Row) string {
 
 // countHour adds a row to the current hour's counts; names past the cap are
 // counted under "" and make the answers approximate.
-func (w *Writer) countHour(r *Row) {
-	w.hourMu.Lock()
-	defer w.hourMu.Unlock()
+func (w *Writer) countHourLocked(r *Row) {
 	blocked := int64(0)
 	if r.Status == "blocked" {
 		blocked = 1
@@ -530,6 +561,10 @@ func (w *Writer) countHour(r *Row) {
 func (w *Writer) flushHour(ctx context.Context, tx *sql.Tx, next int64) error {
 	w.hourMu.Lock()
 	defer w.hourMu.Unlock()
+	return w.flushHourLocked(ctx, tx, next)
+}
+
+func (w *Writer) flushHourLocked(ctx context.Context, tx *sql.Tx, next int64) error {
 	if w.hour.hour != 0 {
 		st, err := tx.PrepareContext(ctx, `INSERT INTO top_hourly (hour, dim, key, count, blocked) VALUES (?,?,?,?,?)
 ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, blocked = blocked + excluded.blocked`)
