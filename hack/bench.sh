@@ -35,4 +35,6 @@ run ./internal/store/sqlite 'Apply10k|ListPaged' '-benchtime 1x'
 for p in ./internal/querylog ./dataplane/transport; do
   [ -d "$p" ] && run "$p" '.'
 done
+# Query log: DNS throughput through a real dataplane.Server, log on vs off.
+run ./test/querylog 'DNSLogOnOff' '-benchtime 200000x'
 echo "results: $out"

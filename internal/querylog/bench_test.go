@@ -3,7 +3,9 @@ package querylog
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -97,11 +99,14 @@ SELECT i, %d + i*10000, c, d, 'A',
 // BenchmarkFilteredPage measures one page (50 rows) with filters over a
 // large table; -benchtime short, the table is built once per size.
 func BenchmarkFilteredPage(b *testing.B) {
-	const n = 1_000_000
+	n := 1_000_000
+	if v, err := strconv.Atoi(os.Getenv("QUERYLOG_BENCH_ROWS")); err == nil && v > 0 {
+		n = v // e.g. 10000000 for the full-size target (slow to build)
+	}
 	cfg := DefaultConfig()
 	cfg.DataDir = b.TempDir()
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	end := start.Add(n * 10 * time.Millisecond)
+	end := start.Add(time.Duration(n) * 10 * time.Millisecond)
 	w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1, Now: func() time.Time { return end }})
 	if err != nil {
 		b.Fatal(err)
