@@ -30,6 +30,10 @@ func TestApplyGetDescribeExport(t *testing.T) {
 		}
 	}
 
+	// The node writes zone and record set status after it compiles them.
+	eventually(t, 10*time.Second, "zone and record sets ready", func() bool {
+		return strings.Count(u.ok("get", "rrset", "-A"), "True") == 2 && strings.Contains(u.ok("get", "zones", "example.test"), "True")
+	})
 	golden(t, "get-cg.txt", u.ok("get", "cg"))
 	golden(t, "get-cg-wide.txt", u.ok("get", "clientgroups", "-o", "wide"))
 	golden(t, "get-rrset-all.txt", u.ok("get", "rrset", "-A"))
