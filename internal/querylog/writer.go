@@ -137,11 +137,11 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 		flushes: make(chan chan error),
 		maint:   make(chan chan error),
 		done:    make(chan struct{}),
-		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_dropped_rows_total",
+		dropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "service_querylog_dropped_rows_total",
 			Help: "Query-log rows dropped because the writer's buffer was full."}),
-		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_written_rows_total",
+		written: prometheus.NewCounter(prometheus.CounterOpts{Name: "service_querylog_written_rows_total",
 			Help: "Query-log rows written to the sink."}),
-		excluded: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_querylog_excluded_rows_total",
+		excluded: prometheus.NewCounter(prometheus.CounterOpts{Name: "service_querylog_excluded_rows_total",
 			Help: "Queries left out of the query log by exclusions."}),
 	}
 	if opts.Registerer != nil {
