@@ -525,7 +525,9 @@ func (s *Server) adminHandler() http.Handler {
 				}
 			}
 		}()
-		r.Body = http.MaxBytesReader(sw, r.Body, maxSmallBody)
+		// r is already a copy (WithContext above), so net/http still sees its
+		// own body; w lets a hit limit mark the connection to close.
+		r.Body = http.MaxBytesReader(w, r.Body, maxSmallBody)
 		if !peer.admitted {
 			st.decision = auth.PathNone
 			writeError(sw, r, s.peerRefused(peer))

@@ -118,8 +118,17 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 			}
 		}()
 		// The largest body any route accepts; routes cap lower themselves.
-		r.Body = http.MaxBytesReader(sw, r.Body, maxBulkBody)
-		h.ServeHTTP(sw, r.WithContext(ctx))
+		// The limit goes on a copy of the request: net/http decides whether
+		// the connection may carry another request by looking at the
+		// *http.Request it passed in (was its body closed with bytes left
+		// unread, as huma does past a route's MaxBodyBytes?). Replacing the
+		// Body on that request hides this, and the unread rest of an
+		// oversize body would be parsed as the next request's headers. The
+		// reader gets the server's own ResponseWriter so that hitting the
+		// limit also marks the connection to close.
+		r = r.WithContext(ctx)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBulkBody)
+		h.ServeHTTP(sw, r)
 	})
 }
 
