@@ -9,9 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -61,16 +63,23 @@ type Options struct {
 	// BlockList and Policy reconcilers, adapted).
 	Controllers []Controller
 	// Store, when set, runs the built-in DNSZone and DNSRecordSet status
-	// reconcilers on it.
+	// reconcilers on it, and every reconcile waits (requeues) until it shows
+	// the object as the manager's cache does: the cores read the store,
+	// whose informers are not the manager's.
 	Store  store.Store
 	Logger *slog.Logger
 }
 
 // Operator is a manager ready to run.
 type Operator struct {
-	mgr manager.Manager
-	log *slog.Logger
+	mgr   manager.Manager
+	log   *slog.Logger
+	store store.Store
 }
+
+// storeLagRetry is how soon a request is looked at again when the store's
+// view has not caught up with the event that triggered it.
+const storeLagRetry = 100 * time.Millisecond
 
 // GroupVersion of every kind the operator watches.
 var GroupVersion = schema.GroupVersion{Group: "service.io", Version: "v1alpha1"}
@@ -114,7 +123,7 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		// recorded in logs only.
 		opts.Logger.Info("operator: starting", "identity", opts.Identity)
 	}
-	o := &Operator{mgr: mgr, log: opts.Logger}
+	o := &Operator{mgr: mgr, log: opts.Logger, store: opts.Store}
 	ctrls := opts.Controllers
 	if opts.Store != nil {
 		rec := mgr.GetEventRecorder("service-operator")
@@ -144,6 +153,9 @@ func (o *Operator) add(c Controller) error {
 		For(u).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: &skip}).
 		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			if o.storeBehind(ctx, u.GroupVersionKind(), req) {
+				return reconcile.Result{RequeueAfter: storeLagRetry}, nil
+			}
 			after, err := r.Reconcile(ctx, req.Namespace, req.Name)
 			if err != nil {
 				return reconcile.Result{}, fmt.Errorf("%s %s: %w", c.Kind, req.NamespacedName, err)
@@ -154,6 +166,52 @@ func (o *Operator) add(c Controller) error {
 		return fmt.Errorf("operator: controller %s: %w", c.Kind, err)
 	}
 	return nil
+}
+
+// storeBehind reports whether the store's view of req's object is older than
+// the manager's cache, which delivered the request. The two are separate
+// informers on the same watch: a request for a new object can arrive before
+// the store has it, and a reconciler core reading the store would take the
+// object for deleted (and, as nothing changes after, never look again) or
+// act on a stale spec. Errors on either side let the core run (it reports
+// its own).
+func (o *Operator) storeBehind(ctx context.Context, gvk schema.GroupVersionKind, req reconcile.Request) bool {
+	if o.store == nil {
+		return false
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	err := o.mgr.GetClient().Get(ctx, req.NamespacedName, live)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return false
+	}
+	liveGone := err != nil
+	seen, err := o.store.Get(ctx, gvk.Kind, req.Namespace, req.Name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false
+	}
+	seenGone := err != nil
+	switch {
+	case liveGone && seenGone:
+		return false
+	case liveGone || seenGone:
+		o.log.Debug("operator: store not caught up", "kind", gvk.Kind, "object", req.NamespacedName.String())
+		return true
+	}
+	if versionBefore(seen.GetResourceVersion(), live.GetResourceVersion()) {
+		o.log.Debug("operator: store not caught up", "kind", gvk.Kind, "object", req.NamespacedName.String(),
+			"store", seen.GetResourceVersion(), "cache", live.GetResourceVersion())
+		return true
+	}
+	return false
+}
+
+// versionBefore compares resourceVersions as the kube store does (etcd
+// revisions); versions that are not numbers are never "before".
+func versionBefore(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // Recorder records Kubernetes Events (events.k8s.io) for reconcilers.

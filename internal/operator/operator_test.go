@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,10 +52,10 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func TestLeaderElectionAndStatus(t *testing.T) {
-	if skip != "" {
-		t.Skip(skip)
-	}
+// openStore opens a kube store on the test apiserver, with the namespaces
+// the tests use.
+func openStore(t *testing.T) store.Store {
+	t.Helper()
 	ctx := t.Context()
 	if err := env.Namespaces(ctx, kube.DefaultNamespace, "web"); err != nil {
 		t.Fatal(err)
@@ -68,7 +69,15 @@ func TestLeaderElectionAndStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(d, v)
+	return store.New(d, v)
+}
+
+func TestLeaderElectionAndStatus(t *testing.T) {
+	if skip != "" {
+		t.Skip(skip)
+	}
+	ctx := t.Context()
+	st := openStore(t)
 
 	start := func(name string) (*operator.Operator, context.CancelFunc, chan error) {
 		op, err := operator.New(env.Config, operator.Options{
@@ -161,4 +170,72 @@ func TestLeaderElectionAndStatus(t *testing.T) {
 	if h := holder(); h == first || h == "" {
 		t.Fatalf("lease holder %q after the leader stopped (was %q)", h, first)
 	}
+}
+
+// laggingStore hides objects from Get for a while, as a store whose cache
+// has not yet seen the event that triggered a reconcile.
+type laggingStore struct {
+	store.Store
+	mu     sync.Mutex
+	hidden map[string]time.Time // kind/namespace/name: visible from
+}
+
+func (l *laggingStore) hide(kind, ns, name string, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.hidden[kind+"/"+ns+"/"+name] = time.Now().Add(d)
+}
+
+func (l *laggingStore) Get(ctx context.Context, kind, ns, name string) (*unstructured.Unstructured, error) {
+	l.mu.Lock()
+	until, ok := l.hidden[kind+"/"+ns+"/"+name]
+	l.mu.Unlock()
+	if ok && time.Now().Before(until) {
+		return nil, fmt.Errorf("%s/%s/%s: %w", kind, ns, name, store.ErrNotFound)
+	}
+	return l.Store.Get(ctx, kind, ns, name)
+}
+
+// The manager's cache and the store's are separate informers: a reconcile
+// may start before the store shows its object. It must be looked at again,
+// not taken for deleted.
+func TestStatusWhenStoreLags(t *testing.T) {
+	if skip != "" {
+		t.Skip(skip)
+	}
+	ctx := t.Context()
+	st := openStore(t)
+	lag := &laggingStore{Store: st, hidden: map[string]time.Time{}}
+	op, err := operator.New(env.Config, operator.Options{
+		LeaseName: "service-operator-lag", Store: lag,
+		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- op.Run(octx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-op.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("operator not elected")
+	}
+
+	if _, err := st.Apply(ctx, storetest.Zone("lag.example", ""), store.ApplyOptions{Manager: store.ManagerAPI}); err != nil {
+		t.Fatal(err)
+	}
+	lag.hide(store.KindDNSRecordSet, "web", "lag", 2*time.Second)
+	if _, err := st.Apply(ctx, storetest.RecordSet("web", "lag", "lag.example", "192.0.2.3"), store.ApplyOptions{Manager: store.ManagerAPI}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "record set status after the store caught up", func() bool {
+		rs, err := st.Get(ctx, store.KindDNSRecordSet, "web", "lag")
+		if err != nil {
+			return false
+		}
+		conds, _, _ := unstructured.NestedSlice(rs.Object, "status", "conditions")
+		return len(conds) == 1 && conds[0].(map[string]any)["status"] == "True"
+	})
 }

@@ -29,6 +29,10 @@ type statusReconciler struct {
 	now    func() time.Time
 }
 
+// zoneNotFoundRetry is how often a record set whose zone does not exist is
+// looked at again.
+const zoneNotFoundRetry = 15 * time.Second
+
 func (r *statusReconciler) reconcileRecordSet(ctx context.Context, ns, name string) (time.Duration, error) {
 	rs, err := r.store.Get(ctx, store.KindDNSRecordSet, ns, name)
 	if errors.Is(err, store.ErrNotFound) {
@@ -48,10 +52,14 @@ func (r *statusReconciler) reconcileRecordSet(ctx context.Context, ns, name stri
 	}
 	zone, _, _ := unstructured.NestedString(rs.Object, "spec", "zoneRef", "name")
 	cond := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Accepted", Message: fmt.Sprintf("%d names in zone %s", len(names), zone)}
+	var again time.Duration
 	if _, err := r.store.Get(ctx, store.KindDNSZone, "", zone); errors.Is(err, store.ErrNotFound) {
 		cond = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "ZoneNotFound", Message: fmt.Sprintf("zone %s does not exist", zone)}
+		// Zone changes do not trigger record sets: look again for a zone
+		// created after (or seen by the store after) its record sets.
+		again = zoneNotFoundRetry
 	}
-	return 0, r.write(ctx, rs, map[string]any{"names": int64(len(names))}, cond)
+	return again, r.write(ctx, rs, map[string]any{"names": int64(len(names))}, cond)
 }
 
 func (r *statusReconciler) reconcileZone(ctx context.Context, _, name string) (time.Duration, error) {
