@@ -152,6 +152,7 @@ func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, erro
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "svc-cli")
 	for k, vs := range r.header {
+		req.Header.Del(k)
 		for _, v := range vs {
 			req.Header.Add(k, v)
 		}

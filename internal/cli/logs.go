@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,14 +18,17 @@ import (
 )
 
 type logsOpts struct {
-	client, domain, list, qtype, status, statusClass, upstream, zone, since, until string
-	limit                                                                          int
-	follow, noHeaders                                                              bool
+	client, domain, domainMatch, list, qtype, status, statusClass, upstream, zone, policy, since, until string
+	limit                                                                                               int
+	follow, noHeaders                                                                                   bool
 }
 
 func (o *logsOpts) query() (map[string]string, error) {
-	q := map[string]string{"client": o.client, "domain": o.domain, "list": o.list, "qtype": o.qtype,
-		"status": o.status, "status_class": o.statusClass, "upstream": o.upstream, "zone": o.zone}
+	// The parameter names of GET /queries and /queries/stream
+	// (querylog.ParseFilter).
+	q := map[string]string{"client": o.client, "domain": o.domain, "domain_match": o.domainMatch, "list": o.list,
+		"qtype": o.qtype, "status": o.status, "status_class": o.statusClass, "upstream": o.upstream,
+		"zone": o.zone, "policy": o.policy}
 	now := time.Now()
 	for k, v := range map[string]string{"since": o.since, "until": o.until} {
 		if v == "" {
@@ -72,23 +76,23 @@ func newLogsCmd(a *app) *cobra.Command {
 			}
 			q := queryValues(kv...)
 			if o.follow {
-				return a.followLogs(cmd.Context(), q.Encode(), o.noHeaders)
+				return a.followLogs(cmd.Context(), q, o.noHeaders)
 			}
-			q.Set("limit", strconv.Itoa(o.limit))
-			var page struct {
-				Items []map[string]any `json:"items"`
+			if o.limit < 1 {
+				return fmt.Errorf("--limit %d: at least 1", o.limit)
 			}
-			if err := a.call(cmd.Context(), request{method: http.MethodGet, path: "/queries", query: q, out: &page}); err != nil {
+			items, err := a.listQueries(cmd.Context(), q, o.limit)
+			if err != nil {
 				return err
 			}
-			if ok, err := writeData(a.stdout, a.g.Output, page.Items); ok {
+			if ok, err := writeData(a.stdout, a.g.Output, items); ok {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			if !o.noHeaders {
 				fmt.Fprintln(tw, strings.Join(logColumns, "\t"))
 			}
-			for _, e := range page.Items {
+			for _, e := range items {
 				fmt.Fprintln(tw, strings.Join(logRow(e), "\t"))
 			}
 			return tw.Flush()
@@ -97,7 +101,9 @@ func newLogsCmd(a *app) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&o.client, "client", "", "client address, ID or name")
 	f.StringVar(&o.domain, "domain", "", "queried name")
-	f.StringVar(&o.list, "list", "", "list that decided")
+	f.StringVar(&o.domainMatch, "domain-match", "", "how --domain matches: exact (default) or substring")
+	f.StringVar(&o.list, "list", "", "list that decided, e.g. ns/name")
+	f.StringVar(&o.policy, "policy", "", "policy that decided (namespace/name)")
 	f.StringVar(&o.qtype, "qtype", "", "query type")
 	f.StringVar(&o.status, "status", "", "answer status")
 	f.StringVar(&o.statusClass, "status-class", "", "answer status class")
@@ -111,9 +117,11 @@ func newLogsCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-// followLogs reads GET /queries/stream and reconnects after a drop with
-// Last-Event-ID so no event is lost or repeated.
-func (a *app) followLogs(ctx context.Context, rawQuery string, noHeaders bool) error {
+// followLogs reads GET /queries/stream and reconnects after a drop, with
+// backoff and Last-Event-ID, so that no event is lost or repeated (the node
+// replays the stored rows after that id). Errors of the first connection and
+// client errors (4xx) end the command.
+func (a *app) followLogs(ctx context.Context, q url.Values, noHeaders bool) error {
 	c, err := a.client()
 	if err != nil {
 		return err
@@ -123,25 +131,29 @@ func (a *app) followLogs(ctx context.Context, rawQuery string, noHeaders bool) e
 	if !noHeaders && a.g.Output != outJSON {
 		fmt.Fprintln(a.stdout, strings.Join(logColumns, "\t"))
 	}
-	backoff := 500 * time.Millisecond
+	const minBackoff, maxBackoff = 500 * time.Millisecond, 10 * time.Second
+	backoff := minBackoff
+	connected := false
 	for {
-		path := "/queries/stream"
-		if rawQuery != "" {
-			path += "?" + rawQuery
-		}
 		hdr := http.Header{"Accept": {"text/event-stream"}}
 		if lastID != "" {
 			hdr.Set("Last-Event-ID", lastID)
 		}
-		res, err := c.Stream(ctx, request{method: http.MethodGet, path: path, header: hdr})
+		res, err := c.Stream(ctx, request{method: http.MethodGet, path: "/queries/stream", query: q, header: hdr})
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
 			var ae *APIError
-			if errors.As(err, &ae) || ctx.Err() != nil {
+			if !connected || (errors.As(err, &ae) && ae.Status < 500 && ae.Status != http.StatusTooManyRequests) {
 				return err
 			}
-			fmt.Fprintf(a.stderr, "stream: %v; reconnecting\n", err)
+			fmt.Fprintf(a.stderr, "stream: %v; retrying in %s\n", err, backoff)
 		} else {
+			connected = true
+			events := 0
 			err = readSSE(res.Body, func(id, data string) {
+				events++
 				if id != "" {
 					lastID = id
 				}
@@ -151,15 +163,47 @@ func (a *app) followLogs(ctx context.Context, rawQuery string, noHeaders bool) e
 			if ctx.Err() != nil {
 				return nil
 			}
-			backoff = 500 * time.Millisecond
-			fmt.Fprintf(a.stderr, "stream dropped (%v); resuming after event %q\n", err, lastID)
+			if events > 0 {
+				backoff = minBackoff
+			}
+			if lastID != "" {
+				fmt.Fprintf(a.stderr, "stream dropped (%v); resuming after event %s in %s\n", err, lastID, backoff)
+			} else {
+				fmt.Fprintf(a.stderr, "stream dropped (%v); reconnecting in %s\n", err, backoff)
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 10*time.Second)
+		backoff = min(backoff*2, maxBackoff)
+	}
+}
+
+// listQueries reads GET /queries page by page (at most 1000 rows a page;
+// a filtered page may hold fewer rows and still carry continue) until limit
+// rows or the last page.
+func (a *app) listQueries(ctx context.Context, q url.Values, limit int) ([]map[string]any, error) {
+	c, err := a.client()
+	if err != nil {
+		return nil, err
+	}
+	items := []map[string]any{}
+	for {
+		q.Set("limit", strconv.Itoa(min(limit-len(items), 1000)))
+		var page struct {
+			Items    []map[string]any `json:"items"`
+			Continue string           `json:"continue"`
+		}
+		if err := c.Do(ctx, request{method: http.MethodGet, path: "/queries", query: q, out: &page}); err != nil {
+			return nil, err
+		}
+		items = append(items, page.Items...)
+		if page.Continue == "" || len(items) >= limit {
+			return items, nil
+		}
+		q.Set("continue", page.Continue)
 	}
 }
 
