@@ -22,6 +22,11 @@ type app struct {
 	stderr io.Writer
 
 	kinds *validation.Validator
+
+	// keyring replaces the OS keyring in tests; keyringWarned is set once
+	// the fallback to the config file was reported.
+	keyring       Keyring
+	keyringWarned bool
 }
 
 // kindRegistry builds the kind table once per invocation.

@@ -56,7 +56,7 @@ const clientConfigSchema = `{
           "tokenID": {"type": "string", "description": "id of the API token the CLI holds"},
           "caFile": {"type": "string"},
           "insecureSkipTLSVerify": {"type": "boolean"},
-          "token": {"type": "string", "description": "API token, only when no OS keyring is used (file mode 0600)"}
+          "token": {"type": "string", "description": "API token, only when no OS keyring is used (SERVICE_KEYRING=file or the keyring failed; file mode 0600)"}
         }
       }
     }

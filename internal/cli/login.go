@@ -34,7 +34,9 @@ func newLoginCmd(a *app) *cobra.Command {
 		Use:   "login",
 		Short: "Log in to a server and save it as a context",
 		Long: "Log in with an API token (--token or --token-stdin, verified with GET /auth/me) or with a " +
-			"username and password (a new API token is created for the CLI). The token is stored with the context.",
+			"username and password (a new API token is created for the CLI). The token is stored in the OS keyring " +
+			"(Secret Service on Linux, Keychain on macOS, Credential Manager on Windows); when the keyring fails it goes to the " +
+			"client configuration file (mode 0600) and the CLI says so on stderr. SERVICE_KEYRING=file skips the keyring.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.login(cmd.Context(), o) },
 	}
