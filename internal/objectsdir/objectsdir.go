@@ -201,17 +201,26 @@ func (a *Applier) Sync(ctx context.Context) error {
 		}
 		changed = changed || applied
 	}
-	// Files that are gone: delete what they stored.
+	// Files that are gone: delete what they stored. A zone can only go once
+	// the record sets of every removed file are gone, so a zone refused in the
+	// first pass (its record sets came from another file) goes in the second.
 	prefix := string(Manager(a.dir)) + string(filepath.Separator)
+	var removed []store.Manager
 	for m := range a.owned {
-		if !strings.HasPrefix(string(m), prefix) {
-			continue
+		if strings.HasPrefix(string(m), prefix) && !present[strings.TrimPrefix(string(m), "file:")] {
+			removed = append(removed, m)
 		}
+	}
+	slices.Sort(removed)
+	for pass := 0; pass < 2; pass++ {
+		for _, m := range removed {
+			if _, ok := a.owned[m]; ok {
+				a.prune(ctx, strings.TrimPrefix(string(m), "file:"), m, nil)
+			}
+		}
+	}
+	for _, m := range removed {
 		path := strings.TrimPrefix(string(m), "file:")
-		if present[path] {
-			continue
-		}
-		a.prune(ctx, path, m, nil)
 		delete(a.hashes, path)
 		delete(a.diags, path)
 		changed = true
