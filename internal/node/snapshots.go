@@ -41,6 +41,7 @@ type snapshotter struct {
 	// status, when set, writes zone and record set status from each build.
 	status  *zoneStatus
 	metrics *nodeMetrics
+	serials serials // only build touches it
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -262,6 +263,7 @@ func (s *snapshotter) build() time.Time {
 	}
 	s.mu.Unlock()
 
+	s.serials.assign(zones, sets)
 	table, problems := authority.Compile(zones, sets, start)
 	fresh := true
 	if s.fresh != nil {
