@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/svcdns/svc/test/kube/kubeenv"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -161,13 +162,13 @@ spec:
 func TestAPIServerOutage(t *testing.T) {
 	c := needEnv(t)
 	host := strings.TrimSuffix(strings.TrimPrefix(env.Config.Host, "https://"), "/")
-	p := newProxy(t, host)
-	dp := startNode(t, "dp-c", node.RoleDataplane, kubeconfig(t, env.Config, "https://"+p.addr))
+	p := kubeenv.NewProxy(t, host)
+	dp := startNode(t, "dp-c", node.RoleDataplane, kubeconfig(t, env.Config, "https://"+p.Addr))
 	apply(t, c, zoneDocs("c.test", "www.c.test", "192.0.2.3"))
 	eventually(t, 5*time.Second, "answers www.c.test", func() bool { return dp.answersA("www.c.test", "192.0.2.3") })
 	eventually(t, 5*time.Second, "ready", dp.ready)
 
-	p.cut()
+	p.Cut()
 	cutAt := time.Now()
 	if !dp.answersA("www.c.test", "192.0.2.3") {
 		t.Fatal("no answer right after the cut")
@@ -178,7 +179,7 @@ func TestAPIServerOutage(t *testing.T) {
 	if d := time.Since(cutAt); d < 2*time.Second {
 		t.Fatalf("stale after %s, before maxAge 3s", d)
 	}
-	p.restore(t)
+	p.Restore(t)
 	eventually(t, 60*time.Second, "recovers after the apiserver returns", func() bool {
 		return dp.ready() && dp.answersA("www.c.test", "192.0.2.3")
 	})

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -208,81 +205,14 @@ func TestInternalKindsAreSealedSecrets(t *testing.T) {
 	}
 }
 
-// proxy forwards loopback TCP to the apiserver and can cut and restore the
-// connection, making the apiserver unreachable for one driver only.
-type proxy struct {
-	target string
-	addr   string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-}
-
-func newProxy(t *testing.T, target string) *proxy {
-	p := &proxy{target: target}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.addr = ln.Addr().String()
-	p.serve(ln)
-	t.Cleanup(p.cut)
-	return p
-}
-
-func (p *proxy) serve(ln net.Listener) {
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close() }()
-			go func() { _, _ = io.Copy(c, up); c.Close() }()
-		}
-	}()
-}
-
-func (p *proxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ln != nil {
-		p.ln.Close()
-		p.ln = nil
-	}
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *proxy) restore(t *testing.T) {
-	ln, err := net.Listen("tcp", p.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.serve(ln)
-}
-
 func TestOutageServesCacheAndStalenessGrows(t *testing.T) {
 	needEnv(t)
 	wipe(t)
 	ctx := t.Context()
 	host := strings.TrimSuffix(strings.TrimPrefix(env.Config.Host, "https://"), "/")
-	p := newProxy(t, host)
+	p := kubeenv.NewProxy(t, host)
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Host = "https://" + p.addr
+	cfg.Host = "https://" + p.Addr
 	cfg.Timeout = 2 * time.Second
 	d, s := open(t, cfg, kube.Options{ProbeInterval: 200 * time.Millisecond})
 	if _, err := s.Apply(ctx, storetest.Zone("example.com", ""), store.ApplyOptions{Manager: store.ManagerAPI}); err != nil {
@@ -293,7 +223,7 @@ func TestOutageServesCacheAndStalenessGrows(t *testing.T) {
 		t.Fatalf("fresh driver is %s old", age)
 	}
 
-	p.cut()
+	p.Cut()
 	time.Sleep(2500 * time.Millisecond)
 	if _, err := s.Get(ctx, store.KindDNSZone, "", "example.com"); err != nil {
 		t.Fatalf("read during the outage: %v", err)
@@ -311,7 +241,7 @@ func TestOutageServesCacheAndStalenessGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p.restore(t)
+	p.Restore(t)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		_, err := s.Get(ctx, store.KindDNSZone, "", "example.net")
