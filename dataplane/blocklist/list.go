@@ -117,12 +117,14 @@ type Match struct {
 	Rule RuleID
 }
 
-// maxLabels bounds the suffix walk: a 253-byte name has at most 127 labels.
-const maxLabels = 128
-
 // Match reports whether name is on the list. name is a query name in
 // presentation form (no escapes), any case, with or without one trailing
 // dot. It does not allocate.
+//
+// One right-to-left pass hashes the name incrementally; at each label
+// boundary the suffix to its right is probed in every source, so no
+// per-suffix state is stored. The deciding rule is the one a (source, then
+// shortest suffix first) order finds first.
 func (l *List) Match(name string) Match {
 	none := Match{Source: -1}
 	if l == nil || l.spec.Disabled || len(l.sources) == 0 {
@@ -134,47 +136,16 @@ func (l *List) Match(name string) Match {
 	if len(name) == 0 || len(name) > maxName {
 		return none
 	}
-	// Hashes of every label-boundary suffix, in one right-to-left pass.
-	var starts [maxLabels]uint8
-	var hashes [maxLabels]uint64
-	k := 0
+	block, exc := none, none
 	h := uint64(fnvOffset)
 	for i := len(name) - 1; i >= 0; i-- {
 		c := name[i]
-		if c == '.' && k < maxLabels-1 {
-			starts[k], hashes[k] = uint8(i+1), mix(h)
-			k++
+		if c == '.' {
+			l.probe(name[i+1:], mix(h), false, &block, &exc)
 		}
-		h = (h ^ uint64(lower(c))) * fnvPrime
+		h = (h ^ uint64(lowerTab[c])) * fnvPrime
 	}
-	starts[k], hashes[k] = 0, mix(h)
-	k++
-
-	block, exc := none, none
-	for si, s := range l.sources {
-		if s.tab == nil {
-			continue
-		}
-		for j := 0; j < k; j++ {
-			st := int(starts[j])
-			f, off := s.tab.lookup(name[st:], hashes[j])
-			if f == 0 {
-				continue
-			}
-			var b, e uint8
-			if st == 0 {
-				b, e = f&blockSelf, f&exSelf
-			} else {
-				b, e = f&blockBelow, f&exBelow
-			}
-			if b != 0 && !block.Matched {
-				block = Match{Matched: true, Source: si, Rule: RuleID{kind: lowestBit(b), plain: f&flagPlain != 0, off: off}}
-			}
-			if e != 0 && !exc.Exception {
-				exc = Match{Exception: true, Source: si, Rule: RuleID{kind: lowestBit(e), off: off}}
-			}
-		}
-	}
+	l.probe(name, mix(h), true, &block, &exc)
 	if l.hasRe {
 		if !block.Matched && !exc.Exception {
 			block = l.matchRe(name, false)
@@ -187,6 +158,34 @@ func (l *List) Match(name string) Match {
 		return exc
 	}
 	return block
+}
+
+// probe looks suffix (hash h; self: it is the whole query name) up in every
+// source, keeping the first block and exception in source order.
+func (l *List) probe(suffix string, h uint64, self bool, block, exc *Match) {
+	for si, s := range l.sources {
+		if s.tab == nil {
+			continue
+		}
+		f, off := s.tab.lookup(suffix, h)
+		if f == 0 {
+			continue
+		}
+		var b, e uint8
+		if self {
+			b, e = f&blockSelf, f&exSelf
+		} else {
+			b, e = f&blockBelow, f&exBelow
+		}
+		// Suffixes are probed shortest first, so for one source the first
+		// hit wins; a lower source index beats a later hit of a higher one.
+		if b != 0 && (!block.Matched || si < block.Source) {
+			*block = Match{Matched: true, Source: si, Rule: RuleID{kind: lowestBit(b), plain: f&flagPlain != 0, off: off}}
+		}
+		if e != 0 && (!exc.Exception || si < exc.Source) {
+			*exc = Match{Exception: true, Source: si, Rule: RuleID{kind: lowestBit(e), off: off}}
+		}
+	}
 }
 
 // MatchBytes is Match for a name held in a byte slice (not retained).

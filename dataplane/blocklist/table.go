@@ -30,10 +30,31 @@ const maxName = 253
 // hash table of uint64 slots holds fingerprint<<32 | offset+1. Probing
 // compares fingerprints inside the slot array, so a miss rarely touches the
 // record bytes.
+//
+// filter is a one-hash Bloom filter of 8 to 16 bits per name (1 to 2 bytes
+// per domain): most probed suffixes of a query ("com", "example.com") are
+// on no list, and one bit test answers those without walking a probe
+// sequence (about six slots for a miss at load 0.7).
 type table struct {
-	data  []byte
-	slots []uint64
-	n     int // distinct names
+	data   []byte
+	slots  []uint64
+	filter []uint64
+	fmask  uint64 // bit count of filter - 1
+	n      int    // distinct names
+}
+
+// filterBit is the filter bit of hash h: bits the slot index (low 32) and
+// fingerprint (high 32) use as well, but taken from the middle, and h is
+// already mixed.
+func (t *table) filterBit(h uint64) uint64 { return (h >> 16) & t.fmask }
+
+func (t *table) initFilter(n int) {
+	bits := uint64(64)
+	for bits < 8*uint64(n) {
+		bits <<= 1
+	}
+	t.filter = make([]uint64, bits/64)
+	t.fmask = bits - 1
 }
 
 // hashing: FNV-1a over the name read right to left, so the hash of every
@@ -53,12 +74,19 @@ func mix(h uint64) uint64 {
 	return h
 }
 
-func lower(b byte) byte {
-	if b-'A' < 26 {
-		return b + ('a' - 'A')
+func lower(b byte) byte { return lowerTab[b] }
+
+// lowerTab maps ASCII upper case to lower case and every other byte to
+// itself: one load, no branch, no bounds check (indexed by a byte).
+var lowerTab = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if i >= 'A' && i <= 'Z' {
+			t[i] = byte(i) + ('a' - 'A')
+		}
 	}
-	return b
-}
+	return t
+}()
 
 // hashName hashes a whole name (any case) the same way suffixHashes does.
 func hashName(name string) uint64 {
@@ -79,14 +107,21 @@ func fingerprint(h uint64) uint64 { return h >> 32 }
 // lookup returns the flags and record offset of name, or 0 flags when absent.
 // name may contain upper-case ASCII; stored names are lower case.
 func (t *table) lookup(name string, h uint64) (uint8, uint32) {
-	if t == nil || len(t.slots) == 0 {
+	slots := t.slots
+	if len(slots) == 0 {
 		return 0, 0
 	}
-	n := len(t.slots)
-	i := slotIndex(h, n)
+	if b := t.filterBit(h); t.filter[b>>6]&(1<<(b&63)) == 0 {
+		return 0, 0
+	}
+	// slotCount leaves at least one slot empty, so the probe ends.
+	i := uint(slotIndex(h, len(slots)))
 	fp := fingerprint(h)
-	for probes := 0; probes < n; probes++ {
-		s := t.slots[i]
+	for {
+		if i >= uint(len(slots)) {
+			i = 0
+		}
+		s := slots[i]
 		if s == 0 {
 			return 0, 0
 		}
@@ -97,11 +132,7 @@ func (t *table) lookup(name string, h uint64) (uint8, uint32) {
 			}
 		}
 		i++
-		if i == n {
-			i = 0
-		}
 	}
-	return 0, 0
 }
 
 func (t *table) equal(off uint32, name string) bool {
@@ -129,7 +160,7 @@ func (t *table) sizeBytes() int {
 	if t == nil {
 		return 0
 	}
-	return cap(t.data) + 8*cap(t.slots)
+	return cap(t.data) + 8*cap(t.slots) + 8*cap(t.filter)
 }
 
 // tableBuilder accumulates records; build() deduplicates them, merging
@@ -152,6 +183,7 @@ func (b *tableBuilder) build() *table {
 	}
 	t := &table{data: b.data}
 	t.slots = make([]uint64, slotCount(b.n))
+	t.initFilter(b.n)
 	dups := 0
 	for off := 0; off < len(t.data); {
 		l := int(t.data[off])
@@ -182,6 +214,8 @@ func slotCount(n int) int {
 // the record was new.
 func (t *table) insert(off uint32, name string) bool {
 	h := hashName(name)
+	b := t.filterBit(h)
+	t.filter[b>>6] |= 1 << (b & 63)
 	n := len(t.slots)
 	i := slotIndex(h, n)
 	fp := fingerprint(h)
