@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -210,4 +211,164 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSwapTenLists: ten compiled 1M-domain lists in a table. Reports
+// the p99 latency of one Match (on the lists in turn) while a goroutine
+// recompiles and swaps the ten lists one at a time, beside the p99 with no
+// swap in the same run (target: within 10%), and the memory of a rebuild:
+// the live heap (forced GC in a sampling loop, HeapAlloc) peaks at most the
+// steady ten lists plus the one list being rebuilt.
+func BenchmarkSwapTenLists(b *testing.B) {
+	const lists, per = 10, 1_000_000
+	body := synthDomains(per, "domains")
+	compile := func(i int) *List {
+		s, err := CompileSource(context.Background(), SourceSpec{Name: fmt.Sprint("s", i)}, bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return NewList(ListSpec{Name: fmt.Sprint("l", i)}, []*Source{s})
+	}
+	var tab atomic.Pointer[[]*List]
+	{
+		ls := make([]*List, lists)
+		for i := range ls {
+			ls[i] = compile(i)
+		}
+		tab.Store(&ls)
+	}
+	oneList := float64((*tab.Load())[0].SizeBytes())
+
+	// queries times Match until stop closes (or n samples) and returns the
+	// sorted latencies.
+	queries := func(stop <-chan struct{}, lat []time.Duration) []time.Duration {
+		lat, n := lat[:0], cap(lat)
+		names := []string{"a.b.c.example.com", "cdn.img.static.example.net"}
+		for i := 0; len(lat) < n; i++ {
+			if i&1023 == 0 {
+				select {
+				case <-stop:
+					slices.Sort(lat)
+					return lat
+				default:
+				}
+			}
+			l := (*tab.Load())[i%lists]
+			t0 := time.Now()
+			l.Match(names[i&1])
+			lat = append(lat, time.Since(t0))
+		}
+		slices.Sort(lat)
+		return lat
+	}
+	p99 := func(lat []time.Duration) float64 {
+		if len(lat) == 0 {
+			return 0
+		}
+		return float64(lat[len(lat)*99/100].Nanoseconds())
+	}
+	swapOne := func(i int) {
+		n := compile(i)
+		for {
+			old := tab.Load()
+			ls := slices.Clone(*old)
+			ls[i] = n
+			if tab.CompareAndSwap(old, &ls) {
+				return
+			}
+		}
+	}
+
+	var pBase, pSwap, rawPeak, livePeak, steady, steadyInuse, livePeakInuse float64
+	b.ResetTimer()
+	for it := 0; it < b.N; it++ {
+		b.StopTimer()
+		// Baseline: no swap.
+		runtime.GC()
+		base := queries(nil, make([]time.Duration, 0, 2_000_000))
+		buf := make([]time.Duration, 0, 1<<22)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		rawSteady := float64(ms.HeapAlloc)
+		// Swapping: all ten lists rebuilt and swapped one at a time.
+		stop := make(chan struct{})
+		done := make(chan []time.Duration)
+		go func() { done <- queries(stop, buf) }()
+		var raw atomic.Uint64
+		sampleStop := make(chan struct{})
+		sampled := make(chan struct{})
+		go func() { // runtime/metrics does not stop the world
+			defer close(sampled)
+			sm := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			for {
+				metrics.Read(sm)
+				if v := sm[0].Value.Uint64(); v > raw.Load() {
+					raw.Store(v)
+				}
+				select {
+				case <-sampleStop:
+					return
+				case <-t.C:
+				}
+			}
+		}()
+		b.StartTimer()
+		for i := 0; i < lists; i++ {
+			swapOne(i)
+		}
+		b.StopTimer()
+		close(stop)
+		swapped := <-done
+		close(sampleStop)
+		<-sampled
+		pBase, pSwap = p99(base), p99(swapped)
+
+		// Memory: steady state (ten lists, heap settled), then the live
+		// peak while one list is rebuilt, sampled by a goroutine forcing
+		// GC in a loop (HeapAlloc right after GC is the live heap).
+		swapped, base, buf = nil, nil, nil
+		runtime.GC()
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		steady, steadyInuse = float64(ms.HeapAlloc), float64(ms.HeapInuse)
+		var peak, peakInuse atomic.Uint64
+		gcStop := make(chan struct{})
+		gcDone := make(chan struct{})
+		go func() {
+			defer close(gcDone)
+			for {
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				peak.Store(max(peak.Load(), ms.HeapAlloc))
+				peakInuse.Store(max(peakInuse.Load(), ms.HeapInuse))
+				select {
+				case <-gcStop:
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		}()
+		swapOne(0)
+		close(gcStop)
+		<-gcDone
+		livePeak, livePeakInuse = float64(peak.Load()), float64(peakInuse.Load())
+		rawPeak = float64(raw.Load()) / rawSteady
+		b.StartTimer()
+	}
+	b.ReportMetric(pBase, "p99-ns/match-noswap")
+	b.ReportMetric(pSwap, "p99-ns/match-swap")
+	b.ReportMetric(pSwap/pBase, "p99-swap/noswap")
+	b.ReportMetric(oneList/1e6, "list-MB")
+	b.ReportMetric(steady/1e6, "steady-heap-MB")
+	b.ReportMetric(livePeak/steady, "peak/steady-live")
+	b.ReportMetric((livePeak-steady)/oneList, "peak-steady/list-live")
+	b.ReportMetric((livePeakInuse-steadyInuse)/oneList, "peak-steady/list-inuse")
+	// Not settled: garbage the GC has not collected yet counts (GOGC).
+	b.ReportMetric(rawPeak, "peak/steady-heapalloc-swap")
+	runtime.KeepAlive(body)
 }

@@ -99,9 +99,10 @@ func (t *table) legacyLookup(name string, h uint64) (uint8, uint32) {
 		}
 		if s>>32 == fp {
 			off := uint32(s) - 1
-			l := int(t.data[off])
+			c, p := t.rec(off)
+			l := int(c[p])
 			if l == len(name) {
-				rec := t.data[off+2 : int(off)+2+l]
+				rec := c[p+2 : p+2+l]
 				eq := true
 				for j := 0; j < l; j++ {
 					if rec[j] != legacyLower(name[j]) {
@@ -110,7 +111,7 @@ func (t *table) legacyLookup(name string, h uint64) (uint8, uint32) {
 					}
 				}
 				if eq {
-					return t.data[off+1], off
+					return c[p+1], off
 				}
 			}
 		}
