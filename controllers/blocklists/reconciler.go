@@ -2,12 +2,15 @@ package blocklists
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -42,11 +45,40 @@ type Compiler[S CompiledSource, L any] interface {
 	NewList(bl *v1alpha1.BlockList, sources []S) L
 }
 
+// ConfigMaps reads the ConfigMaps of configMapRef sources (Kubernetes store
+// only). ListBody returns the list body of one ConfigMap: its data values in
+// key order (ConfigMapBody).
+type ConfigMaps interface {
+	ListBody(ctx context.Context, namespace, name string) (string, error)
+}
+
+// ConfigMapBody joins the data values of a ConfigMap in key order, each
+// ending in a newline, so every key holds part of one list body.
+func ConfigMapBody(data map[string]string) string {
+	keys := make([]string, 0, len(data))
+	for k := range data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		v := data[k]
+		b.WriteString(v)
+		if v != "" && !strings.HasSuffix(v, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
 // Options configure a Reconciler.
 type Options[S CompiledSource, L any] struct {
 	Store    store.Store
 	Fetcher  Fetcher
 	Compiler Compiler[S, L]
+	// ConfigMaps reads configMapRef sources; nil (sqlite store) reports
+	// such sources as errors.
+	ConfigMaps ConfigMaps
 	// OnList receives a compiled list ("namespace/name"); ok=false means the
 	// list was deleted and must leave the snapshot.
 	OnList func(name string, list L, ok bool)
@@ -64,6 +96,7 @@ type sourceState[S CompiledSource] struct {
 	compiled    S
 	fetch       listfetch.Result
 	fetchErr    string
+	cmDigest    string // sha256 hex of the last ConfigMap body read
 }
 
 // Reconciler reconciles BlockList objects. Safe for concurrent use; one
@@ -134,6 +167,13 @@ func (r *Reconciler[S, L]) Reconcile(ctx context.Context, namespace, name string
 		if ok {
 			compiled = append(compiled, s)
 		}
+		if src.ConfigMapRef != nil && src.URL == "" && listOn && (src.Enabled == nil || *src.Enabled) && interval > 0 {
+			// ConfigMaps are re-read on every reconcile; come back at the
+			// refresh interval to pick up edits
+			if next == 0 || interval < next {
+				next = interval
+			}
+		}
 		if src.URL != "" && listOn && (src.Enabled == nil || *src.Enabled) {
 			wait := interval - now.Sub(st.fetch.FetchedAt)
 			if st.fetch.FetchedAt.IsZero() || wait <= 0 {
@@ -181,6 +221,8 @@ func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockL
 	if src.URL != "" {
 		// keep what we know of the body even while switched off
 		res.Digest, res.ETag, res.LastFetched = st.fetch.Digest, st.fetch.ETag, st.fetch.FetchedAt
+	} else if src.ConfigMapRef != nil {
+		res.Digest = st.cmDigest
 	}
 	if !enabled || !listOn {
 		res.Disabled = true
@@ -220,13 +262,36 @@ func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockL
 		digest := st.fetch.Digest
 		fp = "url:" + digest + string(specJSON)
 		body = func() (io.ReadCloser, error) { return r.o.Fetcher.Open(digest) }
-	case src.Inline != nil || src.ConfigMapRef == nil:
+	case src.ConfigMapRef != nil && src.Inline == nil:
+		if r.o.ConfigMaps == nil {
+			res.Err = "configMapRef sources need the Kubernetes store"
+			return res, zero, false
+		}
+		ns := src.ConfigMapRef.Namespace
+		if ns == "" {
+			ns = bl.Namespace
+		}
+		text, err := r.o.ConfigMaps.ListBody(ctx, ns, src.ConfigMapRef.Name)
+		if err != nil {
+			res.Err = fmt.Sprintf("configMap %s/%s: %v", ns, src.ConfigMapRef.Name, err)
+			if r.o.AllowDegraded && st.cmDigest != "" && strings.HasPrefix(st.fingerprint, "configmap:") {
+				// keep serving what was compiled from the last body read
+				res.Stale, fp = true, st.fingerprint
+				break
+			}
+			st.cmDigest, st.fingerprint = "", ""
+			res.Digest = ""
+			return res, zero, false
+		}
+		sum := sha256.Sum256([]byte(text))
+		st.cmDigest = hex.EncodeToString(sum[:])
+		res.Digest = st.cmDigest
+		fp = "configmap:" + st.cmDigest + string(specJSON)
+		body = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil }
+	default:
 		text := strings.Join(src.Inline, "\n")
 		fp = "inline:" + text + string(specJSON)
 		body = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(text)), nil }
-	default:
-		res.Err = "configMapRef sources need the Kubernetes store"
-		return res, zero, false
 	}
 	if st.fingerprint != fp {
 		s, err := r.compile(ctx, src, body)

@@ -29,7 +29,10 @@ import (
 // writes each body's digest into status.sources[].digest; the follower
 // resolves a source URL to that digest and copies the body from a peer's
 // internal listener (GET /internal/lists/{digest}) into its own list cache,
-// which verifies the digest. Status is never written here (the leader owns
+// which verifies the digest. configMapRef sources are read from the
+// apiserver directly with the node's own credentials at each reconcile (a
+// status update by the leader, which re-reads them at every refresh, brings
+// edits here). Status is never written here (the leader owns
 // it). A list gets a fresh reconciler whenever its URL->digest map changes,
 // so a refresh of the leader reaches followers at once.
 type listFollower struct {
@@ -38,6 +41,7 @@ type listFollower struct {
 	client        *internalapi.Client // nil: local cache only
 	peers         []string            // host:port
 	allowDegraded bool
+	configMaps    blocklists.ConfigMaps // configMapRef sources are read directly
 	onList        func(name string, l *blocklist.List, ok bool)
 	log           *slog.Logger
 
@@ -156,8 +160,12 @@ func (f *listFollower) reconcile(ctx context.Context, key string) error {
 	fl := f.recs[key]
 	if fl == nil || fl.fp != fp {
 		pf := &peerFetcher{f: f, digests: digests}
+		var cms blocklists.ConfigMaps
+		if f.configMaps != nil {
+			cms = retriedConfigMaps{f.configMaps, pf}
+		}
 		fl = &followedList{fp: fp, pf: pf, rec: blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
-			Store: readOnlyStatus{f.st}, Fetcher: pf, Compiler: policy.ListCompiler{},
+			Store: readOnlyStatus{f.st}, Fetcher: pf, Compiler: policy.ListCompiler{}, ConfigMaps: cms,
 			AllowDegraded: f.allowDegraded, Now: time.Now, Logger: f.log,
 			OnList: f.onList,
 		})}
@@ -240,6 +248,21 @@ func (p *peerFetcher) Fetch(ctx context.Context, url string) (listfetch.Result, 
 		return res, nil
 	}
 	return p.fail(fmt.Errorf("%s: body %s from peers: %w", url, d, errors.Join(errs...)))
+}
+
+// retriedConfigMaps records a failed ConfigMap read among the list's
+// failures, so the follower retries the list with backoff.
+type retriedConfigMaps struct {
+	blocklists.ConfigMaps
+	pf *peerFetcher
+}
+
+func (r retriedConfigMaps) ListBody(ctx context.Context, namespace, name string) (string, error) {
+	body, err := r.ConfigMaps.ListBody(ctx, namespace, name)
+	if err != nil {
+		_, _ = r.pf.fail(fmt.Errorf("configMap %s/%s: %w", namespace, name, err))
+	}
+	return body, err
 }
 
 // Open implements blocklists.Fetcher.

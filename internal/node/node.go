@@ -233,8 +233,13 @@ func Run(ctx context.Context, opts Options) error {
 		defer stopOperator()
 	}
 	if kubeMode {
+		cms, err := newConfigMaps(st.rest)
+		if err != nil {
+			return fmt.Errorf("configmap reader: %w", err)
+		}
 		blk.follow = &listFollower{st: st, fetcher: blk.fetcher, client: internalapi.NewClient(internalCreds),
-			peers: parsePeers(env(PeersEnv)), allowDegraded: cfg.Blocking.AllowDegraded, log: logger.With("component", "listfollower")}
+			peers: parsePeers(env(PeersEnv)), allowDegraded: cfg.Blocking.AllowDegraded, configMaps: cms,
+			log: logger.With("component", "listfollower")}
 	}
 	if role != RoleOperator {
 		initial := make(chan error, 1)

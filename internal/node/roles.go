@@ -71,8 +71,12 @@ func internalCredentials(cfg *settings.Config, env func(string) string) (*intern
 // them run only while this replica holds the Lease. stop ends the operator,
 // releasing the Lease, and waits for it.
 func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, blk *blocking, env func(string) string, nodeName string, log *slog.Logger) (stop func(), err error) {
+	cms, err := newConfigMaps(st.rest)
+	if err != nil {
+		return nil, fmt.Errorf("configmap reader: %w", err)
+	}
 	lists := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
-		Store: st, Fetcher: blk.fetcher, Compiler: policy.ListCompiler{},
+		Store: st, Fetcher: blk.fetcher, Compiler: policy.ListCompiler{}, ConfigMaps: cms,
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: log.With("component", "blocklists"),
 	})
