@@ -47,15 +47,7 @@ func newListsCmd(a *app) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "list", Short: "List block and allow lists", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ki, err := a.resolveKind("BlockList")
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := listObjects(cmd.Context(), c, ki, "", "")
+			ki, items, err := a.listAll(cmd.Context(), "BlockList")
 			if err != nil {
 				return err
 			}
@@ -78,15 +70,7 @@ func newListsCmd(a *app) *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use: "search DOMAIN", Short: "Find the inline rules and entries of lists that mention a domain", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ki, err := a.resolveKind("BlockList")
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := listObjects(cmd.Context(), c, ki, "", "")
+			_, items, err := a.listAll(cmd.Context(), "BlockList")
 			if err != nil {
 				return err
 			}

@@ -21,6 +21,20 @@ func objectPath(ki validation.KindInfo, ns, name string) string {
 }
 
 // listObjects pages through a kind's list route. ns "" lists every namespace.
+// listAll resolves kind and lists its objects in every namespace.
+func (a *app) listAll(ctx context.Context, kind string) (validation.KindInfo, []map[string]any, error) {
+	ki, err := a.resolveKind(kind)
+	if err != nil {
+		return ki, nil, err
+	}
+	c, err := a.client()
+	if err != nil {
+		return ki, nil, err
+	}
+	items, err := listObjects(ctx, c, ki, "", "")
+	return ki, items, err
+}
+
 func listObjects(ctx context.Context, c *Client, ki validation.KindInfo, ns, selector string) ([]map[string]any, error) {
 	var out []map[string]any
 	cont := ""

@@ -63,15 +63,7 @@ func newRecordsCmd(a *app) *cobra.Command {
 		Short: "List the records of a zone from every record set",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ki, err := a.resolveKind("DNSRecordSet")
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			sets, err := listObjects(cmd.Context(), c, ki, "", "")
+			_, sets, err := a.listAll(cmd.Context(), "DNSRecordSet")
 			if err != nil {
 				return err
 			}

@@ -22,15 +22,7 @@ func newZonesCmd(a *app) *cobra.Command {
 	list := &cobra.Command{
 		Use: "list", Short: "List zones", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ki, err := a.resolveKind("DNSZone")
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			items, err := listObjects(cmd.Context(), c, ki, "", "")
+			ki, items, err := a.listAll(cmd.Context(), "DNSZone")
 			if err != nil {
 				return err
 			}
