@@ -113,12 +113,7 @@ func (r listRefresher) RefreshBlockList(ctx context.Context, ns, name string) er
 
 // BlockingState reports the node's blocking toggle (GET /dns/blocking).
 func (d dnsService) BlockingState(context.Context) (api.BlockingState, error) {
-	st := d.toggle.State()
-	out := api.BlockingState{Blocking: st.Blocking, Configured: st.Configured, Scope: st.Scope, Node: st.Node, Until: st.Until}
-	if st.Timer != nil {
-		out.Timer = *st.Timer
-	}
-	return out, nil
+	return blockingState(d.toggle.State()), nil
 }
 
 // clusterInfo describes this node; peers are not tracked in this release.

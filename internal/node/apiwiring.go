@@ -200,11 +200,16 @@ func (d dnsService) SetBlocking(_ context.Context, req api.BlockingRequest) (api
 		}
 		st = s
 	}
+	return blockingState(st), nil
+}
+
+// blockingState converts the toggle's state to the API shape.
+func blockingState(st toggle.State) api.BlockingState {
 	out := api.BlockingState{Blocking: st.Blocking, Configured: st.Configured, Scope: st.Scope, Node: st.Node, Until: st.Until}
 	if st.Timer != nil {
 		out.Timer = *st.Timer
 	}
-	return out, nil
+	return out
 }
 
 func (d dnsService) FlushCache(_ context.Context, name string) error { return d.dp.FlushCache(name) }

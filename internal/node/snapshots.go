@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -56,14 +57,7 @@ type snapshotter struct {
 // compiledKinds are the kinds a snapshot is built from.
 var compiledKinds = []string{"DNSZone", "DNSRecordSet", "ClientGroup", "Policy", "BlockList"}
 
-func isCompiledKind(kind string) bool {
-	for _, k := range compiledKinds {
-		if k == kind {
-			return true
-		}
-	}
-	return false
-}
+func isCompiledKind(kind string) bool { return slices.Contains(compiledKinds, kind) }
 
 func newSnapshotter(st store.Store, dp *dataplane.Server, log *slog.Logger, static func() dataplane.SnapshotInput) *snapshotter {
 	return &snapshotter{wasFresh: true, st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
