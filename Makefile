@@ -25,7 +25,7 @@ test: test-deps
 	KUBEBUILDER_ASSETS="$$assets" $(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 test-deps:
-	hack/install-test-deps.sh
+	hack/install-dns-clients.sh
 
 ## bench: every benchmark with allocations, plus the load harnesses.
 bench: build

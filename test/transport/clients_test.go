@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -192,4 +194,78 @@ func TestDoH3(t *testing.T) {
 	body, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	checkAnswer(t, body)
+}
+
+// qTool finds q (github.com/natesales/q), built by hack/install-dns-clients.sh.
+func qTool(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SERVICE_TOOLS")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "service-tools")
+	}
+	p := filepath.Join(dir, "bin", "q")
+	if _, err := os.Stat(p); err != nil {
+		if p, err = exec.LookPath("q"); err != nil {
+			t.Fatalf("q not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", dir)
+		}
+	}
+	return p
+}
+
+// TestQClient asks q, a Go DNS client with its own quic-go and HTTP/3
+// stacks, over DoQ and DoH3 (and DoT and DoH over HTTP/2 for comparison).
+// q has no CA flag: Go reads SSL_CERT_FILE, so the test CA is trusted
+// without turning verification off. q sets the QUIC SNI to the server's
+// host (an address here), so the DoQ client ID from the SNI is checked with
+// kdig +quic in TestThirdPartyClients instead.
+func TestQClient(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	q := qTool(t)
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	cases := []struct {
+		name   string
+		server string
+		flags  []string
+		sni    string
+		tr     dataplane.Transport
+		id     string
+	}{
+		{"doq", "quic://127.0.0.1:" + port("doq"), nil, serverName, dataplane.TransportDoQ, ""},
+		{"doh3-get", "https://127.0.0.1:" + port("doh3") + "/dns-query/qid2", []string{"--http3"}, serverName, dataplane.TransportDoH3, "qid2"},
+		{"doh3-post", "https://127.0.0.1:" + port("doh3") + "/dns-query", []string{"--http3", "--http-method=POST"}, serverName, dataplane.TransportDoH3, ""},
+		{"doh2-get", "https://127.0.0.1:" + port("doh") + "/dns-query/qid3", []string{"--http2"}, serverName, dataplane.TransportDoH, "qid3"},
+		{"dot", "tls://127.0.0.1:" + port("dot"), nil, serverName, dataplane.TransportDoT, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			args := append([]string{"@" + tc.server, "A", "www.example.com", "--tls-server-name=" + tc.sni,
+				"--timeout=5s", "--format=json"}, tc.flags...)
+			cmd := exec.CommandContext(ctx, q, args...)
+			cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+st.pki.caFile, "SSL_CERT_DIR=/nonexistent")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("q %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			if !strings.Contains(string(out), "192.0.2.1") {
+				t.Fatalf("no answer from q:\n%s", out)
+			}
+			if tc.id != "" && !st.rec.seen(tc.tr, tc.id) {
+				t.Errorf("client ID %q not passed to the pipeline", tc.id)
+			}
+			if !st.rec.seenTransport(tc.tr) {
+				t.Errorf("no query reached the pipeline over %v", tc.tr)
+			}
+		})
+	}
+	// An untrusted certificate is refused: q really verifies.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, q, "@quic://127.0.0.1:"+port("doq"), "A", "www.example.com", "--tls-server-name="+serverName, "--timeout=3s")
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE=/nonexistent", "SSL_CERT_DIR=/nonexistent")
+	if out, err := cmd.CombinedOutput(); err == nil && strings.Contains(string(out), "192.0.2.1") {
+		t.Fatalf("q accepted the test certificate without the test CA:\n%s", out)
+	}
 }

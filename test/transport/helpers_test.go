@@ -145,11 +145,16 @@ type idRecorder struct {
 
 func (r *idRecorder) ServeWireID(in []byte, client netip.AddrPort, t dataplane.Transport, id string, out []byte) ([]byte, bool) {
 	r.mu.Lock()
-	if id != "" {
-		r.ids[t] = append(r.ids[t], id)
-	}
+	r.ids[t] = append(r.ids[t], id) // "" records the transport alone
 	r.mu.Unlock()
 	return r.Server.ServeWireID(in, client, t, id, out)
+}
+
+// seenTransport reports whether any query arrived over t.
+func (r *idRecorder) seenTransport(t dataplane.Transport) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ids[t]) > 0
 }
 
 func (r *idRecorder) seen(t dataplane.Transport, id string) bool {
