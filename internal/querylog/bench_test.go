@@ -83,13 +83,29 @@ func BenchmarkEnqueue(b *testing.B) {
 // 5000 domains, 2000 clients, 1 in 20 blocked, one row per 10 ms.
 func fillSQL(b *testing.B, w *Writer, n int, start time.Time) {
 	b.Helper()
+	nm := w.store.names
+	id := func(k int, s string) int64 { return nm.encode(k, s).(int64) }
+	blocked, answered, cached := id(kStatus, "blocked"), id(kStatus, "answered"), id(kStatus, "cached")
+	a, noerr, node, ads, udp := id(kQType, "A"), id(kRcode, "NOERROR"), id(kNode, "node-a"), id(kList, "ads"), id(kTransport, "udp")
+	err := w.store.writeTx(context.Background(), func(d *dconn) error {
+		for _, e := range nm.staged {
+			if err := d.exec("INSERT INTO names (id, kind, name) VALUES (?, ?, ?)", e.id, int64(e.kind), e.name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	nm.committed()
 	q := fmt.Sprintf(`WITH RECURSIVE x(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM x WHERE i < %d),
-y(i, c, d) AS (SELECT i, '10.' || (i %% 2000 / 250) || '.' || (i %% 250), 'host' || (i %% 5000) || '.example-domain.com' FROM x)
-INSERT INTO queries (`+insertColumns+`)
-SELECT i, %d + i*10000, c, d, 'A',
-  CASE WHEN i %% 20 = 0 THEN 'blocked' WHEN i %% 3 = 0 THEN 'answered' ELSE 'cached' END,
-  'node-a', '', 'NOERROR', '', CASE WHEN i %% 20 = 0 THEN 'ads' ELSE '' END, '', '', '', '', 'udp', 1500,
-  `+hashFunc+`(d), `+hashFunc+`(c) FROM y`, n, start.UnixMicro())
+y(id, c, d) AS (SELECT i, '10.' || (i %% 2000 / 250) || '.' || (i %% 250), 'host' || (i %% 5000) || '.example-domain.com' FROM x)
+INSERT INTO queries (`+rowColumns+`)
+SELECT id, %d + id*10000,
+  CASE WHEN id %% 20 = 0 THEN %d WHEN id %% 3 = 0 THEN %d ELSE %d END,
+  `+keySQL("d")+`, `+keySQL("c")+`, d, c, %d, %d, %d, NULL, NULL, CASE WHEN id %% 20 = 0 THEN %d END, NULL, NULL, NULL, NULL, %d, 1500
+  FROM y`, n, start.UnixMicro(), blocked, answered, cached, a, noerr, node, ads, udp)
 	if _, err := w.store.w.Exec(q); err != nil {
 		b.Fatal(err)
 	}

@@ -106,81 +106,200 @@ func (w *Writer) node() string { return w.pol.Load().cfg.Node }
 
 func tookMS(start time.Time) float64 { return float64(time.Since(start).Microseconds()) / 1000 }
 
-// where builds the SQL condition of a filter with keyset bound beforeID.
-func (w *Writer) where(ctx context.Context, db *sql.DB, f *Filter, beforeID int64) (string, []any, error) {
-	var conds []string
-	var args []any
-	eq := func(col, v string) {
-		if v != "" {
-			conds = append(conds, col+" = ?")
-			args = append(args, v)
+// rowStore answers the row lookups of the read paths; the reader pool in
+// production, the writer connection in maintenance.
+type rowStore interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// idRange returns the smallest and largest id (0, 0 when empty).
+func idRange(ctx context.Context, db rowStore) (lo, hi int64, err error) {
+	var a, b sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT min(id), max(id) FROM queries").Scan(&a, &b); err != nil {
+		return 0, 0, fmt.Errorf("query log id range: %w", err)
+	}
+	return a.Int64, b.Int64, nil
+}
+
+// rowAt returns the id and ts of the first row with id >= x (desc: the last
+// row with id <= x).
+func rowAt(ctx context.Context, db rowStore, x int64, desc bool) (id, ts int64, ok bool, err error) {
+	q := "SELECT id, ts FROM queries WHERE id >= ? ORDER BY id LIMIT 1"
+	if desc {
+		q = "SELECT id, ts FROM queries WHERE id <= ? ORDER BY id DESC LIMIT 1"
+	}
+	err = db.QueryRowContext(ctx, q, x).Scan(&id, &ts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return id, ts, err == nil, err
+}
+
+// Rows are written in about time order: a row's ts precedes the ts of rows
+// written before it by at most disorder. Time bounds become id bounds by a
+// binary search over the primary key (about 25 lookups at 10^7 rows), so
+// no index on ts is kept.
+
+// idUpper returns an id bound for rows before t: every row with ts < t has
+// an id < the bound (ok false: no bound, every row may qualify). The
+// search only relies on the row it returns having ts >= t + disorder, so
+// it is correct whatever the disorder of the rows around it.
+func idUpper(ctx context.Context, db rowStore, t time.Time, minID, maxID int64) (int64, bool, error) {
+	target := t.Add(disorder).UnixMicro()
+	p := func(x int64) (bool, int64, error) {
+		id, ts, ok, err := rowAt(ctx, db, x, false)
+		return ok && ts >= target, id, err
+	}
+	if minID == 0 && maxID == 0 {
+		return 0, false, nil
+	}
+	if ok, id, err := p(minID); err != nil || ok {
+		return id, ok, err
+	}
+	if ok, _, err := p(maxID); err != nil || !ok {
+		return 0, false, err
+	}
+	lo, hi := minID, maxID // p(lo) false, p(hi) true
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, _, err := p(mid)
+		if err != nil {
+			return 0, false, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
 		}
 	}
-	// Client and exact domain go through the hash indexes, then the text.
+	_, id, err := p(hi)
+	return id, err == nil, err
+}
+
+// idLower returns an id bound for rows at or after t: every row with ts >=
+// t has an id >= the bound.
+func idLower(ctx context.Context, db rowStore, t time.Time, minID, maxID int64) (int64, error) {
+	target := t.Add(-disorder).UnixMicro()
+	q := func(x int64) (bool, int64, error) {
+		id, ts, ok, err := rowAt(ctx, db, x, true)
+		return ok && ts < target, id, err
+	}
+	if minID == 0 && maxID == 0 {
+		return 0, nil
+	}
+	if ok, _, err := q(minID); err != nil || !ok {
+		return minID, err
+	}
+	if ok, _, err := q(maxID); err != nil || ok {
+		return maxID + 1, err
+	}
+	lo, hi := minID, maxID // q(lo) true, q(hi) false
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, _, err := q(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	_, id, err := q(lo)
+	return id + 1, err
+}
+
+// plan is a filter turned into SQL over the compact layout.
+type plan struct {
+	conds []string
+	args  []any
+	// keyCol/keyHash: the bucketed index walked (client or exact domain).
+	keyCol  string
+	keyHash int64
+	// statusIn: the stored status values of a class, walked one index
+	// range each and merged.
+	statusIn []any
+	lo, hi   int64 // id window [lo, hi)
+}
+
+// stored returns the stored form of a filter value of kind k.
+func (s *store) stored(k int, v string) any {
+	if id, ok := s.names.lookup(k, v); ok {
+		return id
+	}
+	return v
+}
+
+// plan builds the conditions of a filter with keyset bound beforeID.
+func (w *Writer) plan(ctx context.Context, db rowStore, f *Filter, beforeID int64) (*plan, error) {
+	p := &plan{}
+	st := w.store
+	cond := func(c string, a ...any) {
+		p.conds = append(p.conds, c)
+		p.args = append(p.args, a...)
+	}
 	if f.Client != "" {
-		conds = append(conds, "ch = ? AND client = ?")
-		args = append(args, nameHash(f.Client), f.Client)
+		cond("client = ?", f.Client)
+		p.keyCol, p.keyHash = "ck", nameHash(f.Client)
 	}
 	if f.Domain != "" {
 		if f.DomainMatch == MatchSubstring {
-			conds = append(conds, "instr(domain, ?) > 0")
-			args = append(args, f.Domain)
+			cond("instr(domain, ?) > 0", f.Domain)
 		} else {
-			conds = append(conds, "dh = ? AND domain = ?")
-			args = append(args, nameHash(f.Domain), f.Domain)
+			cond("domain = ?", f.Domain)
+			p.keyCol, p.keyHash = "dk", nameHash(f.Domain)
 		}
 	}
-	eq("list", f.List)
-	eq("qtype", f.QType)
-	eq("status", f.Status)
-	eq("upstream", f.Upstream)
-	eq("zone", f.Zone)
-	eq("policy", f.Policy)
+	for _, e := range []struct {
+		k int
+		v string
+	}{{kList, f.List}, {kQType, f.QType}, {kStatus, f.Status}, {kUpstream, f.Upstream}, {kZone, f.Zone}, {kPolicy, f.Policy}} {
+		if e.v != "" {
+			cond(kindCols[e.k]+" = ?", st.stored(e.k, e.v))
+		}
+	}
 	if f.StatusClass != "" {
 		sts, ok := statusesOfClass(f.StatusClass)
 		if !ok {
-			return "", nil, fmt.Errorf("%w: unknown status class %q", ErrInvalid, f.StatusClass)
+			return nil, fmt.Errorf("%w: unknown status class %q", ErrInvalid, f.StatusClass)
 		}
-		conds = append(conds, "status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(sts)), ",")+")")
 		for _, s := range sts {
-			args = append(args, s)
+			p.statusIn = append(p.statusIn, st.stored(kStatus, s))
+		}
+		if f.Status != "" || p.keyCol != "" {
+			cond("status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(p.statusIn)), ",")+")", p.statusIn...)
+			p.statusIn = nil
 		}
 	}
-	// Time bounds become id bounds (rows are written in about time order),
-	// so the newest-first walk stays on the primary key; the ts conditions
-	// keep the answer exact.
+	minID, maxID, err := idRange(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	p.lo, p.hi = minID, maxID+1
+	if beforeID > 0 && beforeID < p.hi {
+		p.hi = beforeID
+	}
 	if !f.Until.IsZero() {
-		var id sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT id FROM queries WHERE ts >= ? ORDER BY ts LIMIT 1", f.Until.Add(disorder).UnixMicro()).Scan(&id); err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return "", nil, fmt.Errorf("query log until bound: %w", err)
+		id, ok, err := idUpper(ctx, db, f.Until, minID, maxID)
+		if err != nil {
+			return nil, fmt.Errorf("query log until bound: %w", err)
 		}
-		if id.Valid && (beforeID == 0 || id.Int64 < beforeID) {
-			beforeID = id.Int64
+		if ok && id < p.hi {
+			p.hi = id
 		}
-		conds = append(conds, "ts < ?")
-		args = append(args, f.Until.UnixMicro())
+		cond("ts < ?", f.Until.UnixMicro())
 	}
 	if !f.Since.IsZero() {
-		var id sql.NullInt64
-		err := db.QueryRowContext(ctx, "SELECT id FROM queries WHERE ts >= ? ORDER BY ts LIMIT 1", f.Since.Add(-disorder).UnixMicro()).Scan(&id)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return "", nil, fmt.Errorf("query log since bound: %w", err)
+		id, err := idLower(ctx, db, f.Since, minID, maxID)
+		if err != nil {
+			return nil, fmt.Errorf("query log since bound: %w", err)
 		}
-		if id.Valid {
-			conds = append(conds, "id >= ?")
-			args = append(args, id.Int64)
-		}
-		conds = append(conds, "ts >= ?")
-		args = append(args, f.Since.UnixMicro())
+		p.lo = max(p.lo, id)
+		cond("ts >= ?", f.Since.UnixMicro())
 	}
-	if beforeID > 0 {
-		conds = append(conds, "id < ?")
-		args = append(args, beforeID)
-	}
-	if len(conds) == 0 {
-		return "", nil, nil
-	}
-	return " WHERE " + strings.Join(conds, " AND "), args, nil
+	return p, nil
 }
 
 // scanBounded reports whether the filter has no indexed equality (client,
@@ -199,14 +318,120 @@ func (w *Writer) hasRowsBefore(ctx context.Context, db *sql.DB, id int64, since 
 	return ts.Valid && ts.Int64 >= since.Add(-disorder).UnixMicro()
 }
 
-func scanRow(sc interface{ Scan(...any) error }) (Row, error) {
+// scanRow decodes a row selected with selectColumns.
+func (s *store) scanRow(sc interface{ Scan(...any) error }) (Row, error) {
 	var r Row
 	var ts, dur int64
-	err := sc.Scan(&r.ID, &ts, &r.Client, &r.Domain, &r.QType, &r.Status, &r.Node, &r.ClientName, &r.Rcode, &r.Reason,
-		&r.List, &r.Rule, &r.Policy, &r.Upstream, &r.Zone, &r.Transport, &dur)
+	var domain, client sql.NullString
+	var enc [nKinds]any
+	dest := make([]any, 0, 17)
+	dest = append(dest, &r.ID, &ts, &domain, &client)
+	for k := range enc {
+		dest = append(dest, &enc[k])
+	}
+	dest = append(dest, &dur)
+	if err := sc.Scan(dest...); err != nil {
+		return r, err
+	}
+	r.Domain, r.Client = domain.String, client.String
+	for k := range enc {
+		setRowValue(&r, k, s.names.decode(enc[k]))
+	}
 	r.Time = time.UnixMicro(ts).UTC()
 	r.Duration = time.Duration(dur) * time.Microsecond
-	return r, err
+	return r, nil
+}
+
+// selectRows runs one page query and appends its rows.
+func (w *Writer) selectRows(ctx context.Context, db rowStore, from string, conds []string, args []any, limit int, out []Row) ([]Row, error) {
+	q := "SELECT " + selectColumns + " FROM " + from
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	rs, err := db.QueryContext(ctx, q, append(args, limit)...)
+	if err != nil {
+		return out, fmt.Errorf("query log list: %w", err)
+	}
+	defer rs.Close()
+	for rs.Next() {
+		r, err := w.store.scanRow(rs)
+		if err != nil {
+			return out, fmt.Errorf("query log list: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return out, fmt.Errorf("query log list: %w", err)
+	}
+	return out, nil
+}
+
+// maxChunkBuckets bounds the keys of one bucket walk statement.
+const maxChunkBuckets = 256
+
+// walkKey pages through the bucketed client or domain index newest first:
+// the newest buckets one at a time (the index gives id order, no sort),
+// then, once they matched fewer rows than the page wants, growing chunks
+// of buckets in one statement each (the sort then only holds the few
+// matches of a sparse name).
+func (w *Writer) walkKey(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
+	rows := make([]Row, 0, limit)
+	if p.hi <= p.lo {
+		return rows, nil
+	}
+	idx := "queries_" + p.keyCol
+	low := bucketOf(p.lo)
+	b := bucketOf(p.hi - 1)
+	chunk := int64(1)
+	for b >= low && len(rows) < limit {
+		n := min(chunk, b-low+1)
+		conds := append([]string{}, p.conds...)
+		args := append([]any{}, p.args...)
+		if n == 1 {
+			conds = append(conds, p.keyCol+" = ?")
+			args = append(args, bucketKey(b, p.keyHash))
+		} else {
+			var keys strings.Builder
+			for i := range n {
+				if i > 0 {
+					keys.WriteByte(',')
+				}
+				keys.WriteString(strconv.FormatInt(bucketKey(b-i, p.keyHash), 10))
+			}
+			conds = append(conds, p.keyCol+" IN ("+keys.String()+")")
+		}
+		conds = append(conds, "id < ?", "id >= ?")
+		args = append(args, p.hi, p.lo)
+		before := len(rows)
+		var err error
+		if rows, err = w.selectRows(ctx, db, "queries INDEXED BY "+idx, conds, args, limit-len(rows), rows); err != nil {
+			return nil, err
+		}
+		if len(rows) > before {
+			p.hi = rows[len(rows)-1].ID
+		}
+		b -= n
+		if len(rows)-before < limit/2 {
+			chunk = min(chunk*2, maxChunkBuckets)
+		}
+	}
+	return rows, nil
+}
+
+// walkStatuses merges one status-index walk per status of a class.
+func (w *Writer) walkStatuses(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
+	var all []Row
+	for _, v := range p.statusIn {
+		conds := append(append([]string{}, p.conds...), "status = ?", "id < ?", "id >= ?")
+		args := append(append([]any{}, p.args...), v, p.hi, p.lo)
+		var err error
+		if all, err = w.selectRows(ctx, db, "queries INDEXED BY queries_st", conds, args, limit, all); err != nil {
+			return nil, err
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID > all[j].ID })
+	return all[:min(len(all), limit)], nil
 }
 
 // Rows returns one page of rows, newest first, and the continue token of
@@ -228,7 +453,7 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 			return nil, "", err
 		}
 	}
-	where, args, err := w.where(ctx, db, &f, before)
+	p, err := w.plan(ctx, db, &f, before)
 	if err != nil {
 		return nil, "", err
 	}
@@ -236,42 +461,21 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	// such a page examines at most scanBudget ids and, when it is not full,
 	// its continue token resumes below the scanned window.
 	var low int64
-	if f.scanBounded() {
-		top := before
-		if top == 0 {
-			if err := db.QueryRowContext(ctx, "SELECT coalesce(max(id), 0) + 1 FROM queries").Scan(&top); err != nil {
-				return nil, "", fmt.Errorf("query log list: %w", err)
-			}
-		}
-		var minID int64
-		if err := db.QueryRowContext(ctx, "SELECT coalesce(min(id), 0) FROM queries").Scan(&minID); err != nil {
-			return nil, "", fmt.Errorf("query log list: %w", err)
-		}
-		if top-w.opts.ScanBudget > minID {
-			low = top - w.opts.ScanBudget
-			if where == "" {
-				where = " WHERE id >= ?"
-			} else {
-				where += " AND id >= ?"
-			}
-			args = append(args, low)
-		}
+	if f.scanBounded() && p.hi-w.opts.ScanBudget > p.lo {
+		low = p.hi - w.opts.ScanBudget
+		p.lo = low
 	}
-	rs, err := db.QueryContext(ctx, "SELECT "+rowColumns+" FROM queries"+where+" ORDER BY id DESC LIMIT ?", append(args, limit)...)
+	var rows []Row
+	switch {
+	case p.keyCol != "":
+		rows, err = w.walkKey(ctx, db, p, limit)
+	case len(p.statusIn) > 0:
+		rows, err = w.walkStatuses(ctx, db, p, limit)
+	default:
+		rows, err = w.selectRows(ctx, db, "queries", append(p.conds, "id < ?", "id >= ?"), append(p.args, p.hi, p.lo), limit, make([]Row, 0, limit))
+	}
 	if err != nil {
-		return nil, "", fmt.Errorf("query log list: %w", err)
-	}
-	defer rs.Close()
-	rows := make([]Row, 0, limit)
-	for rs.Next() {
-		r, err := scanRow(rs)
-		if err != nil {
-			return nil, "", fmt.Errorf("query log list: %w", err)
-		}
-		rows = append(rows, r)
-	}
-	if err := rs.Err(); err != nil {
-		return nil, "", fmt.Errorf("query log list: %w", err)
+		return nil, "", err
 	}
 	next := ""
 	switch {
@@ -596,43 +800,66 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 		_ = db.QueryRowContext(ctx, "SELECT name FROM clients WHERE key = ?", k).Scan(&ck.Name)
 		body.Clients = append(body.Clients, ck)
 	}
+	// The oldest row by id stands for the oldest ts (rows are written in
+	// about time order; there is no ts index).
 	var oldest sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT min(ts) FROM queries").Scan(&oldest); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT ts FROM queries ORDER BY id LIMIT 1").Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("client timeseries: %w", err)
 	}
 	body.Partial = !oldest.Valid || oldest.Int64 > from
 	points := map[int64][]int64{}
-	if len(keys) > 0 {
-		args := []any{step, step}
-		for _, k := range keys {
-			args = append(args, nameHash(k))
-		}
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		args = append(args, from, until)
-		in := strings.TrimSuffix(strings.Repeat("?,", len(keys)), ",")
-		rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, client, count(*) FROM queries WHERE ch IN ("+in+
-			") AND client IN ("+in+") AND ts >= ? AND ts < ? GROUP BY b, client", args...)
+	if len(keys) > 0 && oldest.Valid {
+		minID, maxID, err := idRange(ctx, db)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
 		}
-		defer rs.Close()
-		for rs.Next() {
-			var b, n int64
-			var k string
-			if err := rs.Scan(&b, &k, &n); err != nil {
-				return nil, fmt.Errorf("client timeseries: %w", err)
-			}
-			p := points[b]
-			if p == nil {
-				p = make([]int64, len(keys))
-				points[b] = p
-			}
-			p[idx[k]] += n
-		}
-		if err := rs.Err(); err != nil {
+		lo, err := idLower(ctx, db, time.UnixMicro(from), minID, maxID)
+		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
+		}
+		hi, ok, err := idUpper(ctx, db, req.Until, minID, maxID)
+		if err != nil {
+			return nil, fmt.Errorf("client timeseries: %w", err)
+		}
+		if !ok {
+			hi = maxID + 1
+		}
+		// One statement per client and chunk of buckets: the bucketed
+		// client index holds the client's rows of each bucket.
+		for _, k := range keys {
+			h := nameHash(k)
+			for b := bucketOf(max(hi-1, 0)); hi > lo && b >= bucketOf(lo); b -= maxChunkBuckets {
+				var in strings.Builder
+				for i := int64(0); i < maxChunkBuckets && b-i >= bucketOf(lo); i++ {
+					if i > 0 {
+						in.WriteByte(',')
+					}
+					in.WriteString(strconv.FormatInt(bucketKey(b-i, h), 10))
+				}
+				rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, count(*) FROM queries INDEXED BY queries_ck WHERE ck IN ("+in.String()+
+					") AND client = ? AND ts >= ? AND ts < ? AND id >= ? AND id < ? GROUP BY b", step, step, k, from, until, lo, hi)
+				if err != nil {
+					return nil, fmt.Errorf("client timeseries: %w", err)
+				}
+				for rs.Next() {
+					var bt, n int64
+					if err := rs.Scan(&bt, &n); err != nil {
+						rs.Close()
+						return nil, fmt.Errorf("client timeseries: %w", err)
+					}
+					p := points[bt]
+					if p == nil {
+						p = make([]int64, len(keys))
+						points[bt] = p
+					}
+					p[idx[k]] += n
+				}
+				err = rs.Err()
+				rs.Close()
+				if err != nil {
+					return nil, fmt.Errorf("client timeseries: %w", err)
+				}
+			}
 		}
 	}
 	for b := from; b < until; b += step {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,10 +45,8 @@ CREATE INDEX queries_ts ON queries(ts);
 PRAGMA user_version = 1;
 `
 
-// v2 columns added to the v1 table, in order.
-var v2Columns = []string{"node", "client_name", "rcode", "reason", "list", "rule", "policy", "upstream", "zone", "transport"}
-
-const schemaV2Tables = `
+// schemaV2Rollups are the rollup and meta tables of schema 2 (both layouts).
+const schemaV2Rollups = `
 CREATE TABLE IF NOT EXISTS totals (
   res INTEGER NOT NULL,     -- bucket length in seconds: 60, 3600, 86400
   ts INTEGER NOT NULL,      -- bucket start, unix seconds
@@ -71,13 +70,13 @@ CREATE TABLE IF NOT EXISTS clients (
   last_seen INTEGER NOT NULL  -- unix microseconds
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS queries_ts ON queries(ts);
-CREATE INDEX IF NOT EXISTS queries_dh ON queries(dh);
-CREATE INDEX IF NOT EXISTS queries_ch ON queries(ch);
-CREATE INDEX IF NOT EXISTS queries_status ON queries(status);
 `
 
-const schemaV2Queries = `
+// schemaV2LegacyQueries is the first layout of schema 2 (text columns, hash
+// indexes over the whole table); files written by it are converted to the
+// compact layout at open. Kept for that conversion, its test and the
+// baseline of BenchmarkWriteRows.
+const schemaV2LegacyQueries = `
 CREATE TABLE queries (
   id INTEGER PRIMARY KEY,
   ts INTEGER NOT NULL,
@@ -98,27 +97,64 @@ CREATE TABLE queries (
   duration_us INTEGER NOT NULL DEFAULT 0,
   dh INTEGER NOT NULL DEFAULT 0, -- nameHash(domain): the domain index
   ch INTEGER NOT NULL DEFAULT 0  -- nameHash(client): the client index
+);
+CREATE INDEX IF NOT EXISTS queries_ts ON queries(ts);
+CREATE INDEX IF NOT EXISTS queries_dh ON queries(dh);
+CREATE INDEX IF NOT EXISTS queries_ch ON queries(ch);
+CREATE INDEX IF NOT EXISTS queries_status ON queries(status);`
+
+// legacyV2Columns are the queries columns of the legacy layout, in order.
+var legacyV2Columns = []string{"id", "ts", "client", "domain", "qtype", "status", "node", "client_name", "rcode", "reason", "list", "rule", "policy", "upstream", "zone", "transport", "duration_us", "dh", "ch"}
+
+// layoutCompact names the compact layout of schema 2 in meta ('layout').
+const layoutCompact = "compact-1"
+
+// bucketBits: the domain and client keys carry the row id >> bucketBits, so
+// the index entries of one batch land in the small region of the newest
+// bucket instead of all over the B-tree.
+const bucketBits = 14
+
+// schemaV2Queries is the compact layout: dictionary-encoded columns (see
+// names.go), NULL for empty values, bucketed domain and client keys.
+const schemaV2Queries = `
+CREATE TABLE queries (
+  id INTEGER PRIMARY KEY,
+  ts INTEGER NOT NULL,       -- unix microseconds
+  status,                    -- names.id, or the text past the dictionary cap
+  dk INTEGER,                -- domain key: (id>>14)<<32 | low 32 bits of nameHash(domain); NULL for ''
+  ck INTEGER,                -- client key, likewise
+  domain TEXT,               -- NULL for ''
+  client TEXT,
+  qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, -- like status
+  duration_us INTEGER NOT NULL
+);
+CREATE TABLE names (
+  id INTEGER PRIMARY KEY,
+  kind INTEGER NOT NULL,     -- which column (names.go)
+  name TEXT NOT NULL,
+  UNIQUE (kind, name)
 );`
 
+const schemaV2Indexes = `
+CREATE INDEX queries_dk ON queries(dk) WHERE dk IS NOT NULL;
+CREATE INDEX queries_ck ON queries(ck) WHERE ck IS NOT NULL;
+CREATE INDEX queries_st ON queries(status);`
+
 // rowColumns is the insert/select column order of queries.
-const rowColumns = "id, ts, client, domain, qtype, status, node, client_name, rcode, reason, list, rule, policy, upstream, zone, transport, duration_us"
+const rowColumns = "id, ts, status, dk, ck, domain, client, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
 
-const nRowColumns = 17
+const nRowColumns = 19
 
-// insertColumns are rowColumns and the hash columns the indexes use.
-const insertColumns = rowColumns + ", dh, ch"
+// selectColumns are the columns a read decodes (all but the keys).
+const selectColumns = "id, ts, domain, client, status, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
 
-const nInsertColumns = nRowColumns + 2
-
-// hashFunc is the SQL name of nameHash (used by the v1 upgrade).
+// hashFunc is the SQL name of nameHash (used by the upgrades).
 const hashFunc = "svc_querylog_hash"
 
 var registerHash sync.Once
 
-// nameHash is the 64-bit FNV-1a hash of s, 0 for "". The dh and ch columns
-// hold it for domain and client: an 8-byte integer key keeps the index
-// B-trees small and their comparisons cheap; lookups compare the hash and
-// then the text, so a collision never returns a wrong row.
+// nameHash is the 64-bit FNV-1a hash of s, 0 for "". Lookups compare the
+// key and then the text, so a collision never returns a wrong row.
 func nameHash(s string) int64 {
 	if s == "" {
 		return 0
@@ -131,10 +167,31 @@ func nameHash(s string) int64 {
 	return int64(h)
 }
 
-// store is querylog.db: one writer connection, a pool of readers.
+// bucketOf is the key bucket of a row id.
+func bucketOf(id int64) int64 { return id >> bucketBits }
+
+// bucketKey is the dk/ck value of a name with hash h in bucket b.
+func bucketKey(b, h int64) int64 { return b<<32 | int64(uint32(h)) }
+
+// nameKey is the dk/ck value of a row: nil for "".
+func nameKey(id int64, s string) any {
+	if s == "" {
+		return nil
+	}
+	return bucketKey(bucketOf(id), nameHash(s))
+}
+
+// keySQL computes nameKey in SQL (upgrades).
+func keySQL(col string) string {
+	return fmt.Sprintf("CASE WHEN %s != '' THEN ((id >> %d) << 32) | (%s(%s) & 4294967295) END", col, bucketBits, hashFunc, col)
+}
+
+// store is querylog.db: one writer connection, a pool of readers, and the
+// in-memory copy of the names dictionary.
 type store struct {
-	path string
-	w, r *sql.DB
+	path  string
+	w, r  *sql.DB
+	names *names
 }
 
 // DBPath returns the path of the query log in dataDir.
@@ -168,6 +225,11 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		w.Close()
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
 	}
+	nm := newNames()
+	if err := nm.load(ctx, w); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open querylog %s: %w", path, err)
+	}
 	r, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_query_only=1")
 	if err != nil {
 		w.Close()
@@ -175,24 +237,44 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &store{path: path, w: w, r: r}, nil
+	return &store{path: path, w: w, r: r, names: nm}, nil
 }
 
 func (s *store) close() error {
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// migrate creates schema 2 or upgrades a version 1 file in place.
+// migrate creates schema 2 (compact layout), upgrades a version 1 file or
+// converts a version 2 file of the legacy layout, each in one transaction.
+// Anything else is refused before anything is written.
 func migrate(ctx context.Context, db *sql.DB) error {
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return fmt.Errorf("read schema version: %w", err)
 	}
 	switch {
-	case v == SchemaVersion:
-		return nil
 	case v > SchemaVersion:
 		return fmt.Errorf("querylog schema %d is newer than this binary (%d)", v, SchemaVersion)
+	case v == SchemaVersion:
+		layout, err := readLayout(ctx, db)
+		if err != nil {
+			return err
+		}
+		switch layout {
+		case layoutCompact:
+			return nil
+		case "":
+			cols, err := tableColumns(ctx, db, "queries")
+			if err != nil {
+				return err
+			}
+			if strings.Join(cols, ",") != strings.Join(legacyV2Columns, ",") {
+				return fmt.Errorf("querylog: schema 2 file of an unknown layout (queries columns %v); not changed", cols)
+			}
+			return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, false) })
+		default:
+			return fmt.Errorf("querylog: schema 2 file of an unknown layout %q; not changed", layout)
+		}
 	case v == 0:
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
@@ -205,13 +287,13 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		// the size cap give pages back to the file system.
 		// The DSN already switched the empty file to WAL, so the change
 		// takes effect through VACUUM (instant on an empty file).
-		for _, q := range []string{"PRAGMA page_size = 16384", "PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"} {
+		for _, q := range []string{"PRAGMA page_size = " + strconv.Itoa(pageSize), "PRAGMA auto_vacuum = INCREMENTAL", "VACUUM"} {
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("set auto_vacuum: %w", err)
 			}
 		}
 		return inTx(ctx, db, func(tx *sql.Tx) error {
-			for _, q := range []string{schemaV2Queries, schemaV2Tables, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
+			for _, q := range []string{schemaV2Queries, schemaV2Indexes, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return fmt.Errorf("create schema: %w", err)
 				}
@@ -219,36 +301,110 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return nil
 		})
 	case v == 1:
-		return inTx(ctx, db, func(tx *sql.Tx) error { return upgradeV1(ctx, tx) })
+		cols, err := tableColumns(ctx, db, "queries")
+		if err != nil {
+			return err
+		}
+		if strings.Join(cols, ",") != "id,ts,client,domain,qtype,status" {
+			return fmt.Errorf("querylog: schema 1 file of an unknown layout (queries columns %v); not changed", cols)
+		}
+		return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, true) })
 	}
 	return fmt.Errorf("querylog: unknown schema version %d", v)
 }
 
-// upgradeV1 adds the v2 columns, indexes and rollup tables and rebuilds the
-// rollups from the rows already there.
-func upgradeV1(ctx context.Context, tx *sql.Tx) error {
-	stmts := []string{}
-	for _, c := range v2Columns {
-		stmts = append(stmts, "ALTER TABLE queries ADD COLUMN "+c+" TEXT NOT NULL DEFAULT ''")
+// pageSize of new files: 4 KiB pages keep the pages a batch dirties (and
+// writes to the WAL) small.
+const pageSize = 4096
+
+var layoutSQL = "INSERT OR REPLACE INTO meta (k, v) VALUES ('layout', '" + layoutCompact + "')"
+
+// readLayout returns meta 'layout' ("" when there is none).
+func readLayout(ctx context.Context, db *sql.DB) (string, error) {
+	var n int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'").Scan(&n); err != nil {
+		return "", fmt.Errorf("inspect schema: %w", err)
 	}
-	stmts = append(stmts, "ALTER TABLE queries ADD COLUMN duration_us INTEGER NOT NULL DEFAULT 0",
-		"ALTER TABLE queries ADD COLUMN dh INTEGER NOT NULL DEFAULT 0",
-		"ALTER TABLE queries ADD COLUMN ch INTEGER NOT NULL DEFAULT 0",
-		"UPDATE queries SET dh = "+hashFunc+"(domain), ch = "+hashFunc+"(client)",
-		schemaV2Tables)
-	for _, r := range resolutions {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO totals (res, ts, status, count, dur_us)
-SELECT %d, (ts/1000000/%d)*%d AS b, status, count(*), 0 FROM queries GROUP BY b, status`, r.step, r.step, r.step))
+	if n == 0 {
+		return "", nil
 	}
-	for _, d := range [][2]string{{DimDomains, "domain"}, {DimClients, "client"}} {
-		stmts = append(stmts, fmt.Sprintf(`INSERT INTO top_hourly (hour, dim, key, count, blocked)
-SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FROM queries WHERE %s != '' GROUP BY h, %s`, d[0], d[1], d[1], d[1]))
+	var v sql.NullString
+	err := db.QueryRowContext(ctx, "SELECT CAST(v AS TEXT) FROM meta WHERE k = 'layout'").Scan(&v)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return "", fmt.Errorf("read layout: %w", err)
 	}
-	stmts = append(stmts, `INSERT INTO clients (key, name, last_seen) SELECT client, '', max(ts) FROM queries WHERE client != '' GROUP BY client`,
-		fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
+	return v.String, nil
+}
+
+func tableColumns(ctx context.Context, db *sql.DB, table string) ([]string, error) {
+	rs, err := db.QueryContext(ctx, "SELECT name FROM pragma_table_info(?) ORDER BY cid", table)
+	if err != nil {
+		return nil, fmt.Errorf("inspect schema: %w", err)
+	}
+	defer rs.Close()
+	var cols []string
+	for rs.Next() {
+		var c string
+		if err := rs.Scan(&c); err != nil {
+			return nil, fmt.Errorf("inspect schema: %w", err)
+		}
+		cols = append(cols, c)
+	}
+	return cols, rs.Err()
+}
+
+// convertLegacy rewrites the queries table of a version 1 file or of a
+// version 2 file of the legacy layout into the compact layout, keeping ids
+// and values. For version 1 it also creates the rollup tables and rebuilds
+// the rollups from the rows; a legacy version 2 file keeps its rollups.
+func convertLegacy(ctx context.Context, tx *sql.Tx, v1 bool) error {
+	stmts := []string{"ALTER TABLE queries RENAME TO queries_old", schemaV2Queries, schemaV2Rollups}
+	if v1 {
+		for _, r := range resolutions {
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO totals (res, ts, status, count, dur_us)
+SELECT %d, (ts/1000000/%d)*%d AS b, status, count(*), 0 FROM queries_old GROUP BY b, status`, r.step, r.step, r.step))
+		}
+		for _, d := range [][2]string{{DimDomains, "domain"}, {DimClients, "client"}} {
+			stmts = append(stmts, fmt.Sprintf(`INSERT INTO top_hourly (hour, dim, key, count, blocked)
+SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FROM queries_old WHERE %s != '' GROUP BY h, %s`, d[0], d[1], d[1], d[1]))
+		}
+		stmts = append(stmts, `INSERT INTO clients (key, name, last_seen) SELECT client, '', max(ts) FROM queries_old WHERE client != '' GROUP BY client`)
+	}
+	has := func(c string) bool { return !v1 || c == "status" || c == "qtype" }
+	sel := []string{"id", "ts"}
+	for k, c := range kindCols {
+		if !has(c) {
+			continue
+		}
+		// The most frequent names get ids, up to the kind's cap.
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO names (kind, name) SELECT %d, %s FROM queries_old WHERE %s != '' GROUP BY %s ORDER BY count(*) DESC, %s LIMIT %d",
+			k, c, c, c, c, capOf(k)))
+	}
+	enc := func(k int) string {
+		c := kindCols[k]
+		if !has(c) {
+			return "NULL"
+		}
+		return fmt.Sprintf("CASE WHEN %s != '' THEN coalesce((SELECT n.id FROM names n WHERE n.kind = %d AND n.name = %s), %s) END", c, k, c, c)
+	}
+	sel = append(sel, enc(kStatus), keySQL("domain"), keySQL("client"), "nullif(domain, '')", "nullif(client, '')")
+	for k := kQType; k < nKinds; k++ {
+		sel = append(sel, enc(k))
+	}
+	if v1 {
+		sel = append(sel, "0")
+	} else {
+		sel = append(sel, "duration_us")
+	}
+	stmts = append(stmts, "INSERT INTO queries ("+rowColumns+") SELECT "+strings.Join(sel, ", ")+" FROM queries_old ORDER BY id",
+		"DROP TABLE queries_old", schemaV2Indexes, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("upgrade querylog schema 1 to 2: %w", err)
+			from := "2 (legacy layout)"
+			if v1 {
+				from = "1"
+			}
+			return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
 		}
 	}
 	return nil
@@ -293,59 +449,6 @@ func (s *store) maxID(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("read last id: %w", err)
 	}
 	return id.Int64, nil
-}
-
-const insertChunk = 100
-
-// inserter holds the prepared multi-row insert of one transaction.
-type inserter struct {
-	tx    *sql.Tx
-	chunk *sql.Stmt
-	args  []any
-}
-
-func insertSQL(n int) string {
-	var b strings.Builder
-	b.WriteString("INSERT INTO queries (" + insertColumns + ") VALUES ")
-	for i := range n {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)")
-	}
-	return b.String()
-}
-
-func (in *inserter) insert(ctx context.Context, rows []Row) error {
-	if cap(in.args) < insertChunk*nInsertColumns {
-		in.args = make([]any, 0, insertChunk*nInsertColumns)
-	}
-	for len(rows) > 0 {
-		n := min(len(rows), insertChunk)
-		in.args = in.args[:0]
-		for i := range rows[:n] {
-			r := &rows[i]
-			in.args = append(in.args, r.ID, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status, r.Node, r.ClientName,
-				r.Rcode, r.Reason, r.List, r.Rule, r.Policy, r.Upstream, r.Zone, r.Transport, r.Duration.Microseconds(),
-				nameHash(r.Domain), nameHash(r.Client))
-		}
-		var err error
-		if n == insertChunk {
-			if in.chunk == nil {
-				if in.chunk, err = in.tx.PrepareContext(ctx, insertSQL(insertChunk)); err != nil {
-					return fmt.Errorf("prepare insert: %w", err)
-				}
-			}
-			_, err = in.chunk.ExecContext(ctx, in.args...)
-		} else {
-			_, err = in.tx.ExecContext(ctx, insertSQL(n), in.args...)
-		}
-		if err != nil {
-			return fmt.Errorf("insert rows: %w", err)
-		}
-		rows = rows[n:]
-	}
-	return nil
 }
 
 // usedBytes is the size of the pages holding data (page_count minus free

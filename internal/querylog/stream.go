@@ -67,14 +67,14 @@ func (w *Writer) catchUpGuard(ctx context.Context) error {
 
 func (w *Writer) replay(ctx context.Context, last int64, f *Filter, fn func(Row) error) (int64, error) {
 	for {
-		rs, err := w.store.r.QueryContext(ctx, "SELECT "+rowColumns+" FROM queries WHERE id > ? ORDER BY id LIMIT ?", last, replayPage)
+		rs, err := w.store.r.QueryContext(ctx, "SELECT "+selectColumns+" FROM queries WHERE id > ? ORDER BY id LIMIT ?", last, replayPage)
 		if err != nil {
 			return last, fmt.Errorf("stream replay: %w", err)
 		}
 		n := 0
 		var rows []Row
 		for rs.Next() {
-			r, err := scanRow(rs)
+			r, err := w.store.scanRow(rs)
 			if err != nil {
 				rs.Close()
 				return last, fmt.Errorf("stream replay: %w", err)

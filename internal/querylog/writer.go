@@ -252,7 +252,7 @@ func (w *Writer) Close() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err := inTx(ctx, w.store.w, func(tx *sql.Tx) error { return w.flushHour(ctx, tx, -1) })
+	err := w.store.writeTx(ctx, func(d *dconn) error { return w.flushHour(d, -1) })
 	return errors.Join(err, w.store.close())
 }
 
@@ -353,20 +353,20 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 			w.slogRow(ctx, &rows[i])
 		}
 	} else {
-		err := inTx(ctx, w.store.w, func(tx *sql.Tx) error {
-			in := inserter{tx: tx}
-			if err := in.insert(ctx, rows); err != nil {
+		nm := w.store.names
+		err := w.store.writeTx(ctx, func(d *dconn) error {
+			if err := d.insertRows(nm, rows); err != nil {
 				return err
 			}
-			if in.chunk != nil {
-				in.chunk.Close()
-			}
-			return w.writeRollups(ctx, tx, agg)
+			return w.writeRollups(d, agg)
 		})
 		if err != nil {
-			// The ids stay used: a reader never sees an id twice.
+			// The ids stay used: a reader never sees an id twice. Names
+			// first used by the batch are forgotten with it.
+			nm.rollback()
 			return err
 		}
+		nm.committed()
 	}
 	w.written.Add(float64(len(rows)))
 	w.broker.Publish(rows)
@@ -452,13 +452,8 @@ ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
   grp = CASE WHEN excluded.grp != '' THEN excluded.grp ELSE grp END`
 )
 
-func (w *Writer) writeRollups(ctx context.Context, tx *sql.Tx, a *rollup) error {
+func (w *Writer) writeRollups(d *dconn, a *rollup) error {
 	if len(a.totals) > 0 {
-		st, err := tx.PrepareContext(ctx, totalsSQL)
-		if err != nil {
-			return fmt.Errorf("prepare totals: %w", err)
-		}
-		defer st.Close()
 		for _, res := range resolutions {
 			m := a.totals
 			if res.step != 60 {
@@ -473,20 +468,15 @@ func (w *Writer) writeRollups(ctx context.Context, tx *sql.Tx, a *rollup) error 
 				}
 			}
 			for k, v := range m {
-				if _, err := st.ExecContext(ctx, res.step, k.min, k.status, v.count, v.durUS); err != nil {
+				if err := d.exec(totalsSQL, res.step, k.min, k.status, v.count, v.durUS); err != nil {
 					return fmt.Errorf("write totals: %w", err)
 				}
 			}
 		}
 	}
 	if len(a.clients) > 0 {
-		st, err := tx.PrepareContext(ctx, clientsSQL)
-		if err != nil {
-			return fmt.Errorf("prepare clients: %w", err)
-		}
-		defer st.Close()
 		for k, v := range a.clients {
-			if _, err := st.ExecContext(ctx, k, v.name, v.group, v.last); err != nil {
+			if err := d.exec(clientsSQL, k, v.name, v.group, v.last); err != nil {
 				return fmt.Errorf("write clients: %w", err)
 			}
 		}
@@ -500,7 +490,7 @@ func (w *Writer) writeRollups(ctx context.Context, tx *sql.Tx, a *rollup) error 
 		r := &a.rows[i]
 		sec := r.Time.Unix()
 		if h := sec - sec%3600; h > w.hour.hour {
-			if err := w.flushHourLocked(ctx, tx, h); err != nil {
+			if err := w.flushHourLocked(d, h); err != nil {
 				return err
 			}
 		}
@@ -558,23 +548,20 @@ func (w *Writer) countHourLocked(r *Row) {
 
 // flushHour writes the current hour's counts and starts hour next (-1: keep
 // the hour, only persist; used at Close).
-func (w *Writer) flushHour(ctx context.Context, tx *sql.Tx, next int64) error {
+func (w *Writer) flushHour(d *dconn, next int64) error {
 	w.hourMu.Lock()
 	defer w.hourMu.Unlock()
-	return w.flushHourLocked(ctx, tx, next)
+	return w.flushHourLocked(d, next)
 }
 
-func (w *Writer) flushHourLocked(ctx context.Context, tx *sql.Tx, next int64) error {
+const topHourlySQL = `INSERT INTO top_hourly (hour, dim, key, count, blocked) VALUES (?,?,?,?,?)
+ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, blocked = blocked + excluded.blocked`
+
+func (w *Writer) flushHourLocked(d *dconn, next int64) error {
 	if w.hour.hour != 0 {
-		st, err := tx.PrepareContext(ctx, `INSERT INTO top_hourly (hour, dim, key, count, blocked) VALUES (?,?,?,?,?)
-ON CONFLICT (hour, dim, key) DO UPDATE SET count = count + excluded.count, blocked = blocked + excluded.blocked`)
-		if err != nil {
-			return fmt.Errorf("prepare top_hourly: %w", err)
-		}
-		defer st.Close()
-		for i, d := range dims {
+		for i, dim := range dims {
 			for _, e := range truncateCounts(w.hour.counts[i], w.opts.HourTopKeep) {
-				if _, err := st.ExecContext(ctx, w.hour.hour, d, e.Key, e.Count, e.Blocked); err != nil {
+				if err := d.exec(topHourlySQL, w.hour.hour, dim, e.Key, e.Count, e.Blocked); err != nil {
 					return fmt.Errorf("write top_hourly: %w", err)
 				}
 			}
@@ -626,9 +613,31 @@ func (w *Writer) maintain(ctx context.Context) error {
 	now := w.now()
 	db := w.store.w
 	if p.cfg.RetentionRaw > 0 {
-		cut := now.Add(-p.cfg.RetentionRaw).UnixMicro()
-		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE ts < ?", cut); err != nil {
+		// No ts index: every row below lo is older than the cut, rows from
+		// lo to hi are checked one by one (see idLower, idUpper).
+		cut := now.Add(-p.cfg.RetentionRaw)
+		minID, maxID, err := idRange(ctx, db)
+		if err != nil {
 			return fmt.Errorf("raw retention: %w", err)
+		}
+		if maxID > 0 {
+			lo, err := idLower(ctx, db, cut, minID, maxID)
+			if err != nil {
+				return fmt.Errorf("raw retention: %w", err)
+			}
+			hi, ok, err := idUpper(ctx, db, cut, minID, maxID)
+			if err != nil {
+				return fmt.Errorf("raw retention: %w", err)
+			}
+			if !ok {
+				hi = maxID + 1
+			}
+			if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo); err != nil {
+				return fmt.Errorf("raw retention: %w", err)
+			}
+			if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id >= ? AND id < ? AND ts < ?", lo, hi, cut.UnixMicro()); err != nil {
+				return fmt.Errorf("raw retention: %w", err)
+			}
 		}
 	}
 	for _, r := range resolutions {
@@ -674,7 +683,7 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		// Clients last seen before the oldest raw row left go with the rows.
-		if _, err := db.ExecContext(ctx, "DELETE FROM clients WHERE last_seen < (SELECT coalesce(min(ts), 0) FROM queries)"); err != nil {
+		if _, err := db.ExecContext(ctx, "DELETE FROM clients WHERE last_seen < coalesce((SELECT ts FROM queries ORDER BY id LIMIT 1), 0)"); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		deleted = true
