@@ -118,7 +118,7 @@ func (d *dconn) insertRows(nm *names, rows []Row) error {
 		}
 		if q == oneSQL {
 			for i := range vals {
-				d.setNV(vals[i:i+1])
+				d.setNV(vals[i : i+1])
 				if err := d.execNV(st); err != nil {
 					return fmt.Errorf("insert rows: %w", err)
 				}
