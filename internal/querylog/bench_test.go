@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +37,11 @@ func BenchmarkWriteRows(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Close()
+	for _, ix := range strings.Fields(os.Getenv("QL_DROP")) {
+		if _, err := w.store.w.Exec("DROP INDEX " + ix); err != nil {
+			b.Fatal(err)
+		}
+	}
 	const batch = 5000
 	src := benchRows(batch, time.Now())
 	buf := make([]Row, batch)
@@ -104,9 +110,12 @@ y(id, c, d) AS (SELECT i, '10.' || (i %% 2000 / 250) || '.' || (i %% 250), 'host
 INSERT INTO queries (`+rowColumns+`)
 SELECT id, %d + id*10000,
   CASE WHEN id %% 20 = 0 THEN %d WHEN id %% 3 = 0 THEN %d ELSE %d END,
-  `+keySQL("d")+`, `+keySQL("c")+`, d, c, %d, %d, %d, NULL, NULL, CASE WHEN id %% 20 = 0 THEN %d END, NULL, NULL, NULL, NULL, %d, 1500
+  d, c, %d, %d, %d, NULL, NULL, CASE WHEN id %% 20 = 0 THEN %d END, NULL, NULL, NULL, NULL, %d, 1500
   FROM y`, n, start.UnixMicro(), blocked, answered, cached, a, noerr, node, ads, udp)
 	if _, err := w.store.w.Exec(q); err != nil {
+		b.Fatal(err)
+	}
+	if err := buildPostings(context.Background(), w.store.w, 1, 5000); err != nil {
 		b.Fatal(err)
 	}
 	w.nextID = int64(n) + 1

@@ -215,13 +215,10 @@ func idLower(ctx context.Context, db rowStore, t time.Time, minID, maxID int64) 
 type plan struct {
 	conds []string
 	args  []any
-	// keyCol/keyHash: the bucketed index walked (client or exact domain).
-	keyCol  string
-	keyHash int64
-	// statusIn: the stored status values of a class, walked one index
-	// range each and merged.
-	statusIn []any
-	lo, hi   int64 // id window [lo, hi)
+	// sources are the filter's conditions that postings answer (client,
+	// exact domain, status, status class); conds check them again.
+	sources []postSource
+	lo, hi  int64 // id window [lo, hi)
 }
 
 // stored returns the stored form of a filter value of kind k.
@@ -242,15 +239,18 @@ func (w *Writer) plan(ctx context.Context, db rowStore, f *Filter, beforeID int6
 	}
 	if f.Client != "" {
 		cond("client = ?", f.Client)
-		p.keyCol, p.keyHash = "ck", nameHash(f.Client)
+		p.sources = append(p.sources, postSource{postClient, []uint32{uint32(nameHash(f.Client))}})
 	}
 	if f.Domain != "" {
 		if f.DomainMatch == MatchSubstring {
 			cond("instr(domain, ?) > 0", f.Domain)
 		} else {
 			cond("domain = ?", f.Domain)
-			p.keyCol, p.keyHash = "dk", nameHash(f.Domain)
+			p.sources = append(p.sources, postSource{postDomain, []uint32{uint32(nameHash(f.Domain))}})
 		}
+	}
+	if f.Status != "" {
+		p.sources = append(p.sources, postSource{postStatus, []uint32{statusPostValue(st.stored(kStatus, f.Status))}})
 	}
 	for _, e := range []struct {
 		k int
@@ -265,12 +265,16 @@ func (w *Writer) plan(ctx context.Context, db rowStore, f *Filter, beforeID int6
 		if !ok {
 			return nil, fmt.Errorf("%w: unknown status class %q", ErrInvalid, f.StatusClass)
 		}
+		var in []any
+		src := postSource{dim: postStatus}
 		for _, s := range sts {
-			p.statusIn = append(p.statusIn, st.stored(kStatus, s))
+			v := st.stored(kStatus, s)
+			in = append(in, v)
+			src.vals = append(src.vals, statusPostValue(v))
 		}
-		if f.Status != "" || p.keyCol != "" {
-			cond("status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(p.statusIn)), ",")+")", p.statusIn...)
-			p.statusIn = nil
+		cond("status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(in)), ",")+")", in...)
+		if f.Status == "" {
+			p.sources = append(p.sources, src)
 		}
 	}
 	minID, maxID, err := idRange(ctx, db)
@@ -325,8 +329,8 @@ func (s *store) scanRow(sc interface{ Scan(...any) error }) (Row, error) {
 	var domain, client sql.NullString
 	var enc [nKinds]any
 	dest := make([]any, 0, 17)
-	dest = append(dest, &r.ID, &ts, &domain, &client)
-	for k := range enc {
+	dest = append(dest, &r.ID, &ts, &enc[kStatus], &domain, &client)
+	for k := kQType; k < nKinds; k++ {
 		dest = append(dest, &enc[k])
 	}
 	dest = append(dest, &dur)
@@ -367,71 +371,65 @@ func (w *Writer) selectRows(ctx context.Context, db rowStore, from string, conds
 	return out, nil
 }
 
-// maxChunkBuckets bounds the keys of one bucket walk statement.
+// maxChunkBuckets bounds the buckets one postings statement reads.
 const maxChunkBuckets = 256
 
-// walkKey pages through the bucketed client or domain index newest first:
-// the newest buckets one at a time (the index gives id order, no sort),
-// then, once they matched fewer rows than the page wants, growing chunks
-// of buckets in one statement each (the sort then only holds the few
-// matches of a sparse name).
-func (w *Writer) walkKey(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
+// walkPostings pages through the rows the plan's postings list, newest
+// first: the newest bucket first, then growing chunks of buckets while they
+// yield fewer rows than the page wants (a rare name costs a few statements
+// over the whole table, a common one a single bucket). The candidates of
+// all sources are intersected, then fetched by id and checked against the
+// conditions.
+func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
 	rows := make([]Row, 0, limit)
 	if p.hi <= p.lo {
 		return rows, nil
 	}
-	idx := "queries_" + p.keyCol
 	low := bucketOf(p.lo)
 	b := bucketOf(p.hi - 1)
 	chunk := int64(1)
 	for b >= low && len(rows) < limit {
 		n := min(chunk, b-low+1)
-		conds := append([]string{}, p.conds...)
-		args := append([]any{}, p.args...)
-		if n == 1 {
-			conds = append(conds, p.keyCol+" = ?")
-			args = append(args, bucketKey(b, p.keyHash))
-		} else {
-			var keys strings.Builder
-			for i := range n {
-				if i > 0 {
-					keys.WriteByte(',')
-				}
-				keys.WriteString(strconv.FormatInt(bucketKey(b-i, p.keyHash), 10))
+		var cand []int64
+		most := 0
+		for i, src := range p.sources {
+			ids, err := postingIDs(ctx, db, src, b, n, p.lo, p.hi)
+			if err != nil {
+				return nil, err
 			}
-			conds = append(conds, p.keyCol+" IN ("+keys.String()+")")
+			most = max(most, len(ids))
+			if i == 0 {
+				cand = ids
+			} else {
+				cand = intersectDesc(cand, ids)
+			}
+			if len(cand) == 0 {
+				break
+			}
 		}
-		conds = append(conds, "id < ?", "id >= ?")
-		args = append(args, p.hi, p.lo)
 		before := len(rows)
-		var err error
-		if rows, err = w.selectRows(ctx, db, "queries INDEXED BY "+idx, conds, args, limit-len(rows), rows); err != nil {
-			return nil, err
-		}
-		if len(rows) > before {
-			p.hi = rows[len(rows)-1].ID
+		for m := limit - len(rows); len(cand) > 0 && len(rows) < limit; m = min(m*2, 4096) {
+			take := cand[:min(m, len(cand))]
+			cand = cand[len(take):]
+			var in strings.Builder
+			for i, id := range take {
+				if i > 0 {
+					in.WriteByte(',')
+				}
+				in.WriteString(strconv.FormatInt(id, 10))
+			}
+			var err error
+			conds := append(append([]string{}, p.conds...), "id IN ("+in.String()+")")
+			if rows, err = w.selectRows(ctx, db, "queries", conds, p.args, limit-len(rows), rows); err != nil {
+				return nil, err
+			}
 		}
 		b -= n
-		if len(rows)-before < limit/2 {
+		if len(rows)-before < limit/2 && most < 1<<16 {
 			chunk = min(chunk*2, maxChunkBuckets)
 		}
 	}
 	return rows, nil
-}
-
-// walkStatuses merges one status-index walk per status of a class.
-func (w *Writer) walkStatuses(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
-	var all []Row
-	for _, v := range p.statusIn {
-		conds := append(append([]string{}, p.conds...), "status = ?", "id < ?", "id >= ?")
-		args := append(append([]any{}, p.args...), v, p.hi, p.lo)
-		var err error
-		if all, err = w.selectRows(ctx, db, "queries INDEXED BY queries_st", conds, args, limit, all); err != nil {
-			return nil, err
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].ID > all[j].ID })
-	return all[:min(len(all), limit)], nil
 }
 
 // Rows returns one page of rows, newest first, and the continue token of
@@ -467,10 +465,8 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	}
 	var rows []Row
 	switch {
-	case p.keyCol != "":
-		rows, err = w.walkKey(ctx, db, p, limit)
-	case len(p.statusIn) > 0:
-		rows, err = w.walkStatuses(ctx, db, p, limit)
+	case len(p.sources) > 0:
+		rows, err = w.walkPostings(ctx, db, p, limit)
 	default:
 		rows, err = w.selectRows(ctx, db, "queries", append(p.conds, "id < ?", "id >= ?"), append(p.args, p.hi, p.lo), limit, make([]Row, 0, limit))
 	}
@@ -824,40 +820,48 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 		if !ok {
 			hi = maxID + 1
 		}
-		// One statement per client and chunk of buckets: the bucketed
-		// client index holds the client's rows of each bucket.
+		// Per client: its ids from the postings, chunk by chunk of
+		// buckets, then their rows counted per step.
 		for _, k := range keys {
-			h := nameHash(k)
+			src := postSource{postClient, []uint32{uint32(nameHash(k))}}
 			for b := bucketOf(max(hi-1, 0)); hi > lo && b >= bucketOf(lo); b -= maxChunkBuckets {
-				var in strings.Builder
-				for i := int64(0); i < maxChunkBuckets && b-i >= bucketOf(lo); i++ {
-					if i > 0 {
-						in.WriteByte(',')
-					}
-					in.WriteString(strconv.FormatInt(bucketKey(b-i, h), 10))
-				}
-				rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, count(*) FROM queries INDEXED BY queries_ck WHERE ck IN ("+in.String()+
-					") AND client = ? AND ts >= ? AND ts < ? AND id >= ? AND id < ? GROUP BY b", step, step, k, from, until, lo, hi)
+				ids, err := postingIDs(ctx, db, src, b, min(maxChunkBuckets, b-bucketOf(lo)+1), lo, hi)
 				if err != nil {
 					return nil, fmt.Errorf("client timeseries: %w", err)
 				}
-				for rs.Next() {
-					var bt, n int64
-					if err := rs.Scan(&bt, &n); err != nil {
-						rs.Close()
+				for len(ids) > 0 {
+					take := ids[:min(len(ids), 4096)]
+					ids = ids[len(take):]
+					var in strings.Builder
+					for i, id := range take {
+						if i > 0 {
+							in.WriteByte(',')
+						}
+						in.WriteString(strconv.FormatInt(id, 10))
+					}
+					rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, count(*) FROM queries WHERE id IN ("+in.String()+
+						") AND client = ? AND ts >= ? AND ts < ? GROUP BY b", step, step, k, from, until)
+					if err != nil {
 						return nil, fmt.Errorf("client timeseries: %w", err)
 					}
-					p := points[bt]
-					if p == nil {
-						p = make([]int64, len(keys))
-						points[bt] = p
+					for rs.Next() {
+						var bt, n int64
+						if err := rs.Scan(&bt, &n); err != nil {
+							rs.Close()
+							return nil, fmt.Errorf("client timeseries: %w", err)
+						}
+						p := points[bt]
+						if p == nil {
+							p = make([]int64, len(keys))
+							points[bt] = p
+						}
+						p[idx[k]] += n
 					}
-					p[idx[k]] += n
-				}
-				err = rs.Err()
-				rs.Close()
-				if err != nil {
-					return nil, fmt.Errorf("client timeseries: %w", err)
+					err = rs.Err()
+					rs.Close()
+					if err != nil {
+						return nil, fmt.Errorf("client timeseries: %w", err)
+					}
 				}
 			}
 		}

@@ -103,7 +103,8 @@ func insertSQL(n int) string {
 
 // insertRows writes rows (ids assigned) with the names encoded by nm; new
 // names are inserted first.
-func (d *dconn) insertRows(nm *names, rows []Row) error {
+func (d *dconn) insertRows(nm *names, pb *postingBuilder, rows []Row) error {
+	pb.reset()
 	vals := make([][nRowColumns]any, 0, insertChunk)
 	chunkSQL := insertSQL(insertChunk)
 	oneSQL := insertSQL(1)
@@ -138,12 +139,12 @@ func (d *dconn) insertRows(nm *names, rows []Row) error {
 		var v [nRowColumns]any
 		v[0], v[1] = r.ID, r.Time.UnixMicro()
 		v[2] = nm.encode(kStatus, r.Status)
-		v[3], v[4] = nameKey(r.ID, r.Domain), nameKey(r.ID, r.Client)
-		v[5], v[6] = nullable(r.Domain), nullable(r.Client)
+		v[3], v[4] = nullable(r.Domain), nullable(r.Client)
 		for k := kQType; k < nKinds; k++ {
-			v[7+k-kQType] = nm.encode(k, rowValue(r, k))
+			v[5+k-kQType] = nm.encode(k, rowValue(r, k))
 		}
-		v[18] = r.Duration.Microseconds()
+		v[16] = r.Duration.Microseconds()
+		pb.addRow(r.ID, r.Domain, r.Client, v[2])
 		if len(nm.staged) > pending {
 			for _, e := range nm.staged[pending:] {
 				if err := d.exec("INSERT INTO names (id, kind, name) VALUES (?, ?, ?)", e.id, int64(e.kind), e.name); err != nil {
@@ -160,9 +161,11 @@ func (d *dconn) insertRows(nm *names, rows []Row) error {
 		}
 	}
 	if len(vals) > 0 {
-		return flushVals()
+		if err := flushVals(); err != nil {
+			return err
+		}
 	}
-	return nil
+	return pb.write(d)
 }
 
 func (d *dconn) setNV(vals [][nRowColumns]any) {

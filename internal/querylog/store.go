@@ -109,20 +109,18 @@ var legacyV2Columns = []string{"id", "ts", "client", "domain", "qtype", "status"
 // layoutCompact names the compact layout of schema 2 in meta ('layout').
 const layoutCompact = "compact-1"
 
-// bucketBits: the domain and client keys carry the row id >> bucketBits, so
-// the index entries of one batch land in the small region of the newest
-// bucket instead of all over the B-tree.
+// bucketBits: postings carry the row id >> bucketBits in their key, so a
+// read walks buckets of 16384 ids newest first (see postings.go).
 const bucketBits = 14
 
 // schemaV2Queries is the compact layout: dictionary-encoded columns (see
-// names.go), NULL for empty values, bucketed domain and client keys.
+// names.go), NULL for empty values, no secondary index: postings (see
+// postings.go) answer client, domain and status filters.
 const schemaV2Queries = `
 CREATE TABLE queries (
   id INTEGER PRIMARY KEY,
   ts INTEGER NOT NULL,       -- unix microseconds
   status,                    -- names.id, or the text past the dictionary cap
-  dk INTEGER,                -- domain key: (id>>14)<<32 | low 32 bits of nameHash(domain); NULL for ''
-  ck INTEGER,                -- client key, likewise
   domain TEXT,               -- NULL for ''
   client TEXT,
   qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, -- like status
@@ -133,20 +131,21 @@ CREATE TABLE names (
   kind INTEGER NOT NULL,     -- which column (names.go)
   name TEXT NOT NULL,
   UNIQUE (kind, name)
-);`
-
-const schemaV2Indexes = `
-CREATE INDEX queries_dk ON queries(dk) WHERE dk IS NOT NULL;
-CREATE INDEX queries_ck ON queries(ck) WHERE ck IS NOT NULL;
-CREATE INDEX queries_st ON queries(status);`
+);
+CREATE TABLE postings (
+  k INTEGER NOT NULL,        -- bucket<<34 | dim<<32 | value
+  first INTEGER NOT NULL,    -- first id
+  ids BLOB,                  -- the other ids, uvarint deltas (NULL: none)
+  PRIMARY KEY (k, first)
+) WITHOUT ROWID;`
 
 // rowColumns is the insert/select column order of queries.
-const rowColumns = "id, ts, status, dk, ck, domain, client, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
+const rowColumns = "id, ts, status, domain, client, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
 
-const nRowColumns = 19
+const nRowColumns = 17
 
-// selectColumns are the columns a read decodes (all but the keys).
-const selectColumns = "id, ts, domain, client, status, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
+// selectColumns are the columns a read decodes.
+const selectColumns = rowColumns
 
 // hashFunc is the SQL name of nameHash (used by the upgrades).
 const hashFunc = "svc_querylog_hash"
@@ -167,24 +166,8 @@ func nameHash(s string) int64 {
 	return int64(h)
 }
 
-// bucketOf is the key bucket of a row id.
+// bucketOf is the postings bucket of a row id.
 func bucketOf(id int64) int64 { return id >> bucketBits }
-
-// bucketKey is the dk/ck value of a name with hash h in bucket b.
-func bucketKey(b, h int64) int64 { return b<<32 | int64(uint32(h)) }
-
-// nameKey is the dk/ck value of a row: nil for "".
-func nameKey(id int64, s string) any {
-	if s == "" {
-		return nil
-	}
-	return bucketKey(bucketOf(id), nameHash(s))
-}
-
-// keySQL computes nameKey in SQL (upgrades).
-func keySQL(col string) string {
-	return fmt.Sprintf("CASE WHEN %s != '' THEN ((id >> %d) << 32) | (%s(%s) & 4294967295) END", col, bucketBits, hashFunc, col)
-}
 
 // store is querylog.db: one writer connection, a pool of readers, and the
 // in-memory copy of the names dictionary.
@@ -293,7 +276,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			}
 		}
 		return inTx(ctx, db, func(tx *sql.Tx) error {
-			for _, q := range []string{schemaV2Queries, schemaV2Indexes, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
+			for _, q := range []string{schemaV2Queries, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return fmt.Errorf("create schema: %w", err)
 				}
@@ -387,7 +370,7 @@ SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FR
 		}
 		return fmt.Sprintf("CASE WHEN %s != '' THEN coalesce((SELECT n.id FROM names n WHERE n.kind = %d AND n.name = %s), %s) END", c, k, c, c)
 	}
-	sel = append(sel, enc(kStatus), keySQL("domain"), keySQL("client"), "nullif(domain, '')", "nullif(client, '')")
+	sel = append(sel, enc(kStatus), "nullif(domain, '')", "nullif(client, '')")
 	for k := kQType; k < nKinds; k++ {
 		sel = append(sel, enc(k))
 	}
@@ -397,13 +380,22 @@ SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FR
 		sel = append(sel, "duration_us")
 	}
 	stmts = append(stmts, "INSERT INTO queries ("+rowColumns+") SELECT "+strings.Join(sel, ", ")+" FROM queries_old ORDER BY id",
-		"DROP TABLE queries_old", schemaV2Indexes, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
+		"DROP TABLE queries_old", layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
+	from := "2 (legacy layout)"
+	if v1 {
+		from = "1"
+	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			from := "2 (legacy layout)"
-			if v1 {
-				from = "1"
-			}
+			return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
+		}
+	}
+	var minID sql.NullInt64
+	if err := tx.QueryRowContext(ctx, "SELECT min(id) FROM queries").Scan(&minID); err != nil {
+		return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
+	}
+	if minID.Valid {
+		if err := buildPostings(ctx, tx, minID.Int64, 5000); err != nil {
 			return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
 		}
 	}

@@ -66,7 +66,8 @@ type Writer struct {
 	hourMu sync.Mutex
 	hour   hourCounts
 
-	agg rollup // the writer goroutine's batch aggregate
+	agg   rollup         // the writer goroutine's batch aggregate
+	posts postingBuilder // the writer goroutine's batch postings
 }
 
 // Dimensions of the top lists.
@@ -355,7 +356,7 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 	} else {
 		nm := w.store.names
 		err := w.store.writeTx(ctx, func(d *dconn) error {
-			if err := d.insertRows(nm, rows); err != nil {
+			if err := d.insertRows(nm, &w.posts, rows); err != nil {
 				return err
 			}
 			return w.writeRollups(d, agg)
@@ -638,6 +639,9 @@ func (w *Writer) maintain(ctx context.Context) error {
 			if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id >= ? AND id < ? AND ts < ?", lo, hi, cut.UnixMicro()); err != nil {
 				return fmt.Errorf("raw retention: %w", err)
 			}
+			if err := dropPostingsBelow(ctx, db, lo); err != nil {
+				return fmt.Errorf("raw retention: %w", err)
+			}
 		}
 	}
 	for _, r := range resolutions {
@@ -680,6 +684,9 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 		}
 		step := max((hi.Int64-lo.Int64)/20, 100)
 		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo.Int64+step); err != nil {
+			return fmt.Errorf("size cap: %w", err)
+		}
+		if err := dropPostingsBelow(ctx, db, lo.Int64+step); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		// Clients last seen before the oldest raw row left go with the rows.
