@@ -2,7 +2,10 @@
 // reference responders in the same run, each server in its own process:
 //
 //   - auth:  our server answering from a 10,000-record zone (fast path)
-//   - auth1: the same with DisableUDPBatch (one syscall per datagram, the
+//   - authlog: auth with the query log on (dnslog -> querylog.Writer ->
+//     SQLite in a temporary directory), the writer sharing the server's
+//     core; the child prints rows queued and dropped on stderr
+//   - auth1: the same as auth with DisableUDPBatch (one syscall per datagram, the
 //     read loop before recvmmsg/sendmmsg)
 //   - cache: our server answering cache hits (1,000 names, warmed first)
 //   - miss:  our server forwarding every query (unique names) to a loopback
@@ -52,6 +55,8 @@ import (
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/internal/querylog"
+	"github.com/svcdns/svc/internal/querylog/dnslog"
 )
 
 const (
@@ -59,7 +64,7 @@ const (
 	cacheNames  = 1000
 )
 
-var kinds = []string{"auth", "auth1", "cache", "miss", "miekg", "plain"}
+var kinds = []string{"auth", "authlog", "auth1", "cache", "miss", "miekg", "plain"}
 
 func main() {
 	serve := flag.String("serve", "", "child mode: serve this kind and print its address")
@@ -528,7 +533,7 @@ func child(kind, up, profile string) error {
 	var addr string
 	var err error
 	switch kind {
-	case "auth", "auth1", "cache", "miss":
+	case "auth", "authlog", "auth1", "cache", "miss":
 		addr, stop, err = serveOurs(kind, up)
 	case "miekg":
 		addr, stop, err = serveMiekg()
@@ -554,7 +559,30 @@ func serveOurs(kind, up string) (string, func(), error) {
 	}
 	in := dataplane.SnapshotInput{Version: "bench"}
 	cfg.DisableUDPBatch = kind == "auth1"
-	if kind == "auth" || kind == "auth1" {
+	var opts dataplane.Options
+	var closeLog func()
+	if kind == "authlog" {
+		// The query log on, as a node runs it: dnslog -> querylog.Writer ->
+		// SQLite in a temporary data directory, on the server's core.
+		dir, err := os.MkdirTemp("", "svcbench-querylog-")
+		if err != nil {
+			return "", nil, err
+		}
+		qc := querylog.DefaultConfig()
+		qc.DataDir, qc.Node = dir, "bench"
+		w, err := querylog.Open(context.Background(), qc, querylog.Options{})
+		if err != nil {
+			return "", nil, err
+		}
+		cs := &countingSink{w: w}
+		opts.QueryLogger = dnslog.New(cs)
+		closeLog = func() {
+			_ = w.Close()
+			fmt.Fprintf(os.Stderr, "authlog: %d rows queued, %.0f dropped\n", cs.n.Load(), w.Dropped())
+			_ = os.RemoveAll(dir)
+		}
+	}
+	if kind == "auth" || kind == "auth1" || kind == "authlog" {
 		tab, err := zone()
 		if err != nil {
 			return "", nil, err
@@ -571,7 +599,7 @@ func serveOurs(kind, up string) (string, func(), error) {
 		}
 		in.Forwarder, in.Router = res, res
 	}
-	s, err := dataplane.New(cfg, dataplane.Options{})
+	s, err := dataplane.New(cfg, opts)
 	if err != nil {
 		return "", nil, err
 	}
@@ -583,7 +611,24 @@ func serveOurs(kind, up string) (string, func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+		if closeLog != nil {
+			closeLog()
+		}
 	}, nil
+}
+
+// countingSink counts the rows the writer accepted.
+type countingSink struct {
+	w *querylog.Writer
+	n atomic.Int64
+}
+
+func (c *countingSink) Enqueue(r querylog.Row) bool {
+	ok := c.w.Enqueue(r)
+	if ok {
+		c.n.Add(1)
+	}
+	return ok
 }
 
 func zone() (*authority.Table, error) {
