@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/net/netutil"
 
 	"github.com/svcdns/svc/dataplane"
@@ -48,6 +51,10 @@ func (s *Server) newDoHHandler(l Listener, t dataplane.Transport, name string) *
 	return h
 }
 
+// startDoH serves one DoH listener. Connections are accepted and their
+// TLS handshake done here; those that negotiate "h2" are served by the
+// lean HTTP/2 server (doh2.go), the others (HTTP/1.1) are handed to a
+// net/http server through a channel listener.
 func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"h2", "http/1.1"})
 	if err != nil {
@@ -62,38 +69,123 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	s.addrs[kindDoH] = append(s.addrs[kindDoH], addrPortOf(ln.Addr()))
 	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol,
 		OnReject: func(netip.AddrPort, error) { s.m.reject("doh", "proxy") }}
-	wrapped = asyncListener{netutil.LimitListener(wrapped, s.cfg.MaxConns)}
-	h2 := new(http.HTTP2Config)
-	h2.MaxConcurrentStreams = 100
+	wrapped = netutil.LimitListener(wrapped, s.cfg.MaxConns)
+	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
+	h1 := newChanListener(ln.Addr())
+	h2 := newDoH2Server(s, h, s.idle(kindDoH))
+	conns := s.m.conns.WithLabelValues("doh")
 	srv := &http.Server{
-		Handler:           s.newDoHHandler(l, dataplane.TransportDoH, "doh"),
-		TLSConfig:         tc,
+		Handler:           h,
 		ReadHeaderTimeout: handshakeTimeout,
 		ReadTimeout:       handshakeTimeout + 5*time.Second,
 		WriteTimeout:      handshakeTimeout + 5*time.Second,
 		IdleTimeout:       s.idle(kindDoH),
 		MaxHeaderBytes:    16 << 10,
-		HTTP2:             h2,
 		ErrorLog:          nil,
 		ConnState: func(_ net.Conn, st http.ConnState) {
+			// Counted from accept (startDoH): only the end here.
 			switch st {
-			case http.StateNew:
-				s.m.conns.WithLabelValues("doh").Inc()
 			case http.StateClosed, http.StateHijacked:
-				s.m.conns.WithLabelValues("doh").Dec()
+				conns.Dec()
 			}
 		},
 	}
+	srv.RegisterOnShutdown(h2.shutdown)
 	s.https = append(s.https, srv)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		if err := srv.ServeTLS(wrapped, "", ""); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(h1); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("doh listener stopped", "address", l.Address, "err", err)
+		}
+	}()
+	go func() { // not in s.wg: Shutdown waits for the connections first
+		<-s.ctx.Done() // Shutdown ended or timed out, or Start failed
+		h2.closeAll()
+		_ = h1.Close()
+	}()
+	go func() {
+		defer s.wg.Done()
+		for {
+			raw, err := wrapped.Accept()
+			if err != nil {
+				if errors.Is(err, net.ErrClosed) {
+					return
+				}
+				time.Sleep(5 * time.Millisecond) // EMFILE and friends: back off
+				continue
+			}
+			conns.Inc()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				s.serveDoHConn(raw, tc, h1, h2, conns)
+			}()
 		}
 	}()
 	return nil
 }
+
+// serveDoHConn does the TLS handshake and serves the connection by its
+// ALPN protocol.
+func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h1 *chanListener, h2 *doh2Server, conns prometheus.Gauge) {
+	conn := tls.Server(raw, tc)
+	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
+	err := conn.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		_ = raw.Close()
+		conns.Dec()
+		return
+	}
+	if conn.ConnectionState().NegotiatedProtocol == "h2" {
+		h2.serve(conn, raw)
+		conns.Dec()
+		return
+	}
+	if !h1.hand(conn) {
+		_ = raw.Close()
+		conns.Dec()
+	}
+}
+
+// chanListener hands accepted connections to an http.Server.
+type chanListener struct {
+	addr net.Addr
+	ch   chan net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func newChanListener(addr net.Addr) *chanListener {
+	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
+}
+
+// hand gives c to the server; false if the listener is closed.
+func (l *chanListener) hand(c net.Conn) bool {
+	select {
+	case l.ch <- c:
+		return true
+	case <-l.done:
+		return false
+	}
+}
+
+func (l *chanListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.ch:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *chanListener) Close() error {
+	l.once.Do(func() { close(l.done) })
+	return nil
+}
+
+func (l *chanListener) Addr() net.Addr { return l.addr }
 
 func (h *dohHandler) fail(w http.ResponseWriter, code int, reason string) {
 	h.s.m.reject(h.name, reason)
