@@ -29,6 +29,7 @@ test-deps:
 
 ## bench: every benchmark with allocations, plus the load harnesses.
 bench: build
+	hack/install-bench-deps.sh
 	hack/bench.sh
 
 ## generate: deepcopy functions of the object types.

@@ -40,4 +40,9 @@ for p in ./internal/querylog ./dataplane/transport; do
 done
 # Query log: DNS throughput through a real dataplane.Server, log on vs off.
 run ./test/querylog 'DNSLogOnOff' '-benchtime 200000x'
+
+# Transports and the query log from outside: dnsperf against a real node
+# (UDP, DoT, DoH over HTTP/2; UDP with the query log on and off).
+echo "== hack/bench-transports.sh (dnsperf)" | tee -a "$out"
+SVC=bin/svc hack/bench-transports.sh | tee -a "$out"
 echo "results: $out"

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Transport and query-log throughput measured from outside with Debian's
+# dnsperf 2.10 (as the issues ask): one node (bin/svc, SQLite store, the dev
+# zones of hack/dev/objects.d) with UDP, TCP, DoT and DoH listeners on
+# loopback and a self-signed certificate made here. Rounds interleave the
+# modes; the table gives medians and ratios to Do53 UDP from the same run.
+#   udp   dnsperf -m udp, 10 clients, 200 in flight
+#   dot   dnsperf -m dot, 100 connections
+#   doh   dnsperf -m doh (HTTP/2, POST), 100 connections
+#   udp+log / udp-nolog: the same UDP load against the node with the query
+#   log on and off (querylog.enabled), the on/off ratio of issue #9.
+# Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc), OUT (file to append to).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v dnsperf >/dev/null || hack/install-bench-deps.sh
+rounds="${ROUNDS:-3}"
+secs="${SECONDS_PER_RUN:-5}"
+svc="${SVC:-bin/svc}"
+[ -x "$svc" ] || go build -o "$svc" ./cmd/svc
+work="$(mktemp -d /tmp/svc-bench-transports.XXXXXX)"
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then kill -INT "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+  -subj "/CN=localhost" -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+  -keyout "$work/key.pem" -out "$work/cert.pem" 2>/dev/null
+
+# Ports: a free block found by the kernel, so a `make run` node does not clash.
+read -r p_dns p_dot p_doh p_api p_ops p_met p_int p_bp < <(python3 - <<'PY'
+import socket
+socks=[socket.socket() for _ in range(8)]
+for s in socks: s.bind(("127.0.0.1",0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+PY
+)
+cat > "$work/service.yaml" <<YAML
+node:
+  dataDir: $work/data
+listeners:
+  dns:
+    - address: 127.0.0.1:$p_dns
+      protocols: [udp, tcp]
+  dot:
+    - address: 127.0.0.1:$p_dot
+      tls: {certFile: $work/cert.pem, keyFile: $work/key.pem}
+  doh:
+    - address: 127.0.0.1:$p_doh
+      tls: {certFile: $work/cert.pem, keyFile: $work/key.pem}
+  api:
+    address: 127.0.0.1:$p_api
+  ops:
+    address: 127.0.0.1:$p_ops
+  metrics:
+    address: 127.0.0.1:$p_met
+  internal:
+    address: 127.0.0.1:$p_int
+  blockPage:
+    http: 127.0.0.1:$p_bp
+settingsFile: $work/settings.yaml
+objectsDir: hack/dev/objects.d
+auth:
+  adminSocket:
+    path: $work/service.sock
+upstreams:
+  groups:
+    default:
+      servers: [127.0.0.1:9]
+YAML
+# The cached workload: names the dev zones answer (authoritative answers are
+# served from the same prebuilt wire as cache hits).
+printf '%s\n' 'nas.home.lan A' 'router.home.lan A' 'x.apps.home.lan A' 'home.lan MX' 'nas.home.lan AAAA' >"$work/queries.txt"
+
+start() { # $1: querylog.enabled
+  rm -rf "$work/data"
+  SERVICE_QUERYLOG__ENABLED="$1" "$svc" serve --config "$work/service.yaml" >"$work/node.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$p_ops/healthz/ready" >/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench-transports: node did not become ready" >&2; cat "$work/node.log" >&2; exit 1
+}
+stop() { kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
+perf() { # mode args...: prints qps
+  local out
+  out="$(dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" 2>&1)"
+  local lost; lost="$(printf '%s\n' "$out" | sed -n 's/.*Queries lost: *\([0-9]*\).*/\1/p')"
+  printf '%s\n' "$out" | sed -n 's/.*Queries per second: *\([0-9.]*\).*/\1/p' | tr -d '\n'
+  echo " $lost"
+}
+declare -A res
+add() { res[$1]="${res[$1]:-} $2"; }
+for r in $(seq "$rounds"); do
+  start false
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp "${q% *}"; echo "round $r udp       ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add dot "${q% *}"; echo "round $r dot       ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q% *}"; echo "round $r doh       ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp-nolog "${q% *}"; echo "round $r udp-nolog ${q% *} qps (lost ${q#* })"
+  stop
+  start true
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp+log "${q% *}"; echo "round $r udp+log   ${q% *} qps (lost ${q#* })"
+  echo "round $r query log: $(curl -s "http://127.0.0.1:$p_met/metrics" | grep -E '^service_querylog_(written|dropped)_rows_total' | tr '\n' ' ')"
+  stop
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+u=$(echo "${res[udp]}" | median)
+nl=$(echo "${res[udp-nolog]}" | median)
+echo
+echo "mode        qps (median of $rounds)   ratio"
+for m in udp dot doh; do
+  v=$(echo "${res[$m]}" | median)
+  printf '%-10s %12.0f   %.2f of udp\n' "$m" "$v" "$(echo "$v / $u" | bc -l)"
+done
+v=$(echo "${res[udp+log]}" | median)
+printf '%-10s %12.0f   %.2f of udp-nolog (%0.f)\n' "udp+log" "$v" "$(echo "$v / $nl" | bc -l)" "$nl"
