@@ -2,23 +2,27 @@ package querylog
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"runtime"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-func benchRows(n int, start time.Time) []Row {
+func benchRows(n int, start time.Time) []Row { return benchRowsSpread(n, start, 1000, 0) }
+
+// benchRowsSpread makes n rows over domains names (1 ms apart), starting
+// with name offset off.
+func benchRowsSpread(n int, start time.Time, domains, off int) []Row {
 	statuses := []string{"answered", "cached", "cached", "cached", "blocked", "authoritative", "failed"}
 	rows := make([]Row, n)
 	for i := range rows {
 		rows[i] = Row{
 			Time: start.Add(time.Duration(i) * time.Millisecond), Node: "node-a",
-			Client: fmt.Sprintf("192.0.2.%d", i%50), ClientName: "client", Domain: fmt.Sprintf("host%d.example-domain.com", i%1000),
+			Client: fmt.Sprintf("192.0.2.%d", i%50), ClientName: "client", Domain: fmt.Sprintf("host%d.example-domain.com", (off+i)%domains),
 			QType: "A", Rcode: "NOERROR", Status: statuses[i%len(statuses)], List: "", Upstream: "192.0.2.53:53",
 			Transport: "udp", Duration: 1500 * time.Microsecond,
 		}
@@ -37,11 +41,6 @@ func BenchmarkWriteRows(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer w.Close()
-	for _, ix := range strings.Fields(os.Getenv("QL_DROP")) {
-		if _, err := w.store.w.Exec("DROP INDEX " + ix); err != nil {
-			b.Fatal(err)
-		}
-	}
 	const batch = 5000
 	src := benchRows(batch, time.Now())
 	buf := make([]Row, batch)
@@ -66,6 +65,73 @@ func BenchmarkWriteRows(b *testing.B) {
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(n)/el.Seconds(), "rows/s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heapMiB")
+	b.ReportMetric(bytesPerRow(b, w.store.w, n), "B/row")
+}
+
+// bytesPerRow is the file's used pages (after a checkpoint) per row.
+func bytesPerRow(b *testing.B, db *sql.DB, rows int) float64 {
+	var pc, fl, ps int64
+	for q, dst := range map[string]*int64{"PRAGMA page_count": &pc, "PRAGMA freelist_count": &fl, "PRAGMA page_size": &ps} {
+		if err := db.QueryRow(q).Scan(dst); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return float64((pc-fl)*ps) / float64(rows)
+}
+
+// BenchmarkWriteRowsVsLegacy writes the same batches alternately through
+// the legacy layout's path (database/sql, text columns, four indexes) and
+// the writer's path (compact layout, postings), and reports rows per CPU
+// second of each, their ratio and the bytes per row on disk. Sub-benchmarks:
+// 1000 or 100000 distinct domains (50 clients).
+func BenchmarkWriteRowsVsLegacy(b *testing.B) {
+	for _, domains := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) {
+			ctx := context.Background()
+			lw := newLegacyWriter(b, b.TempDir())
+			defer lw.db.Close()
+			cfg := DefaultConfig()
+			cfg.DataDir = b.TempDir()
+			w, err := Open(ctx, cfg, Options{MaintainEvery: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer w.Close()
+			const batch = 5000
+			t0 := time.Now()
+			buf := make([]Row, batch)
+			var cpuLegacy, cpuCompact time.Duration
+			n := 0
+			for n < b.N {
+				src := benchRowsSpread(batch, t0.Add(time.Duration(n)*time.Millisecond), domains, n)
+				copy(buf, src)
+				c0 := cpuTime()
+				if err := lw.write(ctx, buf); err != nil {
+					b.Fatal(err)
+				}
+				c1 := cpuTime()
+				copy(buf, src)
+				if err := w.write(ctx, buf); err != nil {
+					b.Fatal(err)
+				}
+				cpuLegacy += c1 - c0
+				cpuCompact += cpuTime() - c1
+				n += batch
+			}
+			b.StopTimer()
+			legacy, compact := float64(n)/cpuLegacy.Seconds(), float64(n)/cpuCompact.Seconds()
+			b.ReportMetric(legacy, "legacy-rows/cpu-s")
+			b.ReportMetric(compact, "rows/cpu-s")
+			b.ReportMetric(compact/legacy, "ratio")
+			for _, db := range []*sql.DB{lw.db, w.store.w} {
+				if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(bytesPerRow(b, lw.db, n), "legacy-B/row")
+			b.ReportMetric(bytesPerRow(b, w.store.w, n), "B/row")
+		})
+	}
 }
 
 // BenchmarkEnqueue is the cost the data plane pays per query.

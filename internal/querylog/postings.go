@@ -2,8 +2,9 @@ package querylog
 
 import (
 	"cmp"
-	"database/sql"
 	"context"
+	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -49,8 +50,9 @@ func statusPostValue(stored any) uint32 {
 
 // postingBuilder collects one batch's postings; reused between batches.
 type postingBuilder struct {
-	idx  map[int64]int
-	list []posting
+	idx   map[int64]int
+	list  []posting
+	blobs [][]byte // encoded ids, reused
 }
 
 type posting struct {
@@ -128,17 +130,49 @@ func decodeIDs(out []int64, first int64, blob []byte, lo, hi int64) []int64 {
 
 const postingsSQL = "INSERT INTO postings (k, first, ids) VALUES (?, ?, ?)"
 
-// write inserts the batch's postings in key order.
+// postingsChunk is how many postings one INSERT statement carries.
+const postingsChunk = 64
+
+func postingsInsertSQL(n int) string {
+	return "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")
+}
+
+// write inserts the batch's postings in key order, postingsChunk per
+// statement (one statement per posting cost twice as much).
 func (p *postingBuilder) write(d *dconn) error {
 	sort.Slice(p.list, func(i, j int) bool { return p.list[i].key < p.list[j].key })
-	var buf []byte
-	for i := range p.list {
-		e := &p.list[i]
-		buf = encodeIDs(buf, e.ids)
-		// The blob is copied into SQLite by the driver.
-		if err := d.exec(postingsSQL, e.key, e.ids[0], buf); err != nil {
+	if len(p.blobs) < postingsChunk {
+		p.blobs = make([][]byte, postingsChunk)
+	}
+	for rest := p.list; len(rest) > 0; {
+		n := len(rest)
+		if n >= postingsChunk {
+			n = postingsChunk
+		} else {
+			n = 1
+		}
+		st, err := d.stmt(postingsInsertSQL(n))
+		if err != nil {
 			return fmt.Errorf("insert postings: %w", err)
 		}
+		d.nv = d.nv[:0]
+		for i := range rest[:n] {
+			e := &rest[i]
+			// Each blob stays alive until the statement ran: the driver
+			// copies it when it binds.
+			b := encodeIDs(p.blobs[i][:0], e.ids)
+			p.blobs[i] = b
+			var blob any
+			if len(b) > 0 {
+				blob = b
+			}
+			d.nv = append(d.nv, driver.NamedValue{Ordinal: 3*i + 1, Value: e.key},
+				driver.NamedValue{Ordinal: 3*i + 2, Value: e.ids[0]}, driver.NamedValue{Ordinal: 3*i + 3, Value: blob})
+		}
+		if err := d.execNV(st); err != nil {
+			return fmt.Errorf("insert postings: %w", err)
+		}
+		rest = rest[n:]
 	}
 	return nil
 }
