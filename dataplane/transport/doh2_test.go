@@ -1,0 +1,787 @@
+package transport
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/svcdns/svc/dataplane"
+)
+
+// fakeHandler answers every query with one A record (TTL 300) and
+// records the client IDs it saw; with block set, answers wait for it.
+type fakeHandler struct {
+	mu    sync.Mutex
+	ids   []string
+	block chan struct{}
+}
+
+func (f *fakeHandler) ServeWireID(in []byte, _ netip.AddrPort, _ dataplane.Transport, id string, out []byte) ([]byte, bool) {
+	f.mu.Lock()
+	f.ids = append(f.ids, id)
+	block := f.block
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	m := new(dns.Msg)
+	if err := m.Unpack(in); err != nil || m.Response || len(m.Question) != 1 {
+		return out, false
+	}
+	r := new(dns.Msg)
+	r.SetReply(m)
+	rr, _ := dns.NewRR(m.Question[0].Name + " 300 IN A 192.0.2.1")
+	r.Answer = []dns.RR{rr}
+	b, err := r.Pack()
+	if err != nil {
+		return out, false
+	}
+	return append(out, b...), true
+}
+
+func (f *fakeHandler) sawID(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, x := range f.ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// h2env is a lean HTTP/2 server on plain TCP (no TLS: the framing is
+// what is tested; TestDoH2TLS covers the listener).
+type h2env struct {
+	t    *testing.T
+	fh   *fakeHandler
+	s    *Server
+	d    *doh2Server
+	addr string
+	wg   sync.WaitGroup
+}
+
+func newH2Env(t *testing.T, idle time.Duration) *h2env {
+	t.Helper()
+	fh := &fakeHandler{}
+	s, err := New(fh, Config{}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.altSvc = `h3=":8443"; ma=86400`
+	h := s.newDoHHandler(Listener{}, dataplane.TransportDoH, "doh")
+	e := &h2env{t: t, fh: fh, s: s, d: newDoH2Server(s, h, idle)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.addr = ln.Addr().String()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			e.wg.Add(1)
+			go func() {
+				defer e.wg.Done()
+				e.d.serve(c, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		e.fh.mu.Lock()
+		if e.fh.block != nil {
+			close(e.fh.block)
+			e.fh.block = nil
+		}
+		e.fh.mu.Unlock()
+		e.d.closeAll()
+		done := make(chan struct{})
+		go func() { e.wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("connections still served 10s after close")
+		}
+	})
+	return e
+}
+
+// client is an http2.Transport speaking h2 over plain TCP.
+func (e *h2env) client() *http.Client {
+	tr := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", e.addr)
+	}}
+	e.t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 5 * time.Second}
+}
+
+func testQuery(t testing.TB, name string) []byte {
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	b, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// lenHider hides a body's length: the request goes without content-length.
+type lenHider struct{ io.Reader }
+
+func TestDoH2Requests(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	c := e.client()
+	base := "http://doh.test/dns-query"
+	q := testQuery(t, "www.example.com.")
+	qs := base64.RawURLEncoding.EncodeToString(q)
+	cases := []struct {
+		name, method, url, ctype string
+		body                     io.Reader
+		status                   int
+		cache                    string
+		id                       string
+	}{
+		{"get", "GET", base + "?dns=" + qs, "", nil, 200, "max-age=300", ""},
+		{"get clientid", "GET", base + "/Phone1?x=1&dns=" + qs, "", nil, 200, "max-age=300", "phone1"},
+		{"get escaped", "GET", base + "/%70c2?dns=" + qs, "", nil, 200, "max-age=300", "pc2"},
+		{"post", "POST", base, "application/dns-message", bytes.NewReader(q), 200, "max-age=300", ""},
+		{"post clientid", "POST", base + "/tab-3/", "application/dns-message", bytes.NewReader(q), 200, "max-age=300", "tab-3"},
+		{"post params", "POST", base, "application/dns-message; charset=x", bytes.NewReader(q), 200, "max-age=300", ""},
+		{"post no length", "POST", base, "application/dns-message", lenHider{bytes.NewReader(q)}, 200, "max-age=300", ""},
+		{"not a query", "POST", base, "application/dns-message", bytes.NewReader(append([]byte{0, 1, 0x80}, q[3:]...)), 400, "no-store", ""},
+		{"bad base64", "GET", base + "?dns=***", "", nil, 400, "no-store", ""},
+		{"missing dns", "GET", base, "", nil, 400, "no-store", ""},
+		{"short get", "GET", base + "?dns=AAAA", "", nil, 400, "no-store", ""},
+		{"short post", "POST", base, "application/dns-message", bytes.NewReader([]byte{1, 2, 3}), 400, "no-store", ""},
+		{"empty post", "POST", base, "application/dns-message", nil, 400, "no-store", ""},
+		{"content type", "POST", base, "text/plain", bytes.NewReader(q), 415, "no-store", ""},
+		{"no content type", "POST", base, "", bytes.NewReader(q), 415, "no-store", ""},
+		{"method", "PUT", base, "application/dns-message", bytes.NewReader(q), 405, "no-store", ""},
+		{"head", "HEAD", base, "", nil, 405, "no-store", ""},
+		{"too large", "POST", base, "application/dns-message", bytes.NewReader(make([]byte, 70000)), 413, "no-store", ""},
+		{"too large no length", "POST", base, "application/dns-message", lenHider{bytes.NewReader(make([]byte, 200000))}, 413, "no-store", ""},
+		{"wrong path", "GET", "http://doh.test/other?dns=" + qs, "", nil, 404, "no-store", ""},
+		{"nested id", "GET", base + "/a/b?dns=" + qs, "", nil, 404, "no-store", ""},
+		{"bad id", "GET", base + "/a_b?dns=" + qs, "", nil, 404, "no-store", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(tc.method, tc.url, tc.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.ctype != "" {
+				req.Header.Set("Content-Type", tc.ctype)
+			}
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Fatalf("status %d, want %d: %q", resp.StatusCode, tc.status, body)
+			}
+			if resp.ProtoMajor != 2 {
+				t.Errorf("proto %s", resp.Proto)
+			}
+			if cc := resp.Header.Get("Cache-Control"); cc != tc.cache {
+				t.Errorf("Cache-Control %q, want %q", cc, tc.cache)
+			}
+			if resp.Header.Get("Date") == "" {
+				t.Error("no Date")
+			}
+			if tc.status != 200 {
+				if tc.method != "HEAD" && string(body) != http.StatusText(tc.status)+"\n" {
+					t.Errorf("body %q", body)
+				}
+				if ct := resp.Header.Get("Content-Type"); ct != "text/plain; charset=utf-8" {
+					t.Errorf("content type %q", ct)
+				}
+				if tc.status == 405 && resp.Header.Get("Allow") != "GET, POST" {
+					t.Errorf("Allow %q", resp.Header.Get("Allow"))
+				}
+				return
+			}
+			if resp.Header.Get("Content-Type") != contentType || resp.Header.Get("Alt-Svc") != e.s.altSvc {
+				t.Errorf("headers %v", resp.Header)
+			}
+			if resp.ContentLength != int64(len(body)) {
+				t.Errorf("content length %d, body %d", resp.ContentLength, len(body))
+			}
+			m := new(dns.Msg)
+			if err := m.Unpack(body); err != nil || len(m.Answer) != 1 {
+				t.Fatalf("answer %v %v", m, err)
+			}
+			if tc.id != "" && !e.fh.sawID(tc.id) {
+				t.Errorf("client ID %q not seen: %v", tc.id, e.fh.ids)
+			}
+		})
+	}
+	// All of it on one connection, which is still good.
+	resp, err := c.Get(base + "?dns=" + qs)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v %v", resp, err)
+	}
+	resp.Body.Close()
+}
+
+// rawConn is a hand-driven HTTP/2 client connection.
+type rawConn struct {
+	t    testing.TB
+	c    net.Conn
+	fr   *http2.Framer
+	bw   *bufio.Writer
+	enc  *hpack.Encoder
+	hbuf bytes.Buffer
+}
+
+func (e *h2env) raw(settings ...http2.Setting) *rawConn {
+	e.t.Helper()
+	c, err := net.DialTimeout("tcp", e.addr, 3*time.Second)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := &rawConn{t: e.t, c: c, bw: bufio.NewWriter(c)}
+	r.fr = http2.NewFramer(r.bw, bufio.NewReader(c))
+	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	r.enc = hpack.NewEncoder(&r.hbuf)
+	_, _ = r.bw.WriteString(http2.ClientPreface)
+	_ = r.fr.WriteSettings(settings...)
+	r.flush()
+	return r
+}
+
+func (r *rawConn) flush() {
+	if err := r.bw.Flush(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// headers encodes a request header block.
+func (r *rawConn) headers(method, path string, extra ...string) []byte {
+	r.hbuf.Reset()
+	f := []string{":method", method, ":scheme", "https", ":authority", "doh.test", ":path", path}
+	f = append(f, extra...)
+	for i := 0; i < len(f); i += 2 {
+		_ = r.enc.WriteField(hpack.HeaderField{Name: f[i], Value: f[i+1]})
+	}
+	return bytes.Clone(r.hbuf.Bytes())
+}
+
+// post sends a whole POST request on stream id.
+func (r *rawConn) post(id uint32, q []byte) {
+	blk := r.headers("POST", "/dns-query", "content-type", contentType)
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: blk, EndHeaders: true})
+	_ = r.fr.WriteData(id, true, q)
+}
+
+// until reads frames until match returns true; it fails on EOF.
+func (r *rawConn) until(what string, match func(http2.Frame) bool) {
+	r.t.Helper()
+	for {
+		f, err := r.fr.ReadFrame()
+		if err != nil {
+			r.t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if match(f) {
+			return
+		}
+	}
+}
+
+// goAway waits for a GOAWAY with code and then the end of the connection.
+func (r *rawConn) goAway(code http2.ErrCode) {
+	r.t.Helper()
+	r.until("GOAWAY "+code.String(), func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok && g.ErrCode != code {
+			r.t.Fatalf("GOAWAY %v, want %v", g.ErrCode, code)
+		}
+		return ok
+	})
+	r.eof()
+}
+
+func (r *rawConn) eof() {
+	r.t.Helper()
+	for {
+		if _, err := r.fr.ReadFrame(); err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset") {
+				return
+			}
+			r.t.Fatalf("want the connection closed: %v", err)
+		}
+	}
+}
+
+func TestDoH2RapidReset(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	r := e.raw()
+	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "a.example."))
+	for i := range 400 {
+		id := uint32(2*i + 1)
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.headers("GET", "/dns-query?dns="+q), EndHeaders: true, EndStream: true})
+		_ = r.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	r.flush()
+	r.goAway(http2.ErrCodeEnhanceYourCalm)
+}
+
+func TestDoH2RefusedStream(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	r := e.raw()
+	// 100 POST streams wait for their bodies; the 101st is refused.
+	for i := range h2MaxStreams + 1 {
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: r.headers("POST", "/dns-query", "content-type", contentType), EndHeaders: true})
+	}
+	r.flush()
+	refused := uint32(2*h2MaxStreams + 1)
+	r.until("REFUSED_STREAM", func(f http2.Frame) bool {
+		rst, ok := f.(*http2.RSTStreamFrame)
+		if ok && (rst.StreamID != refused || rst.ErrCode != http2.ErrCodeRefusedStream) {
+			t.Fatalf("RST_STREAM %d %v", rst.StreamID, rst.ErrCode)
+		}
+		return ok
+	})
+	// The open streams are still served.
+	_ = r.fr.WriteData(1, true, testQuery(t, "b.example."))
+	r.flush()
+	r.until("answer", func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 1 && d.StreamEnded()
+	})
+}
+
+func TestDoH2HeaderLimits(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	t.Run("list too large: 431", func(t *testing.T) {
+		r := e.raw()
+		var extra []string
+		for i := range 20 {
+			extra = append(extra, fmt.Sprintf("x-pad-%d", i), strings.Repeat("v", 1000))
+		}
+		blk := r.headers("GET", "/dns-query?dns=AAAA", extra...)
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:10000], EndStream: true})
+		_ = r.fr.WriteContinuation(1, true, blk[10000:])
+		r.flush()
+		r.until("431", func(f http2.Frame) bool {
+			h, ok := f.(*http2.MetaHeadersFrame)
+			if ok && h.PseudoValue("status") != "431" {
+				t.Fatalf("status %s", h.PseudoValue("status"))
+			}
+			return ok
+		})
+	})
+	t.Run("continuation flood", func(t *testing.T) {
+		r := e.raw()
+		blk := r.headers("GET", "/dns-query")
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:1]})
+		for range 1000 {
+			_ = r.fr.WriteContinuation(1, false, nil)
+		}
+		r.flush()
+		r.goAway(http2.ErrCodeEnhanceYourCalm)
+	})
+	t.Run("block larger than the buffer", func(t *testing.T) {
+		r := e.raw()
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: make([]byte, 16000)})
+		_ = r.fr.WriteContinuation(1, false, make([]byte, 16000))
+		r.flush()
+		r.goAway(http2.ErrCodeEnhanceYourCalm)
+	})
+	t.Run("frame too large", func(t *testing.T) {
+		r := e.raw()
+		_ = r.fr.WriteData(1, true, make([]byte, 20000))
+		r.flush()
+		r.goAway(http2.ErrCodeFrameSize)
+	})
+}
+
+// TestDoH2FlowControl: a client window of 3 bytes per stream still gets
+// the whole answer, in DATA frames it allows.
+func TestDoH2FlowControl(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	r := e.raw(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 3})
+	q := testQuery(t, "flow.example.")
+	r.post(1, q)
+	r.post(3, q)
+	r.flush()
+	got := map[uint32][]byte{}
+	ended := 0
+	r.until("two answers", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			if len(f.Data()) > 3 {
+				t.Fatalf("DATA of %d bytes in a 3-byte window", len(f.Data()))
+			}
+			got[f.StreamID] = append(got[f.StreamID], f.Data()...)
+			if f.StreamEnded() {
+				ended++
+			} else {
+				_ = r.fr.WriteWindowUpdate(f.StreamID, uint32(len(f.Data())))
+				r.flush()
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = r.fr.WriteSettingsAck()
+				r.flush()
+			}
+		}
+		return ended == 2
+	})
+	for id, b := range got {
+		m := new(dns.Msg)
+		if err := m.Unpack(b); err != nil || len(m.Answer) != 1 {
+			t.Fatalf("stream %d: %d bytes: %v", id, len(b), err)
+		}
+	}
+	// A window raised past 2^31-1 is a flow-control error.
+	_ = r.fr.WriteWindowUpdate(0, 1<<31-1)
+	r.flush()
+	r.goAway(http2.ErrCodeFlowControl)
+}
+
+func TestDoH2PingSettings(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	r := e.raw()
+	_ = r.fr.WritePing(false, [8]byte{1, 2, 3})
+	r.flush()
+	acks := 0
+	r.until("PING ack and SETTINGS ack", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			if !f.IsAck() || f.Data != [8]byte{1, 2, 3} {
+				t.Fatalf("ping %+v", f)
+			}
+			acks++
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				acks++
+				break
+			}
+			if v, ok := f.Value(http2.SettingMaxConcurrentStreams); !ok || v != h2MaxStreams {
+				t.Errorf("MAX_CONCURRENT_STREAMS %d %v", v, ok)
+			}
+			_ = r.fr.WriteSettingsAck()
+			r.flush()
+		}
+		return acks == 2
+	})
+	// A flood of PINGs (or SETTINGS, or empty DATA) is cut off.
+	for range h2ControlSlack + 10 {
+		_ = r.fr.WritePing(false, [8]byte{})
+	}
+	r.flush()
+	r.goAway(http2.ErrCodeEnhanceYourCalm)
+}
+
+func TestDoH2Protocol(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	q := testQuery(t, "p.example.")
+	t.Run("first frame not SETTINGS", func(t *testing.T) {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		fr := http2.NewFramer(c, c)
+		_, _ = io.WriteString(c, http2.ClientPreface)
+		_ = fr.WritePing(false, [8]byte{})
+		r := &rawConn{t: t, c: c, fr: fr}
+		r.goAway(http2.ErrCodeProtocol)
+	})
+	t.Run("bad preface", func(t *testing.T) {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		r := &rawConn{t: t, c: c, fr: http2.NewFramer(c, c)}
+		r.goAway(http2.ErrCodeProtocol)
+	})
+	t.Run("stream id going down", func(t *testing.T) {
+		r := e.raw()
+		r.post(5, q)
+		r.post(3, q)
+		r.flush()
+		r.goAway(http2.ErrCodeProtocol)
+	})
+	t.Run("DATA on a closed stream", func(t *testing.T) {
+		r := e.raw()
+		r.post(1, q)
+		r.flush()
+		_ = r.fr.WriteData(1, true, q)
+		r.flush()
+		r.until("RST_STREAM STREAM_CLOSED", func(f http2.Frame) bool {
+			rst, ok := f.(*http2.RSTStreamFrame)
+			return ok && rst.StreamID == 1 && rst.ErrCode == http2.ErrCodeStreamClosed
+		})
+	})
+	t.Run("content-length mismatch", func(t *testing.T) {
+		r := e.raw()
+		blk := r.headers("POST", "/dns-query", "content-type", contentType, "content-length", "5")
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true})
+		_ = r.fr.WriteData(1, true, q)
+		r.flush()
+		r.until("RST_STREAM PROTOCOL_ERROR", func(f http2.Frame) bool {
+			rst, ok := f.(*http2.RSTStreamFrame)
+			return ok && rst.StreamID == 1 && rst.ErrCode == http2.ErrCodeProtocol
+		})
+	})
+	t.Run("connection header", func(t *testing.T) {
+		r := e.raw()
+		blk := r.headers("GET", "/dns-query?dns=AAAA", "connection", "close")
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
+		r.flush()
+		r.until("RST_STREAM PROTOCOL_ERROR", func(f http2.Frame) bool {
+			rst, ok := f.(*http2.RSTStreamFrame)
+			return ok && rst.StreamID == 1 && rst.ErrCode == http2.ErrCodeProtocol
+		})
+	})
+	t.Run("small frames from the peer's max frame size", func(t *testing.T) {
+		// The answer still arrives; SETTINGS_MAX_FRAME_SIZE cannot go
+		// below 16384, so this checks the largest accepted value too.
+		r := e.raw(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1<<24 - 1}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+		r.post(1, q)
+		r.post(3, q)
+		r.flush()
+		n := 0
+		r.until("answers", func(f http2.Frame) bool {
+			if d, ok := f.(*http2.DataFrame); ok && d.StreamEnded() {
+				n++
+			}
+			if h, ok := f.(*http2.MetaHeadersFrame); ok && h.PseudoValue("status") != "200" {
+				t.Fatalf("status %q", h.PseudoValue("status"))
+			}
+			return n == 2
+		})
+	})
+}
+
+// TestDoH2GracefulShutdown: GOAWAY(NO_ERROR) names the last stream, the
+// stream in flight is still answered, then the connection closes.
+func TestDoH2GracefulShutdown(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	block := make(chan struct{})
+	e.fh.mu.Lock()
+	e.fh.block = block
+	e.fh.mu.Unlock()
+	r := e.raw()
+	r.post(1, testQuery(t, "g.example."))
+	r.flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.fh.mu.Lock()
+		n := len(e.fh.ids)
+		e.fh.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("query not dispatched")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	go e.d.shutdown()
+	r.until("GOAWAY", func(f http2.Frame) bool {
+		g, ok := f.(*http2.GoAwayFrame)
+		if ok && (g.ErrCode != http2.ErrCodeNo || g.LastStreamID != 1) {
+			t.Fatalf("GOAWAY %v last %d", g.ErrCode, g.LastStreamID)
+		}
+		return ok
+	})
+	e.fh.mu.Lock()
+	close(block)
+	e.fh.block = nil
+	e.fh.mu.Unlock()
+	r.until("answer", func(f http2.Frame) bool {
+		d, ok := f.(*http2.DataFrame)
+		return ok && d.StreamID == 1 && d.StreamEnded()
+	})
+	r.eof()
+	// New connections are refused while draining.
+	c, err := net.Dial("tcp", e.addr)
+	if err == nil {
+		_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Error("a new connection was served after shutdown")
+		}
+		c.Close()
+	}
+}
+
+func TestDoH2IdleTimeout(t *testing.T) {
+	e := newH2Env(t, 300*time.Millisecond)
+	r := e.raw()
+	r.post(1, testQuery(t, "i.example."))
+	r.flush()
+	start := time.Now()
+	r.goAway(http2.ErrCodeNo)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("idle connection closed after %v", d)
+	}
+}
+
+// TestDoH2TLS runs the real listener: h2 goes to the lean server,
+// HTTP/1.1 to net/http, both answered; Shutdown ends both.
+func TestDoH2TLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := writeTestCert(t, dir)
+	fh := &fakeHandler{}
+	s, err := New(fh, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = s.Shutdown(context.Background())
+		}
+	}()
+	addr := s.Addrs("doh")[0].String()
+	q := testQuery(t, "tls.example.")
+	for _, proto := range []string{"h2", "http/1.1"} {
+		tc := &tls.Config{RootCAs: pool, ServerName: "doh.test", NextProtos: []string{proto}}
+		var rt http.RoundTripper
+		if proto == "h2" {
+			rt = &http2.Transport{TLSClientConfig: tc, DialTLSContext: func(ctx context.Context, _, _ string, cfg *tls.Config) (net.Conn, error) {
+				d := tls.Dialer{Config: cfg}
+				return d.DialContext(ctx, "tcp", addr)
+			}}
+		} else {
+			rt = &http.Transport{TLSClientConfig: tc, DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				d := tls.Dialer{Config: tc}
+				return d.DialContext(ctx, "tcp", addr)
+			}}
+		}
+		c := &http.Client{Transport: rt, Timeout: 5 * time.Second}
+		resp, err := c.Post("https://doh.test/dns-query/"+map[string]string{"h2": "h2", "http/1.1": "http11"}[proto], contentType, bytes.NewReader(q))
+		if err != nil {
+			t.Fatalf("%s: %v", proto, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.ProtoMajor != map[string]int{"h2": 2, "http/1.1": 1}[proto] || len(body) < 12 {
+			t.Fatalf("%s: %s %d %d bytes", proto, resp.Proto, resp.StatusCode, len(body))
+		}
+		if resp.Header.Get("Content-Length") != strconv.Itoa(len(body)) && resp.ContentLength != int64(len(body)) {
+			t.Errorf("%s: content length %d", proto, resp.ContentLength)
+		}
+	}
+	if !fh.sawID("h2") || !fh.sawID("http11") {
+		t.Errorf("client IDs %v", fh.ids)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	stopped = true
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeTestCert(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "doh.test"},
+		DNSNames: []string{"doh.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestH2Spec runs the h2spec conformance suite against the lean server
+// (TLS) when SVC_H2SPEC names the binary:
+//
+//	go install github.com/summerwind/h2spec/cmd/h2spec@v0.0.0-20200804131034-70ac22940108
+//	SVC_H2SPEC=$(go env GOPATH)/bin/h2spec go test ./dataplane/transport -run H2Spec -v
+func TestH2Spec(t *testing.T) {
+	bin := os.Getenv("SVC_H2SPEC")
+	if bin == "" {
+		t.Skip("SVC_H2SPEC not set")
+	}
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeTestCert(t, dir)
+	s, err := New(&fakeHandler{}, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	ap := s.Addrs("doh")[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "h2spec.example."))
+	out, err := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", strconv.Itoa(int(ap.Port())), "-t", "-k",
+		"-P", "/dns-query?dns="+q, "-o", "3").CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("h2spec: %v", err)
+	}
+}
