@@ -116,7 +116,7 @@ type rowStore interface {
 // idRange returns the smallest and largest id (0, 0 when empty).
 func idRange(ctx context.Context, db rowStore) (lo, hi int64, err error) {
 	var a, b sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT min(id), max(id) FROM queries").Scan(&a, &b); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)").Scan(&a, &b); err != nil {
 		return 0, 0, fmt.Errorf("query log id range: %w", err)
 	}
 	return a.Int64, b.Int64, nil
@@ -374,6 +374,22 @@ func (w *Writer) selectRows(ctx context.Context, db rowStore, from string, conds
 // maxChunkBuckets bounds the buckets one postings statement reads.
 const maxChunkBuckets = 256
 
+// fetchOverIntersect: with at most this many candidates from the sparser
+// sources, the rows are fetched and checked rather than the denser
+// sources' postings read (a dense status lists most ids of a bucket).
+const fetchOverIntersect = 256
+
+// sortSources puts the usually sparser sources first: a domain, a client,
+// one status, a status class.
+func sortSources(srcs []postSource) {
+	sort.SliceStable(srcs, func(i, j int) bool {
+		if srcs[i].dim != srcs[j].dim {
+			return srcs[i].dim < srcs[j].dim
+		}
+		return len(srcs[i].vals) < len(srcs[j].vals)
+	})
+}
+
 // walkPostings pages through the rows the plan's postings list, newest
 // first: the newest bucket first, then growing chunks of buckets while they
 // yield fewer rows than the page wants (a rare name costs a few statements
@@ -385,6 +401,7 @@ func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit i
 	if p.hi <= p.lo {
 		return rows, nil
 	}
+	sortSources(p.sources)
 	low := bucketOf(p.lo)
 	b := bucketOf(p.hi - 1)
 	chunk := int64(1)
@@ -393,6 +410,9 @@ func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit i
 		var cand []int64
 		most := 0
 		for i, src := range p.sources {
+			if i > 0 && len(cand) <= fetchOverIntersect {
+				break // few candidates: the fetch checks the rest
+			}
 			ids, err := postingIDs(ctx, db, src, b, n, p.lo, p.hi)
 			if err != nil {
 				return nil, err
@@ -402,9 +422,6 @@ func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit i
 				cand = ids
 			} else {
 				cand = intersectDesc(cand, ids)
-			}
-			if len(cand) == 0 {
-				break
 			}
 		}
 		before := len(rows)

@@ -679,7 +679,7 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 		}
 		// Delete about a twentieth of the rows, oldest first.
 		var lo, hi sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT min(id), max(id) FROM queries").Scan(&lo, &hi); err != nil {
+		if err := db.QueryRowContext(ctx, "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)").Scan(&lo, &hi); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		step := max((hi.Int64-lo.Int64)/20, 100)
