@@ -297,6 +297,7 @@ func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q d
 	if err != nil {
 		return nil, err
 	}
+	id = binary.BigEndian.Uint16(b.q) // the transport may have drawn another
 	resp := new(dns.Msg)
 	if err := resp.Unpack(raw); err != nil {
 		return nil, fmt.Errorf("%w: %w", errMalformed, err)

@@ -30,8 +30,9 @@ var reasons = [...]string{
 // already registered (prometheus.AlreadyRegisteredError), so rebuilding the
 // Resolver on reconfiguration neither panics nor resets counters.
 type metrics struct {
-	latency *prometheus.HistogramVec
-	errors  *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	errors     *prometheus.CounterVec
+	udpDropped *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -44,7 +45,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "service_upstream_errors_total",
 		Help: "Failed exchanges with an upstream, by group, upstream and reason.",
 	}, []string{"group", "upstream", "reason"})
-	m := &metrics{latency: latency, errors: errs}
+	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "service_upstream_udp_dropped_total",
+		Help: "Datagrams read on pooled upstream UDP sockets and dropped, by server and reason (unsolicited, mismatch, malformed).",
+	}, []string{"server", "reason"})
+	m := &metrics{latency: latency, errors: errs, udpDropped: dropped}
 	if reg == nil {
 		return m, nil
 	}
@@ -53,6 +58,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.errors, err = registerOrReuse(reg, errs); err != nil {
+		return nil, err
+	}
+	if m.udpDropped, err = registerOrReuse(reg, dropped); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -88,7 +88,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Resolver,
 			seen[a] = true
 			t, ok := shared[a]
 			if !ok {
-				t = newTransport(a, d, tlsBase)
+				t = newTransport(a, d, tlsBase, m)
 				shared[a] = t
 				r.trs = append(r.trs, t)
 			}
@@ -105,7 +105,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Resolver,
 	return r, nil
 }
 
-func newTransport(a Address, d *dialer, tlsBase *tls.Config) transport {
+func newTransport(a Address, d *dialer, tlsBase *tls.Config, m *metrics) transport {
 	switch a.Scheme {
 	case SchemeTCP:
 		return newStreamTransport(tcpDial(d, a))
@@ -116,7 +116,7 @@ func newTransport(a Address, d *dialer, tlsBase *tls.Config) transport {
 	case SchemeQUIC:
 		return newDoQTransport(a, d, tlsBase)
 	default:
-		return &udpTransport{addr: a, d: d, tcp: newStreamTransport(tcpDial(d, a))}
+		return &udpTransport{addr: a, d: d, tcp: newStreamTransport(tcpDial(d, a)), pool: newUDPPool(a, d, m)}
 	}
 }
 

@@ -18,7 +18,9 @@ import (
 const maxMsgSize = 65535
 
 // transport sends one query in wire format (ID already set) and returns the
-// raw answer, which may alias buf (len(buf) >= maxMsgSize+2).
+// raw answer, which may alias buf (len(buf) >= maxMsgSize+2). A transport
+// may rewrite the ID in q (to keep IDs unique on a shared socket); the
+// answer must carry the ID q holds on return.
 type transport interface {
 	exchange(ctx context.Context, q, buf []byte) ([]byte, error)
 	close() error
@@ -104,15 +106,40 @@ func ioErr(ctx context.Context, op string, err error) error {
 	return fmt.Errorf("%s: %w", op, err)
 }
 
-// udpTransport sends each query from a fresh socket (a random source
-// port per query resists spoofing) and retries truncated answers over TCP.
+// udpTransport sends queries over UDP and retries truncated answers over
+// TCP. With a pool (every configured upstream) the queries share a few
+// long-lived sockets (see udpPool); without one (bootstrap servers, and a
+// pool with no room) each query gets a fresh socket of its own.
 type udpTransport struct {
 	addr Address
 	d    *dialer
 	tcp  *streamTransport
+	pool *udpPool // nil: a fresh socket per query
 }
 
 func (t *udpTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+	var resp []byte
+	var err error
+	if t.pool != nil {
+		resp, err = t.pool.exchange(ctx, q, buf)
+		if errors.Is(err, errPoolBusy) {
+			resp, err = t.exchangeFresh(ctx, q, buf)
+		}
+	} else {
+		resp, err = t.exchangeFresh(ctx, q, buf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if resp[2]&0x02 != 0 { // TC: ask again over TCP
+		return t.tcp.exchange(ctx, q, buf)
+	}
+	return resp, nil
+}
+
+// exchangeFresh sends q from a fresh socket (a random source port per
+// query) and returns the first response with q's ID.
+func (t *udpTransport) exchangeFresh(ctx context.Context, q, buf []byte) ([]byte, error) {
 	c, err := t.dialUDP(ctx)
 	if err != nil {
 		return nil, err
@@ -134,9 +161,6 @@ func (t *udpTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, err
 		if n < 12 || buf[0] != q[0] || buf[1] != q[1] || buf[2]&0x80 == 0 {
 			continue
 		}
-		if buf[2]&0x02 != 0 { // TC: ask again over TCP
-			return t.tcp.exchange(ctx, q, buf)
-		}
 		return buf[:n], nil
 	}
 	return nil, fmt.Errorf("udp read: %w: too many unrelated packets", errMalformed)
@@ -156,7 +180,12 @@ func (t *udpTransport) dialUDP(ctx context.Context) (net.Conn, error) {
 	return t.d.dial(ctx, "udp", t.addr)
 }
 
-func (t *udpTransport) close() error { return t.tcp.close() }
+func (t *udpTransport) close() error {
+	if t.pool != nil {
+		t.pool.close()
+	}
+	return t.tcp.close()
+}
 
 // Pool limits of TCP and DoT connections.
 const (

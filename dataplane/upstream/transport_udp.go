@@ -1,0 +1,460 @@
+package upstream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Limits of the UDP socket pool of one plain-DNS upstream. See
+// docs/upstreams.md for the reasoning.
+const (
+	// udpPoolSockets is how many sockets (source ports) an upstream uses
+	// at once; queries go to them in turn.
+	udpPoolSockets = 4
+	// udpMaxPending bounds the queries outstanding on one socket. Against
+	// 65536 IDs it keeps a random ID free with probability > 99.6%.
+	udpMaxPending = 256
+	// udpRotateQueries and udpRotateAge retire a socket after this many
+	// queries or this long, whichever comes first: its slot gets a new
+	// socket on a new kernel-chosen port, and the old one closes once its
+	// outstanding queries are answered or timed out.
+	udpRotateQueries = 2048
+	udpRotateAge     = 10 * time.Second
+	// udpIDTries bounds the draws of a free random ID on one socket.
+	udpIDTries = 8
+)
+
+// Reasons of service_upstream_udp_dropped_total: datagrams read from a
+// pooled socket and thrown away.
+const (
+	dropUnsolicited = "unsolicited" // no query waits for this ID: late, or forged
+	dropMismatch    = "mismatch"    // the ID of a waiting query, another question
+	dropMalformed   = "malformed"   // shorter than a header, or not a response
+)
+
+// errPoolBusy means every pooled socket is full or unusable; the query goes
+// out on a socket of its own instead.
+var errPoolBusy = errors.New("udp pool busy")
+
+// udpPool multiplexes the queries to one upstream over a few long-lived
+// connected UDP sockets. The kernel only delivers datagrams from the
+// upstream's address and port to a connected socket; the reader of each
+// socket hands a datagram to the query waiting for its ID only when it is a
+// response carrying that query's question, and drops the rest.
+type udpPool struct {
+	addr  Address
+	fixed netip.AddrPort // the address of an IP literal upstream; else invalid
+	d     *dialer
+	drops [3]prometheus.Counter // by dropUnsolicited, dropMismatch, dropMalformed
+
+	next atomic.Uint32
+	// slots hold the sockets taking new queries; nil until first used.
+	// Stored under mu.
+	slots  [udpPoolSockets]atomic.Pointer[udpSock]
+	mu     sync.Mutex            // guards slot replacement, live and closed
+	live   map[*udpSock]struct{} // every open socket, retired ones too
+	closed bool
+	wg     sync.WaitGroup // readers
+}
+
+func newUDPPool(a Address, d *dialer, m *metrics) *udpPool {
+	p := &udpPool{addr: a, d: d, live: make(map[*udpSock]struct{})}
+	if ip, err := netip.ParseAddr(a.Host); err == nil {
+		p.fixed = netip.AddrPortFrom(ip, a.Port)
+	}
+	for i, r := range [...]string{dropUnsolicited, dropMismatch, dropMalformed} {
+		p.drops[i] = m.udpDropped.WithLabelValues(a.String(), r)
+	}
+	return p
+}
+
+// udpSock is one pooled socket and its outstanding queries.
+type udpSock struct {
+	p      *udpPool
+	c      *net.UDPConn
+	remote netip.AddrPort // the upstream address c is connected to
+	born   time.Time
+
+	mu      sync.Mutex
+	pending map[uint16]*udpQuery
+	used    int  // queries sent, for rotation
+	retired bool // takes no new queries; closes when pending is empty
+	dead    bool // closed
+}
+
+// udpQuery is one outstanding query. done receives exactly once per
+// delivery, under the socket's lock, after n or err is set.
+type udpQuery struct {
+	q        []byte // the query as sent, for matching the answer's question
+	buf      []byte // the answer is copied here
+	n        int
+	err      error
+	mismatch bool // an answer with this ID for another question was dropped
+	done     chan struct{}
+}
+
+var udpQueries = sync.Pool{New: func() any { return &udpQuery{done: make(chan struct{}, 1)} }}
+
+// readBufs recycles the readers' buffers across socket rotations.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, maxMsgSize); return &b }}
+
+// exchange sends q on a pooled socket and waits for its answer, copied into
+// buf. It may replace q's ID (q is the caller's copy) to keep IDs unique per
+// socket. errPoolBusy means no socket could take the query.
+func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+	if len(q) < 12 {
+		return nil, fmt.Errorf("udp: query of %d bytes", len(q))
+	}
+	s, uq, err := p.register(ctx, q, buf)
+	if err != nil {
+		return nil, err
+	}
+	id := binary.BigEndian.Uint16(q)
+	if _, err := s.c.Write(q); err != nil {
+		if s.cancel(id, uq) {
+			udpQueries.Put(uq)
+		}
+		return nil, ioErr(ctx, "udp write", err)
+	}
+	select {
+	case <-uq.done:
+	case <-ctx.Done():
+		if s.cancel(id, uq) {
+			err := ioErr(ctx, "udp read", ctx.Err())
+			if uq.mismatch && !errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
+			}
+			udpQueries.Put(uq)
+			return nil, err
+		}
+		<-uq.done // delivered meanwhile: the answer is in buf
+	}
+	n, err := uq.n, uq.err
+	udpQueries.Put(uq)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}
+
+// register finds a socket with room, draws an ID free on it (rewriting q)
+// and records the query as outstanding.
+func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQuery, error) {
+	var aps []netip.AddrPort // current addresses of a named upstream
+	if !p.fixed.IsValid() {
+		// Every query consults the bootstrap cache, so an expired entry is
+		// refreshed and a changed address gets new sockets.
+		var err error
+		if aps, err = p.d.addrs(ctx, p.addr); err != nil {
+			return nil, nil, err
+		}
+	}
+	start := p.next.Add(1)
+	for k := range uint32(udpPoolSockets) {
+		i := (start + k) % udpPoolSockets
+		s := p.slots[i].Load()
+		for range 2 { // at most one replacement per slot
+			if s == nil {
+				var err error
+				if s, err = p.replace(ctx, i, nil); err != nil {
+					return nil, nil, err
+				}
+			}
+			uq, stale := s.add(q, buf)
+			if uq != nil && aps != nil && !slices.Contains(aps, s.remote) {
+				s.cancel(binary.BigEndian.Uint16(q), uq)
+				udpQueries.Put(uq)
+				uq, stale = nil, true
+			}
+			if uq != nil {
+				return s, uq, nil
+			}
+			if !stale {
+				break // full: try the next slot
+			}
+			var err error
+			if s, err = p.replace(ctx, i, s); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	return nil, nil, errPoolBusy
+}
+
+// replace puts a new socket in slot i unless another query already did,
+// retiring old.
+func (p *udpPool) replace(ctx context.Context, i uint32, old *udpSock) (*udpSock, error) {
+	aps := []netip.AddrPort{p.fixed}
+	if !p.fixed.IsValid() {
+		// The address lookup may wait on the bootstrap servers: outside
+		// the lock.
+		var err error
+		if aps, err = p.d.addrs(ctx, p.addr); err != nil {
+			return nil, err
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errClosed
+	}
+	if cur := p.slots[i].Load(); cur != old && cur != nil {
+		return cur, nil // replaced by a concurrent query
+	}
+	var c *net.UDPConn
+	var remote netip.AddrPort
+	var last error
+	for _, ap := range aps { // bounded by the lookup result
+		// Port 0: the kernel picks a random ephemeral source port.
+		if c, last = net.DialUDP(udpNet(ap), nil, net.UDPAddrFromAddrPort(ap)); last == nil {
+			remote = ap
+			break
+		}
+	}
+	if c == nil {
+		if last == nil {
+			last = errors.New("no address")
+		}
+		return nil, fmt.Errorf("dial udp %s: %w", p.addr.HostPort(), last)
+	}
+	s := &udpSock{p: p, c: c, remote: remote, born: time.Now(), pending: make(map[uint16]*udpQuery, 16)}
+	p.slots[i].Store(s)
+	p.live[s] = struct{}{}
+	p.wg.Add(1)
+	go s.read()
+	if old != nil {
+		old.retire()
+	}
+	return s, nil
+}
+
+func udpNet(ap netip.AddrPort) string {
+	if ap.Addr().Unmap().Is4() {
+		return "udp4"
+	}
+	return "udp6"
+}
+
+// add records q as outstanding on s with an ID no other outstanding query
+// of s uses. It returns nil when s cannot take it: stale when s is due for
+// rotation or closed, else s is full or out of free IDs.
+func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retired || s.dead || s.used >= udpRotateQueries || time.Since(s.born) >= udpRotateAge {
+		return nil, true
+	}
+	if len(s.pending) >= udpMaxPending {
+		return nil, false
+	}
+	id := binary.BigEndian.Uint16(q)
+	for try := 0; ; try++ {
+		if _, taken := s.pending[id]; !taken {
+			break
+		}
+		if try == udpIDTries {
+			return nil, false
+		}
+		id = uint16(rand.Uint32())
+	}
+	binary.BigEndian.PutUint16(q, id)
+	uq = udpQueries.Get().(*udpQuery)
+	uq.q, uq.buf, uq.n, uq.err, uq.mismatch = q, buf, 0, nil, false
+	s.pending[id] = uq
+	s.used++
+	return uq, false
+}
+
+// cancel withdraws uq; false when the reader delivered it first (done then
+// holds or will hold a value).
+func (s *udpSock) cancel(id uint16, uq *udpQuery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[id] != uq {
+		return false
+	}
+	delete(s.pending, id)
+	s.closeIfDrainedLocked()
+	return true
+}
+
+// retire stops new queries on s; it closes once nothing is outstanding.
+func (s *udpSock) retire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.retired = true
+	s.closeIfDrainedLocked()
+}
+
+func (s *udpSock) closeIfDrainedLocked() {
+	if s.retired && !s.dead && len(s.pending) == 0 {
+		s.dead = true
+		_ = s.c.Close() // the reader sees net.ErrClosed and ends
+	}
+}
+
+// failAll delivers err to every outstanding query.
+func (s *udpSock) failAll(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, uq := range s.pending {
+		delete(s.pending, id)
+		uq.err = err
+		uq.done <- struct{}{}
+	}
+	s.closeIfDrainedLocked()
+}
+
+// read is the socket's only reader: it delivers answers to waiting queries
+// until the socket closes.
+func (s *udpSock) read() {
+	defer s.p.wg.Done()
+	defer s.p.forget(s)
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	buf := *bp
+	for {
+		n, err := s.c.Read(buf)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				s.failAll(fmt.Errorf("udp read: %w", errClosed))
+				return
+			}
+			// An ICMP error (port unreachable and the like) is reported on
+			// a connected socket: the upstream is not answering, so the
+			// queries waiting on it fail now instead of at their timeout.
+			s.failAll(fmt.Errorf("udp read: %w", err))
+			if !isICMPError(err) {
+				s.retire()
+				s.mu.Lock()
+				if !s.dead { // queries were failed above; nothing can wait
+					s.dead = true
+					_ = s.c.Close()
+				}
+				s.mu.Unlock()
+				return
+			}
+			continue
+		}
+		s.deliver(buf[:n])
+	}
+}
+
+func isICMPError(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EHOSTUNREACH) ||
+		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTDOWN)
+}
+
+// deliver hands an answer to the query waiting for it, or drops it.
+func (s *udpSock) deliver(m []byte) {
+	if len(m) < 12 || m[2]&0x80 == 0 {
+		s.p.drops[2].Inc()
+		return
+	}
+	id := binary.BigEndian.Uint16(m)
+	s.mu.Lock()
+	uq := s.pending[id]
+	if uq == nil {
+		s.mu.Unlock()
+		s.p.drops[0].Inc()
+		return
+	}
+	if !sameQuestion(uq.q, m) {
+		uq.mismatch = true
+		s.mu.Unlock()
+		s.p.drops[1].Inc()
+		return
+	}
+	delete(s.pending, id)
+	uq.n = copy(uq.buf, m)
+	uq.done <- struct{}{} // buffered, empty: never blocks
+	s.closeIfDrainedLocked()
+	s.mu.Unlock()
+}
+
+// sameQuestion reports whether answer a carries exactly one question equal
+// to the one question of query q: the same name (ASCII case ignored) and
+// the same type and class, compared on the wire.
+func sameQuestion(q, a []byte) bool {
+	if len(q) < 12 || len(a) < 12 || q[4] != 0 || q[5] != 1 || a[4] != 0 || a[5] != 1 {
+		return false
+	}
+	end := 12
+	for end < len(q) { // each step consumes at least one byte
+		l := int(q[end])
+		if l == 0 {
+			break
+		}
+		if l&0xC0 != 0 {
+			return false // our queries never compress the question
+		}
+		end += 1 + l
+	}
+	end += 5 // root label, type, class
+	if end > len(q) || end > len(a) {
+		return false
+	}
+	name := end - 4
+	for i := 12; i < name; i++ {
+		x, y := q[i], a[i]
+		if x != y && lower(x) != lower(y) {
+			return false
+		}
+	}
+	// Length bytes (< 64) are never letters, so folding cannot make a
+	// different label layout match; type and class compare exactly.
+	return string(q[name:end]) == string(a[name:end])
+}
+
+func lower(b byte) byte {
+	if 'A' <= b && b <= 'Z' {
+		return b + 'a' - 'A'
+	}
+	return b
+}
+
+// forget drops a closed socket from the pool's books.
+func (p *udpPool) forget(s *udpSock) {
+	p.mu.Lock()
+	delete(p.live, s)
+	for i := range p.slots {
+		if p.slots[i].Load() == s {
+			p.slots[i].Store(nil)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// close closes every socket and waits for the readers; queries still
+// waiting fail with errClosed.
+func (p *udpPool) close() {
+	p.mu.Lock()
+	p.closed = true
+	socks := make([]*udpSock, 0, len(p.live))
+	for s := range p.live {
+		socks = append(socks, s)
+	}
+	p.mu.Unlock()
+	for _, s := range socks {
+		s.mu.Lock()
+		s.retired = true
+		if !s.dead {
+			s.dead = true
+			_ = s.c.Close()
+		}
+		s.mu.Unlock()
+	}
+	p.wg.Wait()
+}
