@@ -87,8 +87,12 @@ type Options[S CompiledSource, L any] struct {
 	AllowDegraded bool
 	// DefaultRefresh is blocking.refreshInterval.
 	DefaultRefresh time.Duration
-	Now            func() time.Time
-	Logger         *slog.Logger
+	// OnFetch, when set, hears the outcome of every URL fetch of a list
+	// ("namespace/name"): FetchOK, FetchNotModified, FetchDegraded (failed,
+	// a cached body is served) or FetchError.
+	OnFetch func(list, result string)
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 type sourceState[S CompiledSource] struct {
@@ -98,6 +102,14 @@ type sourceState[S CompiledSource] struct {
 	fetchErr    string
 	cmDigest    string // sha256 hex of the last ConfigMap body read
 }
+
+// Fetch outcomes passed to Options.OnFetch.
+const (
+	FetchOK          = "ok"
+	FetchNotModified = "not_modified"
+	FetchDegraded    = "degraded"
+	FetchError       = "error"
+)
 
 // Reconciler reconciles BlockList objects. Safe for concurrent use; one
 // list is reconciled at a time.
@@ -206,6 +218,19 @@ func (r *Reconciler[S, L]) Reconcile(ctx context.Context, namespace, name string
 	return next, nil
 }
 
+func fetchOutcome(fr listfetch.Result, err error, allowDegraded bool) string {
+	switch {
+	case err == nil && fr.NotModified:
+		return FetchNotModified
+	case err == nil:
+		return FetchOK
+	case fr.Degraded && allowDegraded:
+		return FetchDegraded
+	default:
+		return FetchError
+	}
+}
+
 func enabledByAnnotations(ann map[string]string) bool {
 	v, ok := ann[v1alpha1.EnabledAnnotation]
 	return !ok || !strings.EqualFold(strings.TrimSpace(v), "false")
@@ -238,6 +263,9 @@ func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockL
 	case src.URL != "":
 		if FetchDue(st.fetch.FetchedAt, interval, now) || st.fetch.Digest == "" {
 			fr, err := r.o.Fetcher.Fetch(ctx, src.URL)
+			if r.o.OnFetch != nil {
+				r.o.OnFetch(bl.Namespace+"/"+bl.Name, fetchOutcome(fr, err, r.o.AllowDegraded))
+			}
 			switch {
 			case err == nil:
 				// the reconciler's clock decides refreshes, not the fetcher's

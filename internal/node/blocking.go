@@ -82,7 +82,7 @@ func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<-
 		Store: b.st, Fetcher: b.fetcher, Compiler: policy.ListCompiler{},
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: b.log.With("component", "blocklists"),
-		OnList: b.setList,
+		OnList: b.setList, OnFetch: b.metrics.listFetched,
 	}))
 	return b.rec.Load().Run(ctx, initial)
 }

@@ -13,6 +13,7 @@ type nodeMetrics struct {
 	buildSeconds prometheus.Histogram
 	builtAt      prometheus.Gauge
 	listRules    *prometheus.GaugeVec
+	listFetches  *prometheus.CounterVec
 }
 
 func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
@@ -27,9 +28,13 @@ func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
 		listRules: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "service_blocklist_rules", Help: "Rules compiled per block list (namespace/name).",
 		}, []string{"list"}),
+		listFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "service_blocklist_fetches_total",
+			Help: "URL fetches of block-list sources by list (namespace/name) and result: ok, not_modified, degraded (failed, cached body served), error.",
+		}, []string{"list", "result"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.buildSeconds, m.builtAt, m.listRules)
+		reg.MustRegister(m.buildSeconds, m.builtAt, m.listRules, m.listFetches)
 	}
 	return m
 }
@@ -51,4 +56,12 @@ func (m *nodeMetrics) setListRules(list string, rules int, present bool) {
 		return
 	}
 	m.listRules.WithLabelValues(list).Set(float64(rules))
+}
+
+// listFetched counts one fetch outcome (blocklists.Options.OnFetch).
+func (m *nodeMetrics) listFetched(list, result string) {
+	if m == nil {
+		return
+	}
+	m.listFetches.WithLabelValues(list, result).Inc()
 }

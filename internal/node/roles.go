@@ -79,6 +79,7 @@ func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, b
 		Store: st, Fetcher: blk.fetcher, Compiler: policy.ListCompiler{}, ConfigMaps: cms,
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: log.With("component", "blocklists"),
+		OnFetch: blk.metrics.listFetched,
 	})
 	pols := operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
 		_, err := blk.pols.Reconcile(ctx, ns, name)

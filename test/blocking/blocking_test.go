@@ -79,8 +79,13 @@ func TestBlockingEndToEnd(t *testing.T) {
 	ctx := context.Background()
 	// list server on loopback
 	var hits atomic.Int64
+	var failing atomic.Bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
+		if failing.Load() {
+			http.Error(w, "down", http.StatusBadGateway)
+			return
+		}
 		if r.Header.Get("If-None-Match") == `"v1"` {
 			w.WriteHeader(http.StatusNotModified)
 			return
@@ -116,8 +121,14 @@ func TestBlockingEndToEnd(t *testing.T) {
 	clk.set(time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC))
 	var mu sync.Mutex
 	lists := map[string]*blocklist.List{}
+	var fetches []string // OnFetch outcomes, "list result"
 	rec := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: st, Fetcher: fetcher, Compiler: policy.ListCompiler{}, AllowDegraded: true, Now: clk.now,
+		OnFetch: func(list, result string) {
+			mu.Lock()
+			fetches = append(fetches, list+" "+result)
+			mu.Unlock()
+		},
 		OnList: func(name string, l *blocklist.List, ok bool) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -165,6 +176,18 @@ func TestBlockingEndToEnd(t *testing.T) {
 	if ads2, _ := getList(t, st, "ads"); hits.Load() != 2 || ads2.Status.Sources[2].Digest != s.Sources[2].Digest || !ads2.Status.LastFetched.After(s.LastFetched.Time) {
 		t.Fatalf("refresh: hits %d status %+v", hits.Load(), ads2.Status)
 	}
+	// the list server fails: the cached body keeps serving (degraded)
+	failing.Store(true)
+	clk.set(clk.now().Add(24 * time.Hour))
+	if _, err := rec.Reconcile(ctx, "default", "ads"); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(false)
+	mu.Lock()
+	if got := strings.Join(fetches, ","); got != "default/ads ok,default/ads not_modified,default/ads degraded" {
+		t.Fatalf("fetch outcomes %q", got)
+	}
+	mu.Unlock()
 
 	// policies over the compiled lists
 	cat, err := catalogue.Builtin(ctx, 6)
