@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -113,10 +114,70 @@ type rowStore interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+const (
+	idRangeSQL   = "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)"
+	rowAtSQL     = "SELECT id, ts FROM queries WHERE id >= ? ORDER BY id LIMIT 1"
+	rowAtDescSQL = "SELECT id, ts FROM queries WHERE id <= ? ORDER BY id DESC LIMIT 1"
+)
+
+// stmtCache prepares the frequent small statements once per *sql.DB (a
+// prepared *sql.Stmt works on every connection of the pool), so the
+// binary searches of since/until do not parse SQL ~50 times per page.
+type stmtCache struct {
+	db *sql.DB
+	mu sync.Mutex
+	m  map[string]*sql.Stmt
+}
+
+func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := c.get(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return c.db.QueryRowContext(ctx, query, args...)
+}
+
+func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := c.get(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return c.db.QueryContext(ctx, query, args...)
+}
+
+func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
+	switch query {
+	case idRangeSQL, rowAtSQL, rowAtDescSQL:
+	default:
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := c.m[query]; st != nil {
+		return st
+	}
+	st, err := c.db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil
+	}
+	if c.m == nil {
+		c.m = map[string]*sql.Stmt{}
+	}
+	c.m[query] = st
+	return st
+}
+
+func (c *stmtCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, st := range c.m {
+		st.Close()
+	}
+	c.m = nil
+}
+
 // idRange returns the smallest and largest id (0, 0 when empty).
 func idRange(ctx context.Context, db rowStore) (lo, hi int64, err error) {
 	var a, b sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)").Scan(&a, &b); err != nil {
+	if err := db.QueryRowContext(ctx, idRangeSQL).Scan(&a, &b); err != nil {
 		return 0, 0, fmt.Errorf("query log id range: %w", err)
 	}
 	return a.Int64, b.Int64, nil
@@ -125,9 +186,9 @@ func idRange(ctx context.Context, db rowStore) (lo, hi int64, err error) {
 // rowAt returns the id and ts of the first row with id >= x (desc: the last
 // row with id <= x).
 func rowAt(ctx context.Context, db rowStore, x int64, desc bool) (id, ts int64, ok bool, err error) {
-	q := "SELECT id, ts FROM queries WHERE id >= ? ORDER BY id LIMIT 1"
+	q := rowAtSQL
 	if desc {
-		q = "SELECT id, ts FROM queries WHERE id <= ? ORDER BY id DESC LIMIT 1"
+		q = rowAtDescSQL
 	}
 	err = db.QueryRowContext(ctx, q, x).Scan(&id, &ts)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -468,7 +529,8 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 			return nil, "", err
 		}
 	}
-	p, err := w.plan(ctx, db, &f, before)
+	rdb := &w.store.rstmts
+	p, err := w.plan(ctx, rdb, &f, before)
 	if err != nil {
 		return nil, "", err
 	}
@@ -483,9 +545,9 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	var rows []Row
 	switch {
 	case len(p.sources) > 0:
-		rows, err = w.walkPostings(ctx, db, p, limit)
+		rows, err = w.walkPostings(ctx, rdb, p, limit)
 	default:
-		rows, err = w.selectRows(ctx, db, "queries", append(p.conds, "id < ?", "id >= ?"), append(p.args, p.hi, p.lo), limit, make([]Row, 0, limit))
+		rows, err = w.selectRows(ctx, rdb, "queries", append(p.conds, "id < ?", "id >= ?"), append(p.args, p.hi, p.lo), limit, make([]Row, 0, limit))
 	}
 	if err != nil {
 		return nil, "", err
@@ -822,15 +884,16 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 	body.Partial = !oldest.Valid || oldest.Int64 > from
 	points := map[int64][]int64{}
 	if len(keys) > 0 && oldest.Valid {
-		minID, maxID, err := idRange(ctx, db)
+		rdb := &w.store.rstmts
+		minID, maxID, err := idRange(ctx, rdb)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
 		}
-		lo, err := idLower(ctx, db, time.UnixMicro(from), minID, maxID)
+		lo, err := idLower(ctx, rdb, time.UnixMicro(from), minID, maxID)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
 		}
-		hi, ok, err := idUpper(ctx, db, req.Until, minID, maxID)
+		hi, ok, err := idUpper(ctx, rdb, req.Until, minID, maxID)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
 		}

@@ -7,6 +7,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -172,9 +173,10 @@ func bucketOf(id int64) int64 { return id >> bucketBits }
 // store is querylog.db: one writer connection, a pool of readers, and the
 // in-memory copy of the names dictionary.
 type store struct {
-	path  string
-	w, r  *sql.DB
-	names *names
+	path   string
+	w, r   *sql.DB
+	names  *names
+	rstmts stmtCache // prepared statements on r
 }
 
 // DBPath returns the path of the query log in dataDir.
@@ -195,6 +197,9 @@ func openStore(ctx context.Context, path string) (*store, error) {
 			return int64(0), nil
 		})
 	})
+	if err := precheck(ctx, path); err != nil {
+		return nil, fmt.Errorf("open querylog %s: %w", path, err)
+	}
 	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
 	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
 	if err != nil {
@@ -220,52 +225,98 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &store{path: path, w: w, r: r, names: nm}, nil
+	return &store{path: path, w: w, r: r, names: nm, rstmts: stmtCache{db: r}}, nil
 }
 
 func (s *store) close() error {
+	s.rstmts.close()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
-// migrate creates schema 2 (compact layout), upgrades a version 1 file or
-// converts a version 2 file of the legacy layout, each in one transaction.
-// Anything else is refused before anything is written.
-func migrate(ctx context.Context, db *sql.DB) error {
+// Migrations inspect finds.
+const (
+	migNone = iota
+	migCreate
+	migV1
+	migLegacyV2
+)
+
+// inspect decides what opening a file must do, and refuses files it does
+// not know before anything is written.
+func inspect(ctx context.Context, db *sql.DB) (int, error) {
 	var v int
 	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("read schema version: %w", err)
+		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	switch {
 	case v > SchemaVersion:
-		return fmt.Errorf("querylog schema %d is newer than this binary (%d)", v, SchemaVersion)
+		return 0, fmt.Errorf("querylog schema %d is newer than this binary (%d)", v, SchemaVersion)
 	case v == SchemaVersion:
 		layout, err := readLayout(ctx, db)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		switch layout {
 		case layoutCompact:
-			return nil
+			return migNone, nil
 		case "":
 			cols, err := tableColumns(ctx, db, "queries")
 			if err != nil {
-				return err
+				return 0, err
 			}
 			if strings.Join(cols, ",") != strings.Join(legacyV2Columns, ",") {
-				return fmt.Errorf("querylog: schema 2 file of an unknown layout (queries columns %v); not changed", cols)
+				return 0, fmt.Errorf("querylog: schema 2 file of an unknown layout (queries columns %v); not changed", cols)
 			}
-			return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, false) })
+			return migLegacyV2, nil
 		default:
-			return fmt.Errorf("querylog: schema 2 file of an unknown layout %q; not changed", layout)
+			return 0, fmt.Errorf("querylog: schema 2 file of an unknown layout %q; not changed", layout)
 		}
 	case v == 0:
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
-			return fmt.Errorf("inspect schema: %w", err)
+			return 0, fmt.Errorf("inspect schema: %w", err)
 		}
 		if n != 0 {
-			return fmt.Errorf("querylog: file has tables but no schema version")
+			return 0, fmt.Errorf("querylog: file has tables but no schema version; not changed")
 		}
+		return migCreate, nil
+	case v == 1:
+		cols, err := tableColumns(ctx, db, "queries")
+		if err != nil {
+			return 0, err
+		}
+		if strings.Join(cols, ",") != "id,ts,client,domain,qtype,status" {
+			return 0, fmt.Errorf("querylog: schema 1 file of an unknown layout (queries columns %v); not changed", cols)
+		}
+		return migV1, nil
+	}
+	return 0, fmt.Errorf("querylog: unknown schema version %d; not changed", v)
+}
+
+// precheck inspects an existing file through a read-only connection, so a
+// file this binary refuses is not even switched to WAL.
+func precheck(ctx context.Context, path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return nil // a new file, or Open reports the problem
+	}
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro&_busy_timeout=10000")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = inspect(ctx, db)
+	return err
+}
+
+// migrate creates schema 2 (compact layout), upgrades a version 1 file or
+// converts a version 2 file of the legacy layout, each in one transaction.
+func migrate(ctx context.Context, db *sql.DB) error {
+	m, err := inspect(ctx, db)
+	if err != nil {
+		return err
+	}
+	switch m {
+	case migCreate:
 		// auto_vacuum must be chosen before the first table exists; it lets
 		// the size cap give pages back to the file system.
 		// The DSN already switched the empty file to WAL, so the change
@@ -283,17 +334,10 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			}
 			return nil
 		})
-	case v == 1:
-		cols, err := tableColumns(ctx, db, "queries")
-		if err != nil {
-			return err
-		}
-		if strings.Join(cols, ",") != "id,ts,client,domain,qtype,status" {
-			return fmt.Errorf("querylog: schema 1 file of an unknown layout (queries columns %v); not changed", cols)
-		}
-		return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, true) })
+	case migV1, migLegacyV2:
+		return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, m == migV1) })
 	}
-	return fmt.Errorf("querylog: unknown schema version %d", v)
+	return nil
 }
 
 // pageSize of new files: 4 KiB pages keep the pages a batch dirties (and

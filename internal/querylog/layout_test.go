@@ -1,0 +1,352 @@
+package querylog
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// layoutRows are rows with every column used, some empty.
+func layoutRows(n int, base time.Time) []Row {
+	rows := make([]Row, n)
+	statuses := []string{"answered", "cached", "cached", "blocked", "failed", "authoritative", "rewritten"}
+	for i := range rows {
+		r := Row{Time: base.Add(time.Duration(i) * time.Second), Node: "n1", Client: fmt.Sprintf("10.0.0.%d", i%7),
+			Domain: fmt.Sprintf("d%d.example", i%11), QType: []string{"A", "AAAA", "TXT"}[i%3], Rcode: "NOERROR",
+			Status: statuses[i%len(statuses)], Transport: []string{"udp", "tcp", "doh"}[i%3], Duration: time.Duration(i) * time.Microsecond}
+		if r.Status == "blocked" {
+			r.List, r.Rule, r.Reason, r.Rcode = fmt.Sprintf("list%d", i%2), "||"+r.Domain+"^", "blocklist", "NXDOMAIN"
+		}
+		if r.Status == "answered" {
+			r.Upstream = "192.0.2.53:53"
+			r.Policy = "kids"
+		}
+		if i%5 == 0 {
+			r.ClientName, r.Zone = "laptop", "corp.example"
+		}
+		if i%13 == 0 {
+			r.Client, r.Domain = "", ""
+		}
+		rows[i] = r
+	}
+	return rows
+}
+
+// normalize drops what the store does not keep (Group) and gives ids.
+func normalizeRows(rows []Row, firstID int64) []Row {
+	out := make([]Row, len(rows))
+	for i, r := range rows {
+		r.ID, r.Group, r.Time = firstID+int64(i), "", time.UnixMicro(r.Time.UnixMicro()).UTC()
+		out[i] = r
+	}
+	return out
+}
+
+func allRows(t *testing.T, w *Writer) []Row {
+	t.Helper()
+	var out []Row
+	f := Filter{Limit: maxLimit}
+	for {
+		rows, next, err := w.Rows(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rows...)
+		if next == "" {
+			break
+		}
+		f.Continue = next
+	}
+	// oldest first
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// A schema 2 file of the legacy layout, written by the legacy path, is
+// converted at open: every row keeps its id and values, filters work, the
+// rollups stay, new rows follow; opening again changes nothing.
+func TestUpgradeFromLegacyV2(t *testing.T) {
+	dir := t.TempDir()
+	lw := newLegacyWriter(t, dir)
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	src := layoutRows(300, base)
+	batch := append([]Row(nil), src...)
+	if err := lw.write(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.db.Exec("INSERT INTO meta (k, v) VALUES ('pseudonym_key', x'0102')"); err != nil {
+		t.Fatal(err)
+	}
+	var totals int
+	if err := lw.db.QueryRow("SELECT sum(count) FROM totals WHERE res = 60").Scan(&totals); err != nil || totals != 300 {
+		t.Fatalf("legacy totals %d %v", totals, err)
+	}
+	lw.db.Close()
+
+	c := &clock{t: base.Add(time.Hour)}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = dir, 0
+	w, err := Open(context.Background(), cfg, Options{Now: c.now, MaintainEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := normalizeRows(src, 1)
+	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows after conversion differ:\n got %+v\nwant %+v", got[:3], want[:3])
+	}
+	if string(w.key) != "\x01\x02" {
+		t.Fatalf("pseudonym key lost: %x", w.key)
+	}
+	var layout string
+	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutCompact {
+		t.Fatalf("layout %q %v", layout, err)
+	}
+	checkFilters(t, w, want)
+	sum, err := w.Summary(context.Background(), 24*time.Hour)
+	if err != nil || sum.Total != 300 {
+		t.Fatalf("summary after conversion %+v %v", sum, err)
+	}
+	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.9", "cached"))
+	flush(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Reopen: already compact, nothing converted again.
+	w2 := openTest(t, cfg, Options{Now: c.now})
+	got := allRows(t, w2)
+	if len(got) != 301 || got[300].ID != 301 || got[300].Domain != "new.example" || !reflect.DeepEqual(got[:300], want) {
+		t.Fatalf("after reopen: %d rows, last %+v", len(got), got[len(got)-1])
+	}
+}
+
+// A version 1 file upgraded in place answers the indexed filters too.
+func TestUpgradeFromV1Filters(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(SchemaV1); err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	src := layoutRows(100, base)
+	for i := range src {
+		r := &src[i]
+		if _, err := db.Exec("INSERT INTO queries (id, ts, client, domain, qtype, status) VALUES (?,?,?,?,?,?)",
+			i+1, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status); err != nil {
+			t.Fatal(err)
+		}
+		// what version 1 kept
+		*r = Row{Time: r.Time, Client: r.Client, Domain: r.Domain, QType: r.QType, Status: r.Status}
+	}
+	db.Close()
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = dir, 0
+	w := openTest(t, cfg, Options{Now: func() time.Time { return base.Add(time.Hour) }})
+	want := normalizeRows(src, 1)
+	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows after upgrade differ:\n got %+v\nwant %+v", got[:3], want[:3])
+	}
+	checkFilters(t, w, want)
+}
+
+// Files of an unknown layout are refused and left as they were.
+func TestUnknownLayoutRefused(t *testing.T) {
+	for name, stmts := range map[string][]string{
+		"columns": {"CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER, other TEXT)", "PRAGMA user_version = 2"},
+		"meta":    {"CREATE TABLE queries (id INTEGER PRIMARY KEY)", "CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB)", "INSERT INTO meta VALUES ('layout', 'compact-9')", "PRAGMA user_version = 2"},
+		"v1":      {"CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER, client TEXT)", "PRAGMA user_version = 1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, q := range stmts {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.Close()
+			before, err := os.ReadFile(DBPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := DefaultConfig()
+			cfg.DataDir = dir
+			w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
+			if err == nil {
+				w.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), "unknown layout") {
+				t.Fatalf("error %v", err)
+			}
+			after, err := os.ReadFile(DBPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(before) != string(after) {
+				t.Fatal("file changed")
+			}
+		})
+	}
+}
+
+// Names past a kind's dictionary cap are stored as text and still read,
+// filtered and reopened correctly.
+func TestNamesPastCapStoredAsText(t *testing.T) {
+	old := kindCap[kList]
+	kindCap[kList] = 3
+	defer func() { kindCap[kList] = old }()
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = t.TempDir(), 0
+	base := time.Now().Add(-time.Hour)
+	w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src []Row
+	for i := range 20 {
+		r := row(base.Add(time.Duration(i)*time.Second), "x.example", "10.0.0.1", "blocked")
+		r.List = fmt.Sprintf("%d", i%6) // numeric-looking names too
+		src = append(src, r)
+		w.Enqueue(r)
+	}
+	flush(t, w)
+	var texts int
+	if err := w.store.r.QueryRow("SELECT count(*) FROM queries WHERE typeof(list) = 'text'").Scan(&texts); err != nil || texts == 0 {
+		t.Fatalf("no list stored as text: %d %v", texts, err)
+	}
+	check := func(w *Writer) {
+		want := normalizeRows(src, 1)
+		if got := allRows(t, w); !reflect.DeepEqual(got, want) {
+			t.Fatalf("rows differ:\n got %+v\nwant %+v", got, want)
+		}
+		for l := range 6 {
+			rows, _, err := w.Rows(context.Background(), Filter{List: fmt.Sprint(l), Status: "blocked", Limit: 100})
+			if err != nil || len(rows) == 0 {
+				t.Fatalf("list %d: %d rows %v", l, len(rows), err)
+			}
+			for _, r := range rows {
+				if r.List != fmt.Sprint(l) {
+					t.Fatalf("list %d: got row of list %q", l, r.List)
+				}
+			}
+		}
+	}
+	check(w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openTest(t, cfg, Options{})
+	check(w2)
+}
+
+func TestNamesRollback(t *testing.T) {
+	n := newNames()
+	a := n.encode(kList, "a")
+	n.committed()
+	b := n.encode(kList, "b")
+	n.rollback()
+	if _, ok := n.lookup(kList, "b"); ok || n.decode(b) != "" || n.decode(a) != "a" {
+		t.Fatalf("after rollback: %v %v", n.decode(a), n.decode(b))
+	}
+	if c := n.encode(kList, "c"); c != b {
+		t.Fatalf("id not reused after rollback: %v vs %v", c, b)
+	}
+}
+
+// checkFilters pages through each filter and compares with Filter.Match
+// over all rows (want, oldest first).
+func checkFilters(t *testing.T, w *Writer, want []Row, extra ...Filter) {
+	t.Helper()
+	mid := want[len(want)/2].Time
+	filters := []Filter{
+		{Client: "10.0.0.3"}, {Client: "10.0.0.99"}, {Domain: "d4.example"}, {Domain: "d4", DomainMatch: MatchSubstring},
+		{Status: "blocked"}, {StatusClass: ClassAllowed}, {StatusClass: ClassError}, {List: "list1"}, {QType: "TXT"},
+		{Upstream: "192.0.2.53:53"}, {Zone: "corp.example"}, {Policy: "kids"}, {Since: mid}, {Until: mid},
+		{Since: mid.Add(-time.Minute), Until: mid.Add(time.Minute)},
+		{Client: "10.0.0.3", Status: "blocked"}, {Client: "10.0.0.3", StatusClass: ClassAllowed, QType: "A"},
+		{Domain: "d4.example", Client: "10.0.0.3", Since: want[0].Time.Add(10 * time.Second)},
+		{Status: "blocked", StatusClass: ClassAllowed},
+	}
+	filters = append(filters, extra...)
+	for _, f := range filters {
+		var exp []int64
+		for i := len(want) - 1; i >= 0; i-- {
+			if f.Match(&want[i]) {
+				exp = append(exp, want[i].ID)
+			}
+		}
+		var got []int64
+		f.Limit = 7
+		if len(want) > 10_000 {
+			f.Limit = 997
+		}
+		for pages := 0; ; pages++ {
+			if pages > 10000 {
+				t.Fatalf("%+v: no end", f)
+			}
+			rows, next, err := w.Rows(context.Background(), f)
+			if err != nil {
+				t.Fatalf("%+v: %v", f, err)
+			}
+			for i := range rows {
+				if !f.Match(&rows[i]) {
+					t.Fatalf("%+v: row %+v does not match", f, rows[i])
+				}
+				got = append(got, rows[i].ID)
+			}
+			if next == "" {
+				break
+			}
+			f.Continue = next
+		}
+		if fmt.Sprint(got) != fmt.Sprint(exp) {
+			t.Fatalf("%+v:\n got %v\nwant %v", f, got, exp)
+		}
+	}
+}
+
+// Filters over several postings buckets, with rows written out of time
+// order (within the allowed disorder), answer exactly what a scan of all
+// rows would, page after page.
+func TestFiltersAcrossBuckets(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 60,000 rows")
+	}
+	cfg := DefaultConfig()
+	cfg.RetentionRaw = 0
+	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	n := 60_000 // bucketOf(60000) = 3: four buckets
+	w := openTest(t, cfg, Options{ScanBudget: 20_000, Now: func() time.Time { return base.Add(time.Duration(n) * 100 * time.Millisecond) }})
+	rnd := rand.New(rand.NewPCG(1, 2))
+	src := layoutRows(n, base)
+	for i := range src {
+		src[i].Time = base.Add(time.Duration(i)*100*time.Millisecond - time.Duration(rnd.IntN(20))*time.Second)
+		if rnd.IntN(5000) == 0 {
+			src[i].Client = "10.9.9.9" // rare
+		}
+	}
+	for i := 0; i < n; i += 5000 {
+		batch := append([]Row(nil), src[i:i+5000]...)
+		if err := w.write(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := normalizeRows(src, 1)
+	checkFilters(t, w, want, Filter{Client: "10.9.9.9"}, Filter{Client: "10.9.9.9", Status: "cached"},
+		Filter{Until: base.Add(10 * time.Minute), Domain: "d3.example"}, Filter{Since: base.Add(50 * time.Minute), Client: "10.0.0.2", List: "list0"})
+}
