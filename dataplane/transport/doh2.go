@@ -65,6 +65,7 @@ const (
 	h2MaxPendingOut    = 256 << 10 // queued output before the reader waits
 	h2MaxBlocked       = 1 << 20   // answer bytes waiting for flow-control windows
 	h2WriteTimeout     = 10 * time.Second
+	h2Linger           = time.Second                      // reading on after GOAWAY, before closing
 	h2BodyTimeout      = handshakeTimeout + 5*time.Second // like net/http's ReadTimeout
 	h2ResetSlack       = 100
 	h2ControlSlack     = 1000
@@ -149,9 +150,11 @@ type h2stream struct {
 	responded  bool  // response HEADERS written
 	sentEnd    bool  // END_STREAM written
 	reset      bool  // reset by either side
+	peerReset  bool  // reset by the client
 	connHeld   int   // connection window bytes held by the buffered body
 	recvWin    int64 // our receive window for the stream
 	recvOwed   int   // received bytes not yet returned to the window
+	recvd      int64 // DATA payload bytes received
 
 	sendWin int64
 	pending []byte  // response body not yet sent (flow control)
@@ -275,8 +278,9 @@ func (c *h2conn) flushLocked() {
 		}
 		c.cond.Broadcast()
 	}
-	if c.closeAfter && !c.failed {
-		c.failLocked()
+	if c.closeAfter && !c.failed && (c.wbuf == nil || len(*c.wbuf) == 0) {
+		// Wake the reader: it closes the connection (run).
+		_ = c.conn.SetReadDeadline(time.Now())
 	}
 	if c.spare != nil && c.wbuf == nil {
 		putBuf(c.spare) // an idle connection holds no output buffer
@@ -337,6 +341,16 @@ func (c *h2conn) run() {
 		for c.writing {
 			c.cond.Wait()
 		}
+		linger := c.goAway && !c.failed
+		c.mu.Unlock()
+		if linger {
+			// Closing with unread input would reset the connection and
+			// could destroy the GOAWAY before the client reads it: read
+			// and drop what the client still sends, for a short while.
+			_ = c.conn.SetReadDeadline(time.Now().Add(h2Linger))
+			_, _ = io.CopyN(io.Discard, c.br, h2ReadBuffer*4)
+		}
+		c.mu.Lock()
 		c.failLocked()
 		c.mu.Unlock()
 		c.wg.Wait()
@@ -583,8 +597,9 @@ func (c *h2conn) processFrame(f http2.Frame) error {
 		if err := c.checkResets(); err != nil {
 			return err
 		}
-		if st := c.streams[f.StreamID]; st != nil {
-			st.reset = true
+		c.rememberReset(f.StreamID | peerResetBit)
+		if st := c.streams[f.StreamID]; st != nil && !st.reset {
+			st.reset, st.peerReset = true, true
 			c.releaseLocked(st)
 		}
 		return nil
@@ -641,7 +656,7 @@ func (c *h2conn) processSettings(f *http2.SettingsFrame) error {
 	if err := c.countControl(); err != nil {
 		return err
 	}
-	if f.NumSettings() > 100 || f.HasDuplicates() {
+	if f.NumSettings() > 100 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	err := f.ForeachSetting(func(s http2.Setting) error {
@@ -738,8 +753,16 @@ func (c *h2conn) processData(f *http2.DataFrame) error {
 	st := c.streams[id]
 	if st == nil || st.reset || st.remoteDone {
 		c.connRecvOwed += n
-		if st != nil && st.reset || c.recentlyReset(id) {
-			return nil
+		switch {
+		case st != nil && st.peerReset:
+			// Held until its answer is computed, closed for the client.
+			return c.fw.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		case st != nil && st.reset:
+			return nil // we reset it: DATA in flight
+		case st == nil:
+			if ours, _ := c.recentlyReset(id); ours {
+				return nil
+			}
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeStreamClosed}
 	}
@@ -749,37 +772,31 @@ func (c *h2conn) processData(f *http2.DataFrame) error {
 	}
 	st.recvWin -= int64(n)
 	data := f.Data()
-	if !st.collecting {
-		// A body we do not read (GET, or answered already).
+	st.recvd += int64(len(data))
+	if st.declLen >= 0 && st.recvd > st.declLen {
 		c.connRecvOwed += n
-		st.recvOwed += n
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
+	if !st.collecting {
+		// A body we do not read (GET, or answered already): the
+		// connection window comes back, the stream's does not (a
+		// client sending on stalls, and the stream times out).
+		c.connRecvOwed += n
 	} else {
 		c.connRecvOwed += n - len(data) // padding
 		st.connHeld += len(data)
 		st.recvOwed += n - len(data)
-		if st.declLen >= 0 && int64(len(*st.body)+len(data)) > st.declLen {
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-		}
 		if len(*st.body)+len(data) > maxMessage {
 			c.collectDone(st)
 			c.failStream(st, http.StatusRequestEntityTooLarge, "too_large")
+			c.stopBody(st)
 			return nil
 		}
 		*st.body = append(*st.body, data...)
 		st.recvOwed += len(data)
 	}
 	if f.StreamEnded() {
-		c.endRemote(st)
-		if !st.collecting {
-			c.releaseLocked(st)
-			return nil
-		}
-		c.collectDone(st)
-		if st.declLen >= 0 && int64(len(*st.body)) != st.declLen {
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-		}
-		c.requestDone(st)
-		return nil
+		return c.requestEnded(st)
 	}
 	if st.recvOwed >= h2WindowThreshold {
 		_ = c.fw.WriteWindowUpdate(id, uint32(st.recvOwed))
@@ -798,6 +815,30 @@ func (c *h2conn) collectDone(st *h2stream) {
 	st.connHeld = 0
 }
 
+// requestEnded handles END_STREAM: a body read is answered, any other
+// stream (answered already, or a GET) is released.
+func (c *h2conn) requestEnded(st *h2stream) error {
+	c.endRemote(st)
+	if st.declLen >= 0 && st.recvd != st.declLen {
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+	}
+	if !st.collecting {
+		c.releaseLocked(st)
+		return nil
+	}
+	c.collectDone(st)
+	c.requestDone(st)
+	return nil
+}
+
+// stopBody asks the client to stop sending a request body answered
+// already (RST_STREAM NO_ERROR, RFC 9113 8.1).
+func (c *h2conn) stopBody(st *h2stream) {
+	if c.streams[st.id] == st && st.sentEnd && !st.remoteDone && !st.reset {
+		c.streamErrorLocked(st.id, http2.ErrCodeNo)
+	}
+}
+
 // requestDone answers a complete POST request.
 func (c *h2conn) requestDone(st *h2stream) {
 	if len(*st.body) < 12 {
@@ -807,14 +848,19 @@ func (c *h2conn) requestDone(st *h2stream) {
 	c.dispatch(st)
 }
 
-func (c *h2conn) recentlyReset(id uint32) bool {
+// recentlyReset: we reset stream id lately (ours), or the client did.
+func (c *h2conn) recentlyReset(id uint32) (ours, peer bool) {
 	for _, r := range c.recent {
 		if r == id {
-			return true
+			ours = true
+		} else if r == id|peerResetBit {
+			peer = true
 		}
 	}
-	return false
+	return ours, peer
 }
+
+const peerResetBit = 1 << 31 // in h2conn.recent: reset by the client
 
 func (c *h2conn) rememberReset(id uint32) {
 	c.recent[c.recentN%h2RecentResets] = id
@@ -836,18 +882,16 @@ func (c *h2conn) streamErrorLocked(id uint32, code http2.ErrCode) {
 }
 
 // releaseLocked removes a finished or reset stream unless its responder
-// still runs (the slot stays taken until then: rapid reset).
+// still runs (the slot stays taken until then: rapid reset). A stream
+// answered before its request ended stays until the request ends (its
+// body is discarded and checked against content-length), the client
+// resets it or it times out (h2BodyTimeout).
 func (c *h2conn) releaseLocked(st *h2stream) {
-	if st.running || !st.sentEnd && !st.reset {
+	if st.running || !st.reset && (!st.sentEnd || !st.remoteDone) {
 		return
 	}
 	if c.streams[st.id] != st {
 		return
-	}
-	if !st.remoteDone && !st.reset {
-		// Answered before the request ended: ask the client to stop.
-		_ = c.fw.WriteRSTStream(st.id, http2.ErrCodeNo)
-		c.rememberReset(st.id)
 	}
 	delete(c.streams, st.id)
 	c.freeStream(st)
@@ -898,6 +942,9 @@ func (c *h2conn) processHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	if st := c.streams[id]; st != nil {
 		// Trailers: must end the stream, no pseudo-headers.
+		if st.peerReset {
+			return c.fw.WriteRSTStream(id, http2.ErrCodeStreamClosed)
+		}
 		if st.reset {
 			return nil
 		}
@@ -907,20 +954,10 @@ func (c *h2conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		if !f.StreamEnded() || len(f.PseudoFields()) > 0 {
 			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 		}
-		c.endRemote(st)
-		if !st.collecting {
-			c.releaseLocked(st)
-			return nil
-		}
-		c.collectDone(st)
-		if st.declLen >= 0 && int64(len(*st.body)) != st.declLen {
-			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-		}
-		c.requestDone(st)
-		return nil
+		return c.requestEnded(st)
 	}
 	if id <= c.maxStreamID {
-		if c.recentlyReset(id) {
+		if ours, peer := c.recentlyReset(id); ours || peer {
 			return http2.ConnectionError(http2.ErrCodeStreamClosed)
 		}
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -1036,6 +1073,7 @@ func (c *h2conn) processHeaders(f *http2.MetaHeadersFrame) error {
 		}
 		if st.declLen > maxMessage {
 			c.failStream(st, http.StatusRequestEntityTooLarge, "too_large")
+			c.stopBody(st)
 			return nil
 		}
 		st.body = getBuf()

@@ -269,15 +269,15 @@ type rawConn struct {
 	hbuf bytes.Buffer
 }
 
-func (e *h2env) raw(settings ...http2.Setting) *rawConn {
-	e.t.Helper()
+func (e *h2env) raw(t testing.TB, settings ...http2.Setting) *rawConn {
+	t.Helper()
 	c, err := net.DialTimeout("tcp", e.addr, 3*time.Second)
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { c.Close() })
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	r := &rawConn{t: e.t, c: c, bw: bufio.NewWriter(c)}
+	r := &rawConn{t: t, c: c, bw: bufio.NewWriter(c)}
 	r.fr = http2.NewFramer(r.bw, bufio.NewReader(c))
 	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	r.enc = hpack.NewEncoder(&r.hbuf)
@@ -292,6 +292,10 @@ func (r *rawConn) flush() {
 		r.t.Fatal(err)
 	}
 }
+
+// flood writes what is buffered; the server may close the connection
+// meanwhile (that is what a flood test expects).
+func (r *rawConn) flood() { _ = r.bw.Flush() }
 
 // headers encodes a request header block.
 func (r *rawConn) headers(method, path string, extra ...string) []byte {
@@ -352,20 +356,20 @@ func (r *rawConn) eof() {
 
 func TestDoH2RapidReset(t *testing.T) {
 	e := newH2Env(t, 30*time.Second)
-	r := e.raw()
+	r := e.raw(t)
 	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "a.example."))
 	for i := range 400 {
 		id := uint32(2*i + 1)
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: r.headers("GET", "/dns-query?dns="+q), EndHeaders: true, EndStream: true})
 		_ = r.fr.WriteRSTStream(id, http2.ErrCodeCancel)
 	}
-	r.flush()
+	r.flood()
 	r.goAway(http2.ErrCodeEnhanceYourCalm)
 }
 
 func TestDoH2RefusedStream(t *testing.T) {
 	e := newH2Env(t, 30*time.Second)
-	r := e.raw()
+	r := e.raw(t)
 	// 100 POST streams wait for their bodies; the 101st is refused.
 	for i := range h2MaxStreams + 1 {
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: r.headers("POST", "/dns-query", "content-type", contentType), EndHeaders: true})
@@ -391,7 +395,7 @@ func TestDoH2RefusedStream(t *testing.T) {
 func TestDoH2HeaderLimits(t *testing.T) {
 	e := newH2Env(t, 30*time.Second)
 	t.Run("list too large: 431", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		var extra []string
 		for i := range 20 {
 			extra = append(extra, fmt.Sprintf("x-pad-%d", i), strings.Repeat("v", 1000))
@@ -409,26 +413,26 @@ func TestDoH2HeaderLimits(t *testing.T) {
 		})
 	})
 	t.Run("continuation flood", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		blk := r.headers("GET", "/dns-query")
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk[:1]})
 		for range 1000 {
 			_ = r.fr.WriteContinuation(1, false, nil)
 		}
-		r.flush()
+		r.flood()
 		r.goAway(http2.ErrCodeEnhanceYourCalm)
 	})
 	t.Run("block larger than the buffer", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: make([]byte, 16000)})
 		_ = r.fr.WriteContinuation(1, false, make([]byte, 16000))
-		r.flush()
+		r.flood()
 		r.goAway(http2.ErrCodeEnhanceYourCalm)
 	})
 	t.Run("frame too large", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		_ = r.fr.WriteData(1, true, make([]byte, 20000))
-		r.flush()
+		r.flood()
 		r.goAway(http2.ErrCodeFrameSize)
 	})
 }
@@ -437,7 +441,7 @@ func TestDoH2HeaderLimits(t *testing.T) {
 // the whole answer, in DATA frames it allows.
 func TestDoH2FlowControl(t *testing.T) {
 	e := newH2Env(t, 30*time.Second)
-	r := e.raw(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 3})
+	r := e.raw(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 3})
 	q := testQuery(t, "flow.example.")
 	r.post(1, q)
 	r.post(3, q)
@@ -473,13 +477,13 @@ func TestDoH2FlowControl(t *testing.T) {
 	}
 	// A window raised past 2^31-1 is a flow-control error.
 	_ = r.fr.WriteWindowUpdate(0, 1<<31-1)
-	r.flush()
+	r.flood()
 	r.goAway(http2.ErrCodeFlowControl)
 }
 
 func TestDoH2PingSettings(t *testing.T) {
 	e := newH2Env(t, 30*time.Second)
-	r := e.raw()
+	r := e.raw(t)
 	_ = r.fr.WritePing(false, [8]byte{1, 2, 3})
 	r.flush()
 	acks := 0
@@ -507,7 +511,7 @@ func TestDoH2PingSettings(t *testing.T) {
 	for range h2ControlSlack + 10 {
 		_ = r.fr.WritePing(false, [8]byte{})
 	}
-	r.flush()
+	r.flood()
 	r.goAway(http2.ErrCodeEnhanceYourCalm)
 }
 
@@ -539,14 +543,14 @@ func TestDoH2Protocol(t *testing.T) {
 		r.goAway(http2.ErrCodeProtocol)
 	})
 	t.Run("stream id going down", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		r.post(5, q)
 		r.post(3, q)
-		r.flush()
+		r.flood()
 		r.goAway(http2.ErrCodeProtocol)
 	})
 	t.Run("DATA on a closed stream", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		r.post(1, q)
 		r.flush()
 		_ = r.fr.WriteData(1, true, q)
@@ -557,7 +561,7 @@ func TestDoH2Protocol(t *testing.T) {
 		})
 	})
 	t.Run("content-length mismatch", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		blk := r.headers("POST", "/dns-query", "content-type", contentType, "content-length", "5")
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true})
 		_ = r.fr.WriteData(1, true, q)
@@ -568,7 +572,7 @@ func TestDoH2Protocol(t *testing.T) {
 		})
 	})
 	t.Run("connection header", func(t *testing.T) {
-		r := e.raw()
+		r := e.raw(t)
 		blk := r.headers("GET", "/dns-query?dns=AAAA", "connection", "close")
 		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: blk, EndHeaders: true, EndStream: true})
 		r.flush()
@@ -580,7 +584,7 @@ func TestDoH2Protocol(t *testing.T) {
 	t.Run("small frames from the peer's max frame size", func(t *testing.T) {
 		// The answer still arrives; SETTINGS_MAX_FRAME_SIZE cannot go
 		// below 16384, so this checks the largest accepted value too.
-		r := e.raw(http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1<<24 - 1}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
+		r := e.raw(t, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1<<24 - 1}, http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0})
 		r.post(1, q)
 		r.post(3, q)
 		r.flush()
@@ -605,7 +609,7 @@ func TestDoH2GracefulShutdown(t *testing.T) {
 	e.fh.mu.Lock()
 	e.fh.block = block
 	e.fh.mu.Unlock()
-	r := e.raw()
+	r := e.raw(t)
 	r.post(1, testQuery(t, "g.example."))
 	r.flush()
 	deadline := time.Now().Add(5 * time.Second)
@@ -651,7 +655,7 @@ func TestDoH2GracefulShutdown(t *testing.T) {
 
 func TestDoH2IdleTimeout(t *testing.T) {
 	e := newH2Env(t, 300*time.Millisecond)
-	r := e.raw()
+	r := e.raw(t)
 	r.post(1, testQuery(t, "i.example."))
 	r.flush()
 	start := time.Now()
