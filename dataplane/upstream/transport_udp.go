@@ -59,10 +59,15 @@ type udpPool struct {
 	d     *dialer
 	drops [3]prometheus.Counter // by dropUnsolicited, dropMismatch, dropMalformed
 
+	// Limits, the udp* constants; tests lower them.
+	maxPending    int
+	rotateQueries int
+	rotateAge     time.Duration
+
 	next atomic.Uint32
 	// slots hold the sockets taking new queries; nil until first used.
 	// Stored under mu.
-	slots  [udpPoolSockets]atomic.Pointer[udpSock]
+	slots  []atomic.Pointer[udpSock]
 	mu     sync.Mutex            // guards slot replacement, live and closed
 	live   map[*udpSock]struct{} // every open socket, retired ones too
 	closed bool
@@ -70,7 +75,15 @@ type udpPool struct {
 }
 
 func newUDPPool(a Address, d *dialer, m *metrics) *udpPool {
-	p := &udpPool{addr: a, d: d, live: make(map[*udpSock]struct{})}
+	p := &udpPool{
+		addr:          a,
+		d:             d,
+		maxPending:    udpMaxPending,
+		rotateQueries: udpRotateQueries,
+		rotateAge:     udpRotateAge,
+		slots:         make([]atomic.Pointer[udpSock], udpPoolSockets),
+		live:          make(map[*udpSock]struct{}),
+	}
 	if ip, err := netip.ParseAddr(a.Host); err == nil {
 		p.fixed = netip.AddrPortFrom(ip, a.Port)
 	}
@@ -161,9 +174,10 @@ func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQu
 			return nil, nil, err
 		}
 	}
+	n := uint32(len(p.slots))
 	start := p.next.Add(1)
-	for k := range uint32(udpPoolSockets) {
-		i := (start + k) % udpPoolSockets
+	for k := range n {
+		i := (start + k) % n
 		s := p.slots[i].Load()
 		for range 2 { // at most one replacement per slot
 			if s == nil {
@@ -253,10 +267,10 @@ func udpNet(ap netip.AddrPort) string {
 func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.retired || s.dead || s.used >= udpRotateQueries || time.Since(s.born) >= udpRotateAge {
+	if s.retired || s.dead || s.used >= s.p.rotateQueries || time.Since(s.born) >= s.p.rotateAge {
 		return nil, true
 	}
-	if len(s.pending) >= udpMaxPending {
+	if len(s.pending) >= s.p.maxPending {
 		return nil, false
 	}
 	id := binary.BigEndian.Uint16(q)
