@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"group", "upstream", "reason"})
 	dropped := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "service_upstream_udp_dropped_total",
-		Help: "Datagrams read on pooled upstream UDP sockets and dropped, by server and reason (unsolicited, mismatch, malformed).",
+		Help: "Datagrams read on pooled upstream UDP sockets and dropped, by server and reason (unsolicited, late, mismatch, malformed).",
 	}, []string{"server", "reason"})
 	m := &metrics{latency: latency, errors: errs, udpDropped: dropped}
 	if reg == nil {

@@ -34,14 +34,31 @@ const (
 	udpRotateAge     = 10 * time.Second
 	// udpIDTries bounds the draws of a free random ID on one socket.
 	udpIDTries = 8
+	// udpAbandoned is how many IDs of given-up queries a socket remembers,
+	// to tell their late answers from unsolicited ones and not to reuse
+	// those IDs while such answers may still come.
+	udpAbandoned = 64
+	// udpMaxWait bounds a pooled query whose context has no deadline.
+	udpMaxWait = 30 * time.Second
 )
 
 // Reasons of service_upstream_udp_dropped_total: datagrams read from a
 // pooled socket and thrown away.
 const (
-	dropUnsolicited = "unsolicited" // no query waits for this ID: late, or forged
+	dropUnsolicited = "unsolicited" // no query waits or waited for this ID: forged, or very late
+	dropLate        = "late"        // the ID of a query just given up (timeout, lost race)
 	dropMismatch    = "mismatch"    // the ID of a waiting query, another question
 	dropMalformed   = "malformed"   // shorter than a header, or not a response
+)
+
+// dropReasons index udpPool.drops.
+var dropReasons = [...]string{dropUnsolicited, dropLate, dropMismatch, dropMalformed}
+
+const (
+	iUnsolicited = iota
+	iLate
+	iMismatch
+	iMalformed
 )
 
 // errPoolBusy means every pooled socket is full or unusable; the query goes
@@ -57,7 +74,7 @@ type udpPool struct {
 	addr  Address
 	fixed netip.AddrPort // the address of an IP literal upstream; else invalid
 	d     *dialer
-	drops [3]prometheus.Counter // by dropUnsolicited, dropMismatch, dropMalformed
+	drops [len(dropReasons)]prometheus.Counter // by dropReasons
 
 	// Limits, the udp* constants; tests lower them.
 	maxPending    int
@@ -87,7 +104,7 @@ func newUDPPool(a Address, d *dialer, m *metrics) *udpPool {
 	if ip, err := netip.ParseAddr(a.Host); err == nil {
 		p.fixed = netip.AddrPortFrom(ip, a.Port)
 	}
-	for i, r := range [...]string{dropUnsolicited, dropMismatch, dropMalformed} {
+	for i, r := range dropReasons {
 		p.drops[i] = m.udpDropped.WithLabelValues(a.String(), r)
 	}
 	return p
@@ -102,9 +119,12 @@ type udpSock struct {
 
 	mu      sync.Mutex
 	pending map[uint16]*udpQuery
-	used    int  // queries sent, for rotation
-	retired bool // takes no new queries; closes when pending is empty
-	dead    bool // closed
+	used    int // queries sent, for rotation
+	// abandoned holds the IDs of the last queries given up (ring).
+	abandoned [udpAbandoned]uint16
+	nAband    int  // entries written to abandoned, ever
+	retired   bool // takes no new queries; closes when pending is empty
+	dead      bool // closed
 }
 
 // udpQuery is one outstanding query. done receives exactly once per
@@ -130,13 +150,18 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 	if len(q) < 12 {
 		return nil, fmt.Errorf("udp: query of %d bytes", len(q))
 	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, udpMaxWait)
+		defer cancel()
+	}
 	s, uq, err := p.register(ctx, q, buf)
 	if err != nil {
 		return nil, err
 	}
 	id := binary.BigEndian.Uint16(q)
 	if _, err := s.c.Write(q); err != nil {
-		if s.cancel(id, uq) {
+		if s.cancel(id, uq, false) {
 			udpQueries.Put(uq)
 		}
 		return nil, ioErr(ctx, "udp write", err)
@@ -144,7 +169,7 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 	select {
 	case <-uq.done:
 	case <-ctx.Done():
-		if s.cancel(id, uq) {
+		if s.cancel(id, uq, true) {
 			err := ioErr(ctx, "udp read", ctx.Err())
 			if uq.mismatch && !errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
@@ -188,7 +213,7 @@ func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQu
 			}
 			uq, stale := s.add(q, buf)
 			if uq != nil && aps != nil && !slices.Contains(aps, s.remote) {
-				s.cancel(binary.BigEndian.Uint16(q), uq)
+				s.cancel(binary.BigEndian.Uint16(q), uq, false)
 				udpQueries.Put(uq)
 				uq, stale = nil, true
 			}
@@ -275,7 +300,7 @@ func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
 	}
 	id := binary.BigEndian.Uint16(q)
 	for try := 0; ; try++ {
-		if _, taken := s.pending[id]; !taken {
+		if _, taken := s.pending[id]; !taken && !s.wasAbandoned(id) {
 			break
 		}
 		if try == udpIDTries {
@@ -292,16 +317,31 @@ func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
 }
 
 // cancel withdraws uq; false when the reader delivered it first (done then
-// holds or will hold a value).
-func (s *udpSock) cancel(id uint16, uq *udpQuery) bool {
+// holds or will hold a value). sent records the ID as abandoned: its
+// answer may still come.
+func (s *udpSock) cancel(id uint16, uq *udpQuery, sent bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending[id] != uq {
 		return false
 	}
 	delete(s.pending, id)
+	if sent {
+		s.abandoned[s.nAband%udpAbandoned] = id
+		s.nAband++
+	}
 	s.closeIfDrainedLocked()
 	return true
+}
+
+// wasAbandoned reports whether id belongs to a recently given-up query.
+func (s *udpSock) wasAbandoned(id uint16) bool {
+	for _, a := range s.abandoned[:min(s.nAband, udpAbandoned)] {
+		if a == id {
+			return true
+		}
+	}
+	return false
 }
 
 // retire stops new queries on s; it closes once nothing is outstanding.
@@ -374,21 +414,26 @@ func isICMPError(err error) bool {
 // deliver hands an answer to the query waiting for it, or drops it.
 func (s *udpSock) deliver(m []byte) {
 	if len(m) < 12 || m[2]&0x80 == 0 {
-		s.p.drops[2].Inc()
+		s.p.drops[iMalformed].Inc()
 		return
 	}
 	id := binary.BigEndian.Uint16(m)
 	s.mu.Lock()
 	uq := s.pending[id]
 	if uq == nil {
+		late := s.wasAbandoned(id)
 		s.mu.Unlock()
-		s.p.drops[0].Inc()
+		if late {
+			s.p.drops[iLate].Inc()
+		} else {
+			s.p.drops[iUnsolicited].Inc()
+		}
 		return
 	}
 	if !sameQuestion(uq.q, m) {
 		uq.mismatch = true
 		s.mu.Unlock()
-		s.p.drops[1].Inc()
+		s.p.drops[iMismatch].Inc()
 		return
 	}
 	delete(s.pending, id)

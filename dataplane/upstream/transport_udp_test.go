@@ -74,7 +74,7 @@ func newTestPool(t testing.TB, addr string, n int) (*udpPool, *udpTransport) {
 }
 
 func (p *udpPool) dropped(reason string) float64 {
-	for i, r := range [...]string{dropUnsolicited, dropMismatch, dropMalformed} {
+	for i, r := range dropReasons {
 		if r == reason {
 			return testutil.ToFloat64(p.drops[i])
 		}
@@ -411,8 +411,11 @@ func TestUDPPoolBounded(t *testing.T) {
 		f()
 	}
 	mu.Unlock()
-	if !eventually(func() bool { return p.dropped(dropUnsolicited) == 2 }) {
-		t.Errorf("late answers: %v unsolicited drops, want 2", p.dropped(dropUnsolicited))
+	if !eventually(func() bool { return p.dropped(dropLate) == 2 }) {
+		t.Errorf("late answers: %v late drops, want 2", p.dropped(dropLate))
+	}
+	if got := p.dropped(dropUnsolicited); got != 0 {
+		t.Errorf("%v unsolicited drops, want 0", got)
 	}
 }
 
