@@ -172,6 +172,7 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("query log: %w", err)
 	}
 	defer qlog.Close()
+	defer qlogger.Close() // runs first: buffered records reach the writer
 	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg, QueryLogger: qlogger})
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/internal/querylog/dnslog"
 	"github.com/svcdns/svc/internal/settings"
@@ -24,8 +23,9 @@ func querylogConfig(cfg *settings.Config, nodeName string) querylog.Config {
 }
 
 // openQueryLog opens the node's query log; the returned logger is what the data
-// plane's log stage feeds (nil when the log is off).
-func openQueryLog(ctx context.Context, cfg *settings.Config, nodeName string, reg prometheus.Registerer, log *slog.Logger) (*querylog.Writer, dataplane.QueryLogger, error) {
+// plane's log stage feeds. Close the logger before the writer: it hands its
+// buffered records over first.
+func openQueryLog(ctx context.Context, cfg *settings.Config, nodeName string, reg prometheus.Registerer, log *slog.Logger) (*querylog.Writer, *dnslog.Logger, error) {
 	w, err := querylog.Open(ctx, querylogConfig(cfg, nodeName), querylog.Options{Logger: log.With("component", "querylog"), Registerer: reg})
 	if err != nil {
 		return nil, nil, err

@@ -575,10 +575,12 @@ func serveOurs(kind, up string) (string, func(), error) {
 			return "", nil, err
 		}
 		cs := &countingSink{w: w}
-		opts.QueryLogger = dnslog.New(cs)
+		lg := dnslog.New(cs)
+		opts.QueryLogger = lg
 		closeLog = func() {
+			_ = lg.Close()
 			_ = w.Close()
-			fmt.Fprintf(os.Stderr, "authlog: %d rows queued, %.0f dropped\n", cs.n.Load(), w.Dropped())
+			fmt.Fprintf(os.Stderr, "authlog: %d rows queued, %.0f+%d dropped\n", cs.n.Load(), w.Dropped(), lg.Dropped())
 			_ = os.RemoveAll(dir)
 		}
 	}

@@ -70,6 +70,7 @@ type env struct {
 	fwd  *forwarder
 	skew atomic.Int64 // added to the cache's clock
 	w    *querylog.Writer
+	lg   *dnslog.Logger
 	s    *dataplane.Server
 	addr string
 	dir  string
@@ -102,7 +103,8 @@ func newEnv(t *testing.T, cfg querylog.Config, opts querylog.Options) *env {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	e := &env{fwd: &forwarder{}, dir: dir, w: w}
+	e := &env{fwd: &forwarder{}, dir: dir, w: w, lg: dnslog.New(w)}
+	t.Cleanup(func() { _ = e.lg.Close() })
 	cc := cache.DefaultConfig()
 	cc.MaxEntries = 1000
 	cc.StaleMaxWait = 100 * time.Millisecond
@@ -112,7 +114,7 @@ func newEnv(t *testing.T, cfg querylog.Config, opts querylog.Options) *env {
 		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp", "tcp"}}},
 		Sockets:   1,
 		Cache:     cc,
-	}, dataplane.Options{QueryLogger: dnslog.New(w)})
+	}, dataplane.Options{QueryLogger: e.lg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +153,7 @@ func (e *env) flush(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.w.Flush(ctx); err != nil {
+	if err := e.lg.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,11 +1,24 @@
 // Package dnslog connects the data plane to the query log: Logger
-// implements dataplane.QueryLogger and hands each record, converted to a
-// querylog.Row, to a querylog.Writer without blocking. It is the only
-// query-log package that imports dataplane, so the REST API can use
-// package querylog without reaching the data plane.
+// implements dataplane.QueryLogger and hands each record to a
+// querylog.Writer without blocking. It is the only query-log package that
+// imports dataplane, so the REST API can use package querylog without
+// reaching the data plane.
+//
+// The data plane's log stage pays one fixed-size copy into a bounded
+// channel and nothing else: turning a record into a querylog.Row (the name
+// in presentation form, the client address as text, type and rcode
+// mnemonics: a few allocations and most of a microsecond) happens on the
+// Logger's own goroutine, which runs beside the writer, not on the
+// goroutine answering DNS. When the channel is full the record is dropped
+// and counted, never waited for.
 package dnslog
 
 import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane"
@@ -17,17 +30,176 @@ type Sink interface {
 	Enqueue(r querylog.Row) bool
 }
 
+// dropCounter is implemented by sinks that count rows dropped before they
+// reached them (*querylog.Writer: service_querylog_dropped_rows_total).
+type dropCounter interface{ CountDropped() }
+
+// enabler is implemented by sinks that can be switched off
+// (querylog.enabled); records are not even handed over while off.
+type enabler interface{ Enabled() bool }
+
+// flusher is implemented by sinks that can wait for rows to be written.
+type flusher interface {
+	Flush(ctx context.Context) error
+}
+
+// DefaultBuffer is how many records wait for conversion: about 2 MB.
+const DefaultBuffer = 4096
+
 // Logger is a dataplane.QueryLogger.
-type Logger struct{ sink Sink }
+//
+// Log appends the record to a buffer under a mutex held for the copy only;
+// the converting goroutine swaps the buffer for an empty one and turns the
+// records into rows away from the DNS path. It is woken when the first
+// record arrives while it sleeps and when the buffer is half full, so a busy
+// server pays no goroutine wake-up per query.
+type Logger struct {
+	sink    Sink
+	enabled func() bool
+	kick    chan struct{} // capacity 1
+	flushes chan chan struct{}
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	dropped atomic.Int64
+
+	mu    sync.Mutex
+	buf   []dataplane.QueryRecord
+	idle  bool // the converter waits for a kick
+	spare []dataplane.QueryRecord
+}
 
 var _ dataplane.QueryLogger = (*Logger)(nil)
 
-// New returns a Logger writing to sink.
-func New(sink Sink) *Logger { return &Logger{sink: sink} }
+// New returns a Logger writing to sink and starts its converting goroutine;
+// Close stops it.
+func New(sink Sink) *Logger { return NewBuffered(sink, DefaultBuffer) }
 
-// Log converts the record and enqueues it; it never blocks.
+// NewBuffered is New with a buffer of n records.
+func NewBuffered(sink Sink, n int) *Logger {
+	if n <= 0 {
+		n = DefaultBuffer
+	}
+	l := &Logger{sink: sink, kick: make(chan struct{}, 1), flushes: make(chan chan struct{}),
+		stop: make(chan struct{}), done: make(chan struct{}),
+		buf: make([]dataplane.QueryRecord, 0, n), spare: make([]dataplane.QueryRecord, 0, n)}
+	l.enabled = func() bool { return true }
+	if e, ok := sink.(enabler); ok {
+		l.enabled = e.Enabled
+	}
+	go l.run()
+	return l
+}
+
+// Log copies the record for the converting goroutine; it never blocks on
+// the sink and drops (and counts) the record when the buffer is full.
 func (l *Logger) Log(rec dataplane.QueryRecord) {
-	l.sink.Enqueue(Convert(&rec))
+	if !l.enabled() {
+		return
+	}
+	l.mu.Lock()
+	n := len(l.buf)
+	if n == cap(l.buf) {
+		l.mu.Unlock()
+		l.drop()
+		return
+	}
+	l.buf = append(l.buf, rec)
+	wake := (n == 0 && l.idle) || n+1 == cap(l.buf)/2
+	if wake {
+		l.idle = false
+	}
+	l.mu.Unlock()
+	if wake {
+		select {
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (l *Logger) drop() {
+	l.dropped.Add(1)
+	if d, ok := l.sink.(dropCounter); ok {
+		d.CountDropped()
+	}
+}
+
+// Dropped is how many records were dropped because the buffer was full.
+func (l *Logger) Dropped() int64 { return l.dropped.Load() }
+
+// drain converts everything buffered so far; it reports whether there was
+// anything.
+func (l *Logger) drain() bool {
+	l.mu.Lock()
+	batch := l.buf
+	l.buf, l.spare = l.spare[:0], nil
+	l.mu.Unlock()
+	for i := range batch {
+		l.sink.Enqueue(Convert(&batch[i]))
+		batch[i] = dataplane.QueryRecord{} // drop references to old strings
+	}
+	l.mu.Lock()
+	l.spare = batch[:0]
+	l.mu.Unlock()
+	return len(batch) > 0
+}
+
+func (l *Logger) run() {
+	defer close(l.done)
+	for {
+		if l.drain() {
+			continue
+		}
+		l.mu.Lock()
+		if len(l.buf) > 0 {
+			l.mu.Unlock()
+			continue
+		}
+		l.idle = true
+		l.mu.Unlock()
+		select {
+		case <-l.kick:
+		case b := <-l.flushes:
+			l.drain()
+			close(b)
+		case <-l.stop:
+			l.drain()
+			return
+		}
+	}
+}
+
+var errClosed = errors.New("dnslog: closed")
+
+// Flush waits until every record logged before the call has reached the
+// sink and, when the sink can (the querylog.Writer), has been written.
+func (l *Logger) Flush(ctx context.Context) error {
+	b := make(chan struct{})
+	select {
+	case l.flushes <- b:
+	case <-l.done:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-b:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if f, ok := l.sink.(flusher); ok {
+		return f.Flush(ctx)
+	}
+	return nil
+}
+
+// Close hands the buffered records to the sink and stops the goroutine.
+// Records logged afterwards are dropped. It does not close the sink.
+func (l *Logger) Close() error {
+	l.once.Do(func() { close(l.stop) })
+	<-l.done
+	return nil
 }
 
 // Convert turns a data-plane record into a row.

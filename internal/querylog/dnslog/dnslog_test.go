@@ -1,6 +1,7 @@
 package dnslog_test
 
 import (
+	"context"
 	"net/netip"
 	"sync"
 	"testing"
@@ -40,7 +41,9 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 		t.Fatal(problems)
 	}
 	out := &sink{}
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: dnslog.New(out)})
+	lg := dnslog.New(out)
+	defer lg.Close()
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +60,9 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 			t.Fatalf("%s: no answer", name)
 		}
 	}
+	if err := lg.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	if len(out.rows) != 2 {
 		t.Fatalf("%d rows, want 2", len(out.rows))
 	}
@@ -65,5 +71,61 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 	}
 	if r := out.rows[1]; r.Zone != "" {
 		t.Fatalf("refused row: zone %q, want none", r.Zone)
+	}
+}
+
+// blockingSink holds the converter in Enqueue until released.
+type blockingSink struct {
+	release chan struct{}
+	mu      sync.Mutex
+	rows    int
+	drops   int
+}
+
+func (s *blockingSink) Enqueue(querylog.Row) bool {
+	<-s.release
+	s.mu.Lock()
+	s.rows++
+	s.mu.Unlock()
+	return true
+}
+
+func (s *blockingSink) CountDropped() {
+	s.mu.Lock()
+	s.drops++
+	s.mu.Unlock()
+}
+
+// A full hand-off buffer drops records (counted, also in the sink) and
+// never blocks the caller; Flush then delivers everything that was kept.
+func TestFullBufferDropsWithoutBlocking(t *testing.T) {
+	out := &blockingSink{release: make(chan struct{})}
+	lg := dnslog.NewBuffered(out, 4)
+	defer lg.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 100 {
+			lg.Log(dataplane.QueryRecord{Time: time.Now()})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Log blocked on a stuck sink")
+	}
+	if lg.Dropped() == 0 {
+		t.Fatal("no record dropped with a buffer of 4 and a stuck sink")
+	}
+	close(out.release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := lg.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if int64(out.rows)+lg.Dropped() != 100 || int64(out.drops) != lg.Dropped() {
+		t.Fatalf("rows %d + dropped %d != 100, sink counted %d drops", out.rows, lg.Dropped(), out.drops)
 	}
 }
