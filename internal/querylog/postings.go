@@ -16,26 +16,41 @@ import (
 // Postings replace secondary indexes on queries. A B-tree index costs one
 // random insert per row and index (about 3 us each in this pure-Go SQLite,
 // as much as the row itself); a posting row instead lists the ids of one
-// batch that share a domain, a client or a status, so a batch of 5000 rows
-// with 1000 distinct names writes about 1000 + 50 + 7 posting rows.
+// batch that share a domain group, a client group or a status, so a batch
+// writes at most about 1024 + 1024 + 12 posting rows whatever its size.
 //
 // postings(k, first, ids): k = bucket<<34 | dim<<32 | value, where bucket
-// is id >> bucketBits, dim is postDomain, postClient or postStatus and
-// value the low 32 bits of nameHash (domain, client) or the status's
-// stored value; first is the batch's first id with that key and ids the
-// following ids as uvarint deltas. Reads walk the buckets newest first and
-// check the rows they fetch against the filter (a hash collision costs a
-// lookup, never a wrong row).
+// is id >> bucketBits and dim is postDomain, postClient or postStatus. For
+// domains and clients the value is the name's group (the top groupBits
+// bits of the low 32 bits of nameHash) and every id carries a 16-bit tag
+// (the hash's low 16 bits), so a read skips most other names of the group
+// without fetching their rows; for statuses the value is the stored
+// status. first is the batch's first id with that key; ids holds the tag
+// of the first id, then per further id its uvarint delta and tag (no tags
+// for statuses). Reads walk the buckets newest first and check the rows
+// they fetch against the filter (a hash collision costs a lookup, never a
+// wrong row).
 const (
 	postDomain = 0
 	postClient = 1
 	postStatus = 2
 )
 
+// groupBits: 1024 groups per dimension and bucket.
+const groupBits = 10
+
 // postKey is the postings key of a value in the bucket of id.
 func postKey(bucket int64, dim int, v uint32) int64 {
 	return bucket<<34 | int64(dim)<<32 | int64(v)
 }
+
+// nameGroup returns the posting value and tag of a domain or client.
+func nameGroup(s string) (group uint32, tag uint16) {
+	h := uint32(nameHash(s))
+	return h >> (32 - groupBits), uint16(h)
+}
+
+func tagged(dim int) bool { return dim != postStatus }
 
 // statusPostValue is the posting value of a stored status.
 func statusPostValue(stored any) uint32 {
@@ -56,8 +71,9 @@ type postingBuilder struct {
 }
 
 type posting struct {
-	key int64
-	ids []int64
+	key  int64
+	ids  []int64
+	tags []uint16 // domain and client postings
 }
 
 func (p *postingBuilder) reset() {
@@ -66,12 +82,12 @@ func (p *postingBuilder) reset() {
 	}
 	clear(p.idx)
 	for i := range p.list {
-		p.list[i].ids = p.list[i].ids[:0]
+		p.list[i].ids, p.list[i].tags = p.list[i].ids[:0], p.list[i].tags[:0]
 	}
 	p.list = p.list[:0]
 }
 
-func (p *postingBuilder) add(key, id int64) {
+func (p *postingBuilder) add(key, id int64, tag uint16, withTag bool) {
 	i, ok := p.idx[key]
 	if !ok {
 		i = len(p.list)
@@ -83,37 +99,59 @@ func (p *postingBuilder) add(key, id int64) {
 			p.list = append(p.list, posting{key: key})
 		}
 	}
-	p.list[i].ids = append(p.list[i].ids, id)
+	e := &p.list[i]
+	e.ids = append(e.ids, id)
+	if withTag {
+		e.tags = append(e.tags, tag)
+	}
 }
 
 // addRow adds a row's domain, client and status (stored value).
 func (p *postingBuilder) addRow(id int64, domain, client string, status any) {
 	b := bucketOf(id)
 	if domain != "" {
-		p.add(postKey(b, postDomain, uint32(nameHash(domain))), id)
+		g, t := nameGroup(domain)
+		p.add(postKey(b, postDomain, g), id, t, true)
 	}
 	if client != "" {
-		p.add(postKey(b, postClient, uint32(nameHash(client))), id)
+		g, t := nameGroup(client)
+		p.add(postKey(b, postClient, g), id, t, true)
 	}
 	if status != nil {
-		p.add(postKey(b, postStatus, statusPostValue(status)), id)
+		p.add(postKey(b, postStatus, statusPostValue(status)), id, 0, false)
 	}
 }
 
-// encodeIDs is the ids blob of a posting (ids ascending, the first in the key).
-func encodeIDs(buf []byte, ids []int64) []byte {
+// encodeIDs is the ids blob of a posting (ids ascending, the first in the
+// key; tags nil for statuses).
+func encodeIDs(buf []byte, ids []int64, tags []uint16) []byte {
 	buf = buf[:0]
+	if tags != nil {
+		buf = binary.LittleEndian.AppendUint16(buf, tags[0])
+	}
 	for i := 1; i < len(ids); i++ {
 		buf = binary.AppendUvarint(buf, uint64(ids[i]-ids[i-1]))
+		if tags != nil {
+			buf = binary.LittleEndian.AppendUint16(buf, tags[i])
+		}
 	}
 	return buf
 }
 
-// decodeIDs appends the ids of a posting with lo <= id < hi.
-func decodeIDs(out []int64, first int64, blob []byte, lo, hi int64) []int64 {
+// decodeIDs appends the ids of a posting with lo <= id < hi and, when
+// withTag, the given tag.
+func decodeIDs(out []int64, first int64, blob []byte, lo, hi int64, withTag bool, tag uint16) []int64 {
 	id := first
 	for {
-		if id >= lo && id < hi {
+		ok := id >= lo && id < hi
+		if withTag {
+			if len(blob) < 2 {
+				return out
+			}
+			ok = ok && binary.LittleEndian.Uint16(blob) == tag
+			blob = blob[2:]
+		}
+		if ok {
 			out = append(out, id)
 		}
 		if len(blob) == 0 {
@@ -160,7 +198,11 @@ func (p *postingBuilder) write(d *dconn) error {
 			e := &rest[i]
 			// Each blob stays alive until the statement ran: the driver
 			// copies it when it binds.
-			b := encodeIDs(p.blobs[i][:0], e.ids)
+			var tags []uint16
+			if len(e.tags) > 0 {
+				tags = e.tags
+			}
+			b := encodeIDs(p.blobs[i][:0], e.ids, tags)
 			p.blobs[i] = b
 			var blob any
 			if len(b) > 0 {
@@ -177,10 +219,18 @@ func (p *postingBuilder) write(d *dconn) error {
 	return nil
 }
 
-// postSource is one condition answered by postings: any of vals in dim.
+// postSource is one condition answered by postings: any of vals in dim
+// (for domains and clients one group and the name's tag).
 type postSource struct {
 	dim  int
 	vals []uint32
+	tag  uint16
+}
+
+// nameSource is the postings source of a domain or client.
+func nameSource(dim int, name string) postSource {
+	g, t := nameGroup(name)
+	return postSource{dim: dim, vals: []uint32{g}, tag: t}
 }
 
 // postingIDs returns the ids in [lo, hi) of the buckets b-n+1..b that
@@ -209,7 +259,7 @@ func postingIDs(ctx context.Context, db rowStore, src postSource, b, n, lo, hi i
 		if err := rs.Scan(&f, &blob); err != nil {
 			return nil, fmt.Errorf("query log postings: %w", err)
 		}
-		out = decodeIDs(out, f, blob, lo, hi)
+		out = decodeIDs(out, f, blob, lo, hi, tagged(src.dim), src.tag)
 	}
 	if err := rs.Err(); err != nil {
 		return nil, fmt.Errorf("query log postings: %w", err)
@@ -270,7 +320,11 @@ func buildPostings(ctx context.Context, db sqlExecQuerier, from int64, batch int
 		sort.Slice(pb.list, func(i, j int) bool { return pb.list[i].key < pb.list[j].key })
 		for i := range pb.list {
 			e := &pb.list[i]
-			buf = encodeIDs(buf, e.ids)
+			var tags []uint16
+			if len(e.tags) > 0 {
+				tags = e.tags
+			}
+			buf = encodeIDs(buf, e.ids, tags)
 			if _, err := db.ExecContext(ctx, postingsSQL, e.key, e.ids[0], buf); err != nil {
 				return fmt.Errorf("build postings: %w", err)
 			}

@@ -300,18 +300,18 @@ func (w *Writer) plan(ctx context.Context, db rowStore, f *Filter, beforeID int6
 	}
 	if f.Client != "" {
 		cond("client = ?", f.Client)
-		p.sources = append(p.sources, postSource{postClient, []uint32{uint32(nameHash(f.Client))}})
+		p.sources = append(p.sources, nameSource(postClient, f.Client))
 	}
 	if f.Domain != "" {
 		if f.DomainMatch == MatchSubstring {
 			cond("instr(domain, ?) > 0", f.Domain)
 		} else {
 			cond("domain = ?", f.Domain)
-			p.sources = append(p.sources, postSource{postDomain, []uint32{uint32(nameHash(f.Domain))}})
+			p.sources = append(p.sources, nameSource(postDomain, f.Domain))
 		}
 	}
 	if f.Status != "" {
-		p.sources = append(p.sources, postSource{postStatus, []uint32{statusPostValue(st.stored(kStatus, f.Status))}})
+		p.sources = append(p.sources, postSource{dim: postStatus, vals: []uint32{statusPostValue(st.stored(kStatus, f.Status))}})
 	}
 	for _, e := range []struct {
 		k int
@@ -800,13 +800,15 @@ func (w *Writer) Clients(ctx context.Context, req ClientsRequest) (*ClientsPage,
 	}
 	defer st.Close()
 	for i := range items {
-		var last int64
-		err := st.QueryRowContext(ctx, items[i].Key).Scan(&items[i].Name, &items[i].Group, &last)
+		var c clientSeen
+		err := st.QueryRowContext(ctx, items[i].Key).Scan(&c.name, &c.group, &c.last)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return nil, fmt.Errorf("clients: %w", err)
 		}
-		if last > 0 {
-			t := time.UnixMicro(last).UTC()
+		c = w.cl.overlay(items[i].Key, c)
+		items[i].Name, items[i].Group = c.name, c.group
+		if c.last > 0 {
+			t := time.UnixMicro(c.last).UTC()
 			items[i].LastSeen = &t
 		}
 	}
@@ -872,7 +874,9 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 	for i, k := range keys {
 		idx[k] = i
 		ck := ClientKey{Key: k}
-		_ = db.QueryRowContext(ctx, "SELECT name FROM clients WHERE key = ?", k).Scan(&ck.Name)
+		var c clientSeen
+		_ = db.QueryRowContext(ctx, "SELECT name FROM clients WHERE key = ?", k).Scan(&c.name)
+		ck.Name = w.cl.overlay(k, c).name
 		body.Clients = append(body.Clients, ck)
 	}
 	// The oldest row by id stands for the oldest ts (rows are written in
@@ -903,7 +907,7 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 		// Per client: its ids from the postings, chunk by chunk of
 		// buckets, then their rows counted per step.
 		for _, k := range keys {
-			src := postSource{postClient, []uint32{uint32(nameHash(k))}}
+			src := nameSource(postClient, k)
 			for b := bucketOf(max(hi-1, 0)); hi > lo && b >= bucketOf(lo); b -= maxChunkBuckets {
 				ids, err := postingIDs(ctx, db, src, b, min(maxChunkBuckets, b-bucketOf(lo)+1), lo, hi)
 				if err != nil {
