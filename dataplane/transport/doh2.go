@@ -136,6 +136,7 @@ func (d *doh2Server) serve(conn, raw net.Conn) {
 // h2stream is one request stream. Fields are guarded by h2conn.mu,
 // except that the request fields are the responder's while running.
 type h2stream struct {
+	c        *h2conn
 	id       uint32
 	clientID string
 	get      bool
@@ -1219,12 +1220,40 @@ func (c *h2conn) resumeBlockedLocked() {
 	}
 }
 
-// dispatch answers st on a responder goroutine.
+// dispatch answers st on a responder goroutine: an idle worker if one
+// waits, else a new one. Workers of all connections wait for more after
+// an answer (h2WorkerIdle), so their stacks, grown by the pipeline,
+// serve many answers; a query never waits for another (one blocked on
+// an upstream holds only its worker).
 func (c *h2conn) dispatch(st *h2stream) {
 	st.running = true
+	st.c = c
 	c.running++
 	c.wg.Add(1)
-	go c.answer(st)
+	select {
+	case h2work <- st:
+	default:
+		go h2worker(st)
+	}
+}
+
+var h2work = make(chan *h2stream) // unbuffered: only to a waiting worker
+
+const h2WorkerIdle = 5 * time.Second
+
+func h2worker(st *h2stream) {
+	st.c.answer(st)
+	t := time.NewTimer(h2WorkerIdle)
+	defer t.Stop()
+	for {
+		select {
+		case st := <-h2work:
+			st.c.answer(st)
+			t.Reset(h2WorkerIdle)
+		case <-t.C:
+			return
+		}
+	}
 }
 
 func (c *h2conn) answer(st *h2stream) {
