@@ -211,11 +211,10 @@ func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQu
 					return nil, nil, err
 				}
 			}
-			uq, stale := s.add(q, buf)
-			if uq != nil && aps != nil && !slices.Contains(aps, s.remote) {
-				s.cancel(binary.BigEndian.Uint16(q), uq, false)
-				udpQueries.Put(uq)
-				uq, stale = nil, true
+			var uq *udpQuery
+			stale := aps != nil && !slices.Contains(aps, s.remote) // address changed
+			if !stale {
+				uq, stale = s.add(q, buf)
 			}
 			if uq != nil {
 				return s, uq, nil

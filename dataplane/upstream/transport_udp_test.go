@@ -532,3 +532,52 @@ func FuzzSameQuestion(f *testing.F) {
 		_ = sameQuestion(a, q)
 	})
 }
+
+// TestUDPPoolFollowsBootstrap: when the bootstrap answer for a named
+// upstream changes, new queries leave from sockets connected to the new
+// address.
+func TestUDPPoolFollowsBootstrap(t *testing.T) {
+	boot := &bootServer{}
+	boot.ttl.Store(1)
+	boot.ip.Store("127.0.0.1")
+	bootAddr := startUDP(t, boot.respond)
+	up := startUDP(t, answerA("192.0.2.61"))
+	_, port, _ := net.SplitHostPort(up)
+	r := newResolver(t, Config{
+		Groups:    map[string]GroupConfig{DefaultGroup: {Servers: []string{"dns.test:" + port}, Strategy: Strict, Timeout: time.Second}},
+		Bootstrap: []string{bootAddr},
+	})
+	if _, _, err := r.Forward(context.Background(), "", query("f.example", dns.TypeA), clientAddr); err != nil {
+		t.Fatal(err)
+	}
+	p := r.trs[0].(*udpTransport).pool
+	remotes := func() (out []string) {
+		for i := range p.slots {
+			if s := p.slots[i].Load(); s != nil {
+				out = append(out, s.remote.Addr().String())
+			}
+		}
+		return out
+	}
+	if got := remotes(); len(got) != 1 || got[0] != "127.0.0.1" {
+		t.Fatalf("sockets connected to %v, want [127.0.0.1]", got)
+	}
+	boot.ip.Store("127.0.0.2") // nothing listens there: answers are refused
+	boot.ttl.Store(300)
+	time.Sleep(1100 * time.Millisecond)
+	// Stale: still the old address, and a refresh in the background.
+	if _, _, err := r.Forward(context.Background(), "", query("f.example", dns.TypeA), clientAddr); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(func() bool { return cachedFresh(r, "dns.test") }) {
+		t.Fatal("bootstrap entry not refreshed")
+	}
+	for range udpPoolSockets { // every slot in turn
+		_, _, _ = r.Forward(context.Background(), "", query("f.example", dns.TypeA), clientAddr)
+	}
+	for _, a := range remotes() {
+		if a != "127.0.0.2" {
+			t.Errorf("a socket still connected to %s after the address changed", a)
+		}
+	}
+}
