@@ -64,15 +64,21 @@ const (
 	h2ConnWindow       = 256 << 10 // our connection receive window
 	h2MaxPendingOut    = 256 << 10 // queued output before the reader waits
 	h2MaxBlocked       = 1 << 20   // answer bytes waiting for flow-control windows
-	h2WriteTimeout     = 10 * time.Second
-	h2Linger           = time.Second                      // reading on after GOAWAY, before closing
-	h2BodyTimeout      = handshakeTimeout + 5*time.Second // like net/http's ReadTimeout
-	h2ResetSlack       = 100
-	h2ControlSlack     = 1000
-	h2ControlPerStream = 2
-	h2WindowThreshold  = 16 << 10 // return receive window in steps of this
-	h2RecentResets     = 8        // streams we reset whose DATA is ignored silently
+	h2ResetSlack       = 100       // client resets and refused streams allowed before the ratio applies
+	h2ControlSlack     = 1000      // control frames allowed ...
+	h2ControlPerStream = 2         // ... plus this many per stream opened
+	h2WindowThreshold  = 16 << 10  // return receive window in steps of this
+	h2RecentResets     = 8         // reset streams remembered (DATA in flight ignored)
 )
+
+const (
+	h2BodyTimeout = handshakeTimeout + 5*time.Second // a request must end in this (net/http's ReadTimeout)
+	h2Linger      = time.Second                      // reading on after GOAWAY, before closing
+)
+
+// h2WriteTimeout bounds one write: a peer that does not read is dropped
+// (a variable for tests).
+var h2WriteTimeout = 10 * time.Second
 
 // doh2Server holds the lean HTTP/2 connections of one DoH listener.
 type doh2Server struct {

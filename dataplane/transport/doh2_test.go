@@ -653,6 +653,44 @@ func TestDoH2GracefulShutdown(t *testing.T) {
 	}
 }
 
+// TestDoH2SlowReader: a client that sends queries but reads nothing
+// (net.Pipe: no socket buffers) is dropped after the write timeout.
+func TestDoH2SlowReader(t *testing.T) {
+	old := h2WriteTimeout
+	h2WriteTimeout = 200 * time.Millisecond
+	defer func() { h2WriteTimeout = old }()
+	e := newH2Env(t, 30*time.Second)
+	cli, srv := net.Pipe()
+	defer cli.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.d.serve(srv, srv)
+	}()
+	r := &rawConn{t: t, c: cli, bw: bufio.NewWriter(cli)}
+	r.fr = http2.NewFramer(r.bw, cli)
+	r.enc = hpack.NewEncoder(&r.hbuf)
+	// Read the server's preface (SETTINGS, WINDOW_UPDATE), then only write.
+	for range 2 {
+		if _, err := r.fr.ReadFrame(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	go func() {
+		_, _ = r.bw.WriteString(http2.ClientPreface)
+		_ = r.fr.WriteSettings()
+		for i := range 50 {
+			r.post(uint32(2*i+1), testQuery(t, "slow.example."))
+		}
+		_ = r.bw.Flush()
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a connection that does not read is still served after 5s")
+	}
+}
+
 func TestDoH2IdleTimeout(t *testing.T) {
 	e := newH2Env(t, 300*time.Millisecond)
 	r := e.raw(t)
