@@ -2,6 +2,7 @@ package authority
 
 import (
 	"cmp"
+	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -35,7 +36,27 @@ const (
 // skipped and reported as a Problem; the rest of the zone is still served.
 // now decides which expiresAt records are already out of service.
 func Compile(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet, now time.Time) (*Table, []Problem) {
+	return CompileReusing(nil, zones, sets, now)
+}
+
+// CompileReusing is Compile that takes every zone whose DNSZone and record
+// sets are unchanged since prev (same UIDs, generations and serial, and no
+// record of it leaving or entering service since) from prev instead of
+// encoding it again: a change to one small zone does not re-encode a
+// million-record neighbour. Compiled zones are immutable, so two tables may
+// share them. Objects without a UID or generation (never stored) are
+// always compiled.
+func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet, now time.Time) (*Table, []Problem) {
 	c := &compiler{now: now, t: &Table{zones: make(map[string]*zone, len(zones))}}
+	var reuse map[string]*zone // by DNSZone object name
+	if prev != nil {
+		reuse = make(map[string]*zone, len(prev.list))
+		for _, z := range prev.list {
+			if z.fingerprint != "" && !z.unsynced {
+				reuse[z.object] = z
+			}
+		}
+	}
 	byObject := make(map[string]*zone, len(zones))
 
 	sorted := make([]*v1alpha1.DNSZone, len(zones))
@@ -82,10 +103,58 @@ func Compile(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet, now time.Ti
 		slices.SortFunc(rsets, func(a, b *v1alpha1.DNSRecordSet) int {
 			return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 		})
+		fp := fingerprint(obj, rsets)
+		if old := reuse[obj.Name]; old != nil && fp != "" && old.fingerprint == fp && old.wire == z.wire &&
+			(old.nextChange.IsZero() || old.nextChange.After(now)) {
+			c.t.zones[z.wire] = old // c.t.list is rebuilt from the map below
+			c.problems = append(c.problems, old.problems...)
+			c.noteChange(old.nextChange)
+			continue
+		}
+		first, outer := len(c.problems), c.t.nextChange
+		c.t.nextChange = time.Time{}
 		c.fill(z, obj, rsets)
+		z.fingerprint, z.nextChange = fp, c.t.nextChange
+		z.problems = slices.Clip(c.problems[first:])
+		c.t.nextChange = outer
+		c.noteChange(z.nextChange)
+	}
+	c.t.list = c.t.list[:0]
+	for _, z := range c.t.zones {
+		c.t.list = append(c.t.list, z)
 	}
 	slices.SortFunc(c.t.list, func(a, b *zone) int { return cmp.Compare(a.name, b.name) })
 	return c.t, c.problems
+}
+
+// noteChange keeps the table's next change the earliest of its zones'.
+func (c *compiler) noteChange(t time.Time) {
+	if !t.IsZero() && (c.t.nextChange.IsZero() || t.Before(c.t.nextChange)) {
+		c.t.nextChange = t
+	}
+}
+
+// fingerprint identifies what a zone was compiled from: the DNSZone's and
+// its record sets' UIDs and generations (a generation grows with every spec
+// change) and the serial. "" when an object was never stored.
+func fingerprint(obj *v1alpha1.DNSZone, rsets []*v1alpha1.DNSRecordSet) string {
+	if obj.UID == "" || obj.Generation == 0 {
+		return ""
+	}
+	var serial int64
+	if obj.Spec.SOA != nil {
+		serial = obj.Spec.SOA.Serial
+	}
+	b := make([]byte, 0, 64+len(rsets)*64)
+	b = fmt.Appendf(b, "%s/%s@%d#%d", obj.Name, obj.UID, obj.Generation, serial)
+	for _, rs := range rsets {
+		if rs.UID == "" || rs.Generation == 0 {
+			return ""
+		}
+		b = fmt.Appendf(b, "|%s/%s/%s@%d", rs.Namespace, rs.Name, rs.UID, rs.Generation)
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:])
 }
 
 type compiler struct {

@@ -49,6 +49,12 @@ type zone struct {
 
 	nodata [][]byte // NODATA sections, indexed by node.nodata
 
+	// What the zone was compiled from and what compiling it reported, so an
+	// unchanged zone is taken over by the next table (CompileReusing).
+	fingerprint string
+	problems    []Problem
+	nextChange  time.Time // earliest expiresAt of its records, zero for none
+
 	// Compile-time only: NODATA blobs shared by question length.
 	soaTops     []string // labels right below the apex of the SOA's mname and rname
 	nodataByLen map[int]uint32

@@ -51,7 +51,17 @@ type snapshotter struct {
 	builtAt  time.Time
 	problems []authority.Problem
 	table    *authority.Table
-	rebuild  chan struct{}
+	compiled *authority.Table // last Compile result before WithSync; build only
+	// typed caches each object's conversion from unstructured, keyed by the
+	// object it was converted from; build only.
+	typed   map[store.Key]typedObject
+	rebuild chan struct{}
+}
+
+// typedObject is an object converted from src.
+type typedObject struct {
+	src *unstructured.Unstructured
+	v   any // *v1alpha1.DNSZone, *v1alpha1.DNSRecordSet, ...
 }
 
 // compiledKinds are the kinds a snapshot is built from.
@@ -219,46 +229,57 @@ func (s *snapshotter) build() time.Time {
 	var sets []v1alpha1.DNSRecordSet
 	var bo blockingObjects
 	var convErr error
-	conv := func(o *unstructured.Unstructured, into any) bool {
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
-			convErr = errors.Join(convErr, fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err))
-			return false
+	// Converting a large record set from unstructured costs about as much as
+	// compiling it, so an object unchanged since the last build keeps its
+	// typed copy (the typed values are only read afterwards).
+	typed := make(map[store.Key]typedObject, len(s.objects))
+	for k, o := range s.objects {
+		t, ok := s.typed[k]
+		if !ok || t.src != o {
+			t = typedObject{src: o}
+			var into any
+			switch o.GetKind() {
+			case "ClientGroup":
+				into = new(v1alpha1.ClientGroup)
+			case "Policy":
+				into = new(v1alpha1.Policy)
+			case "BlockList":
+				into = new(v1alpha1.BlockList)
+			case "DNSZone":
+				into = new(v1alpha1.DNSZone)
+			case "DNSRecordSet":
+				into = new(v1alpha1.DNSRecordSet)
+			default:
+				continue
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, into); err != nil {
+				convErr = errors.Join(convErr, fmt.Errorf("%s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err))
+				continue
+			}
+			t.v = into
 		}
-		return true
-	}
-	for _, o := range s.objects {
-		switch o.GetKind() {
-		case "ClientGroup":
-			var g v1alpha1.ClientGroup
-			if conv(o, &g) {
-				bo.groups = append(bo.groups, g)
-			}
-		case "Policy":
-			var p v1alpha1.Policy
-			if conv(o, &p) {
-				bo.policies = append(bo.policies, p)
-			}
-		case "BlockList":
-			var l v1alpha1.BlockList
-			if conv(o, &l) {
-				bo.lists = append(bo.lists, l)
-			}
-		case "DNSZone":
-			var z v1alpha1.DNSZone
-			if conv(o, &z) {
-				zones = append(zones, z)
-			}
-		case "DNSRecordSet":
-			var rs v1alpha1.DNSRecordSet
-			if conv(o, &rs) {
-				sets = append(sets, rs)
-			}
+		typed[k] = t
+		switch v := t.v.(type) {
+		case *v1alpha1.ClientGroup:
+			bo.groups = append(bo.groups, *v)
+		case *v1alpha1.Policy:
+			bo.policies = append(bo.policies, *v)
+		case *v1alpha1.BlockList:
+			bo.lists = append(bo.lists, *v)
+		case *v1alpha1.DNSZone:
+			zones = append(zones, *v)
+		case *v1alpha1.DNSRecordSet:
+			sets = append(sets, *v)
 		}
 	}
+	s.typed = typed
 	s.mu.Unlock()
 
 	s.serials.assign(zones, sets)
-	table, problems := authority.Compile(zones, sets, start)
+	// Zones whose objects did not change since the last build are taken
+	// over, not encoded again.
+	table, problems := authority.CompileReusing(s.compiled, zones, sets, start)
+	s.compiled = table
 	fresh := true
 	if s.fresh != nil {
 		fresh, _ = s.fresh(start)
