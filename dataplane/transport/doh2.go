@@ -579,6 +579,18 @@ func (c *h2conn) processFrame(f http2.Frame) error {
 	if c.closeAfter {
 		return nil // GOAWAY with an error sent: ignore the rest
 	}
+	if c.goAway && f.Header().StreamID > c.goAwayID {
+		// Streams the client opened after our GOAWAY are ignored (RFC
+		// 9113 6.8); their DATA still counts against the window.
+		if d, ok := f.(*http2.DataFrame); ok {
+			if int64(d.Length) > c.connRecvWin {
+				return http2.ConnectionError(http2.ErrCodeFlowControl)
+			}
+			c.connRecvWin -= int64(d.Length)
+			c.connRecvOwed += int(d.Length)
+		}
+		return nil
+	}
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
 		return c.processHeaders(f)

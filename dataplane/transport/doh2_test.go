@@ -633,11 +633,24 @@ func TestDoH2GracefulShutdown(t *testing.T) {
 		}
 		return ok
 	})
+	// A stream opened after the GOAWAY is ignored, not an error.
+	r.post(3, testQuery(t, "late.example."))
+	r.flush()
 	e.fh.mu.Lock()
 	close(block)
 	e.fh.block = nil
 	e.fh.mu.Unlock()
 	r.until("answer", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("second GOAWAY %v", f.ErrCode)
+		case *http2.RSTStreamFrame:
+			t.Fatalf("RST_STREAM %d %v", f.StreamID, f.ErrCode)
+		case *http2.MetaHeadersFrame:
+			if f.StreamID != 1 {
+				t.Fatalf("answer on stream %d opened after GOAWAY", f.StreamID)
+			}
+		}
 		d, ok := f.(*http2.DataFrame)
 		return ok && d.StreamID == 1 && d.StreamEnded()
 	})
