@@ -840,3 +840,49 @@ func TestH2Spec(t *testing.T) {
 		t.Fatalf("h2spec: %v", err)
 	}
 }
+
+// TestH2Load drives the lean server (TLS) with nghttp2's h2load when
+// SVC_H2LOAD names the binary (Debian: nghttp2-client): POST queries on
+// many streams and connections, every one must get a 2xx answer.
+//
+//	SVC_H2LOAD=/usr/bin/h2load go test ./dataplane/transport -run H2Load -v
+func TestH2Load(t *testing.T) {
+	bin := os.Getenv("SVC_H2LOAD")
+	if bin == "" {
+		t.Skip("SVC_H2LOAD not set")
+	}
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeTestCert(t, dir)
+	s, err := New(&fakeHandler{}, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	}()
+	body := filepath.Join(dir, "q")
+	if err := os.WriteFile(body, testQuery(t, "h2load.example."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const n = 20000
+	url := fmt.Sprintf("https://%s/dns-query/h2load", s.Addrs("doh")[0])
+	out, err := exec.CommandContext(ctx, bin, "-n", strconv.Itoa(n), "-c", "10", "-m", "50", "-d", body,
+		"-H", "content-type: application/dns-message", url).CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("h2load: %v", err)
+	}
+	if want := fmt.Sprintf("%d succeeded, 0 failed, 0 errored", n); !strings.Contains(string(out), want) {
+		t.Fatalf("want %q", want)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("status codes: %d 2xx", n)) {
+		t.Fatal("not every answer was 2xx")
+	}
+}
