@@ -3,8 +3,10 @@ package kubenode_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"github.com/svcdns/svc/test/kube/kubeenv"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -212,7 +214,10 @@ func TestServiceAccountTokenAPI(t *testing.T) {
 	}
 	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "service-records-read"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"service.io"}, Resources: []string{"records"}, Verbs: []string{"read"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"service.io"}, Resources: []string{"records"}, Verbs: []string{"read", "write"}},
+			{APIGroups: []string{"service.io"}, Resources: []string{"audit"}, Verbs: []string{"read"}},
+		},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +231,53 @@ func TestServiceAccountTokenAPI(t *testing.T) {
 	// a denial is cached for 30 s (spec); a fresh node sees the binding at once
 	dp2 := startNode(t, "dp-d2", node.RoleDataplane, kubeconfig(t, env.Config, ""))
 	eventually(t, 20*time.Second, "bound service account allowed", func() bool { return apiGet(t, dp2, tr.Status.Token) == http.StatusOK })
+
+	// A write it is allowed by SubjectAccessReview lands in the audit trail
+	// with the decision path "sar" and the service account as the actor.
+	code, _ := apiDo(t, dp2, tr.Status.Token, http.MethodDelete, "/zones/d.test/records?name=gone.d.test&type=A")
+	if code == http.StatusForbidden || code == http.StatusUnauthorized {
+		t.Fatalf("records write through SAR: %d", code)
+	}
+	code, body := apiDo(t, dp2, tr.Status.Token, http.MethodGet, "/audit")
+	if code != http.StatusOK {
+		t.Fatalf("audit read: %d %s", code, body)
+	}
+	var page struct {
+		Items []struct {
+			Method, Path, Decision string
+			Actor                  struct{ Kind, Name, Auth string }
+		}
+	}
+	if err := json.Unmarshal(body, &page); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range page.Items {
+		if e.Method == http.MethodDelete && e.Path == "/zones/{zone}/records" {
+			found = true
+			if e.Decision != "sar" || !strings.Contains(e.Actor.Name, "exporter") {
+				t.Fatalf("audit event %+v, want decision sar by the exporter service account", e)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no audit event for the write: %s", body)
+	}
+}
+
+// apiDo sends one request under /api/v1 with the bearer token.
+func apiDo(t *testing.T, tn *testNode, token, method, path string) (int, []byte) {
+	t.Helper()
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest(method, "https://"+tn.addrs.API+"/api/v1"+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
 }
 
 // apiGet exports zone d.test with the bearer token.
