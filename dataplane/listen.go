@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
-	"sync"
 	"syscall"
 	"time"
 
@@ -154,6 +153,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		close(done)
 	}()
 	defer s.cancel()
+	defer s.workers.stopAll()
 	select {
 	case <-done:
 		return nil
@@ -274,11 +274,15 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 	q.cache = l.cache
 	q.detachable = true
 	if !s.run(q) {
-		// The query needs an upstream: finish it on its own goroutine so
-		// this loop keeps reading.
+		// The query needs an upstream: a worker finishes it and writes the
+		// answer, so this loop keeps reading.
 		s.wg.Add(1)
-		go s.finishUDP(c, q, addr)
-		return nil, true
+		if s.dispatch(job{q: q, c: c, addr: addr}) {
+			return nil, true
+		}
+		s.wg.Done()
+		s.shed(q)
+		return nil, false
 	}
 	return s.encode(q), false
 }
@@ -340,7 +344,7 @@ func (s *Server) acceptTCP(ln net.Listener) {
 }
 
 // serveTCP reads length-framed queries (RFC 1035 4.2.2) and answers each on
-// its own goroutine, out of order, with writes serialized (RFC 7766 6.2.1.1).
+// a worker, out of order, with writes serialized (RFC 7766 6.2.1.1).
 func (s *Server) serveTCP(conn net.Conn) {
 	defer func() {
 		s.mu.Lock()
@@ -355,14 +359,9 @@ func (s *Server) serveTCP(conn net.Conn) {
 		client = a.AddrPort()
 		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	}
-	var (
-		wmu      sync.Mutex
-		wbuf     []byte
-		inflight = make(chan struct{}, s.cfg.TCPMaxInflight)
-		pending  sync.WaitGroup
-		lenb     [2]byte
-	)
-	defer pending.Wait()
+	tc := &tcpConn{conn: conn, inflight: make(chan struct{}, s.cfg.TCPMaxInflight)}
+	var lenb [2]byte
+	defer tc.pending.Wait()
 	for {
 		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
 		if _, err := io.ReadFull(conn, lenb[:]); err != nil {
@@ -379,24 +378,12 @@ func (s *Server) serveTCP(conn net.Conn) {
 			return
 		}
 		q.Start = time.Now()
-		inflight <- struct{}{}
-		pending.Add(1)
-		go func(q *Query) {
-			defer pending.Done()
-			defer func() { <-inflight }()
-			s.run(q)
-			if b := s.encode(q); b != nil {
-				wmu.Lock()
-				wbuf = binary.BigEndian.AppendUint16(wbuf[:0], uint16(len(b)))
-				wbuf = append(wbuf, b...)
-				_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
-				_, err := conn.Write(wbuf)
-				wmu.Unlock()
-				if err != nil {
-					_ = conn.SetReadDeadline(time.Now())
-				}
-			}
-			putQuery(q)
-		}(q)
+		tc.inflight <- struct{}{}
+		tc.pending.Add(1)
+		if !s.dispatch(job{q: q, tc: tc}) {
+			// The pool is full of queries waiting for upstreams; TCP is
+			// bounded by TCPMaxConns x TCPMaxInflight, so run it anyway.
+			go tc.answer(s, q)
+		}
 	}
 }

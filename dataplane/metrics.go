@@ -27,6 +27,7 @@ type metrics struct {
 	cacheMisses   prometheus.Counter
 	cachePrefetch prometheus.Counter
 	cacheStale    prometheus.Counter
+	shed          prometheus.Counter
 }
 
 // newMetrics creates every label child up front so counting never allocates.
@@ -48,6 +49,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		cacheMisses:   counter("misses_total", "Cache misses."),
 		cachePrefetch: counter("prefetches_total", "Background refreshes of popular entries."),
 		cacheStale:    counter("stale_total", "Stale answers served (RFC 8767)."),
+		shed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "service", Subsystem: "dns", Name: "shed_total",
+			Help: "UDP queries dropped because MaxWorkers queries were already waiting for upstreams."}),
 	}
 	for t := range numTransports {
 		m.latency[t] = lv.WithLabelValues(t.String())
@@ -58,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale} {
+		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register: %w", err)
 			}

@@ -44,6 +44,11 @@ type Config struct {
 	TCPMaxConns int
 	// TCPMaxInflight bounds pipelined queries per connection (default 32).
 	TCPMaxInflight int
+	// MaxWorkers bounds the UDP queries waiting for an upstream at once
+	// (default 10000); beyond it new ones are dropped and counted in
+	// service_dns_shed_total. TCP queries use the same workers while there
+	// is room and a goroutine of their own when there is not.
+	MaxWorkers int
 	// UpstreamTimeout bounds one forwarded query (default 5s).
 	UpstreamTimeout time.Duration
 	Cache           cache.Config
@@ -71,6 +76,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TCPMaxInflight <= 0 {
 		c.TCPMaxInflight = 32
+	}
+	if c.MaxWorkers <= 0 {
+		c.MaxWorkers = defaultMaxWorkers
 	}
 	if c.UpstreamTimeout <= 0 {
 		c.UpstreamTimeout = 5 * time.Second
@@ -107,6 +115,7 @@ type Server struct {
 	started       bool
 	closed        bool
 	tcpSlots      chan struct{}
+	workers       *workers
 	limiter       atomic.Pointer[ratelimit.Limiter]
 	proxyRejected atomic.Uint64
 }
@@ -137,6 +146,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		cancel:   cancel,
 		conns:    make(map[net.Conn]struct{}),
 		tcpSlots: make(chan struct{}, cfg.TCPMaxConns),
+		workers:  newWorkers(cfg.MaxWorkers),
 	}
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)
