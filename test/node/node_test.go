@@ -18,128 +18,13 @@ import (
 	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
-type testNode struct {
-	addrs   node.Addrs
-	dir     string
-	objects string
-	done    chan error
-	cancel  context.CancelFunc
-}
-
-const baseConfig = `
-node:
-  dataDir: %DATA%
-  lameduck: 200ms
-listeners:
-  dns:
-    - address: 127.0.0.1:0
-      protocols: [udp, tcp]
-  api:
-    address: 127.0.0.1:0
-  ops:
-    address: 127.0.0.1:0
-  metrics:
-    address: 127.0.0.1:0
-  internal:
-    address: 127.0.0.1:0
-  blockPage:
-    http: ""
-upstreams:
-  groups:
-    default:
-      servers: [127.0.0.1:1]
-      timeout: 200ms
-objectsDir: %OBJ%
-auth:
-  adminSocket:
-    path: %DATA%/service.sock
-`
-
-func startNode(t *testing.T, extraConfig string, environ []string, files map[string]string) *testNode {
+// startNode runs a node that must be ready within 30s and stop within 10s.
+func startNode(t *testing.T, opts ...nodetest.Option) *nodetest.Node {
 	t.Helper()
-	dir := t.TempDir()
-	tn := &testNode{dir: dir, objects: filepath.Join(dir, "objects.d"), done: make(chan error, 1)}
-	if err := os.MkdirAll(tn.objects, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(tn.objects, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := strings.NewReplacer("%DATA%", filepath.Join(dir, "data"), "%OBJ%", tn.objects).Replace(baseConfig) + extraConfig
-	cfgPath := filepath.Join(dir, "service.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	tn.cancel = cancel
-	ready := make(chan node.Addrs, 1)
-	go func() {
-		tn.done <- node.Run(ctx, node.Options{
-			ConfigPath: cfgPath, ConfigExplicit: true, Environ: environ,
-			Stderr: testWriter{t}, Ready: func(a node.Addrs) { ready <- a },
-		})
-	}()
-	select {
-	case tn.addrs = <-ready:
-	case err := <-tn.done:
-		t.Fatalf("node stopped before it was ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("node not ready within 30s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-tn.done:
-		case <-time.After(10 * time.Second):
-			t.Error("node did not stop within 10s")
-		}
-	})
-	return tn
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func (tn *testNode) dnsAddr(proto string) string {
-	for _, a := range tn.addrs.DNS {
-		if strings.HasPrefix(a, proto+"/") {
-			return strings.TrimPrefix(a, proto+"/")
-		}
-	}
-	return ""
-}
-
-func (tn *testNode) query(t *testing.T, proto, name string, qtype uint16) *dns.Msg {
-	t.Helper()
-	c := &dns.Client{Net: proto, Timeout: 2 * time.Second}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qtype)
-	r, _, err := c.Exchange(m, tn.dnsAddr(proto))
-	if err != nil {
-		t.Fatalf("%s query %s: %v", proto, name, err)
-	}
-	return r
-}
-
-// eventually polls cond for up to d; changes must show within the spec's 1 s.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true within %s", what, d)
+	return nodetest.Start(t, append([]nodetest.Option{nodetest.ReadyWithin(30 * time.Second), nodetest.StopWithin(10 * time.Second)}, opts...)...)
 }
 
 const zoneDoc = `apiVersion: service.io/v1alpha1
@@ -169,51 +54,51 @@ func aRecords(m *dns.Msg) []string {
 }
 
 func TestNodeServesObjectsDirAndFollowsEdits(t *testing.T) {
-	tn := startNode(t, "", nil, map[string]string{"zone.yaml": zoneDoc})
+	tn := startNode(t, nodetest.Objects(map[string]string{"zone.yaml": zoneDoc}))
 	for _, proto := range []string{"udp", "tcp"} {
-		eventually(t, 5*time.Second, proto+" answer for www.example.test", func() bool {
-			r := tn.query(t, proto, "www.example.test", dns.TypeA)
+		nodetest.Eventually(t, 5*time.Second, proto+" answer for www.example.test", func() bool {
+			r := tn.Query(t, proto, "www.example.test", dns.TypeA)
 			return r.Rcode == dns.RcodeSuccess && r.Authoritative && strings.Join(aRecords(r), ",") == "192.0.2.1"
 		})
 	}
 	// An edit is answered within one second.
 	edited := strings.Replace(zoneDoc, "192.0.2.1", "192.0.2.99", 1)
-	if err := os.WriteFile(filepath.Join(tn.objects, "zone.yaml"), []byte(edited), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tn.ObjectsDir, "zone.yaml"), []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	eventually(t, 3*time.Second, "edited record served", func() bool {
-		return strings.Join(aRecords(tn.query(t, "udp", "www.example.test", dns.TypeA)), ",") == "192.0.2.99"
+	nodetest.Eventually(t, 3*time.Second, "edited record served", func() bool {
+		return strings.Join(aRecords(tn.Query(t, "udp", "www.example.test", dns.TypeA)), ",") == "192.0.2.99"
 	})
 	t.Logf("edit answered after %s", time.Since(start))
 
 	// A broken file changes nothing stored and the node keeps serving.
 	broken := strings.Replace(edited, "recordType: A", "recordType: a-lowercase", 1)
-	if err := os.WriteFile(filepath.Join(tn.objects, "zone.yaml"), []byte(broken), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tn.ObjectsDir, "zone.yaml"), []byte(broken), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second)
-	if got := aRecords(tn.query(t, "udp", "www.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.99" {
+	if got := aRecords(tn.Query(t, "udp", "www.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.99" {
 		t.Fatalf("after a broken edit the node answers %v, want the last good 192.0.2.99", got)
 	}
 
 	// Deleting the file deletes its objects: the name leaves service.
-	if err := os.Remove(filepath.Join(tn.objects, "zone.yaml")); err != nil {
+	if err := os.Remove(filepath.Join(tn.ObjectsDir, "zone.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 3*time.Second, "deleted zone no longer answered authoritatively", func() bool {
-		r := tn.query(t, "udp", "www.example.test", dns.TypeA)
+	nodetest.Eventually(t, 3*time.Second, "deleted zone no longer answered authoritatively", func() bool {
+		r := tn.Query(t, "udp", "www.example.test", dns.TypeA)
 		return !r.Authoritative && len(aRecords(r)) == 0
 	})
 }
 
 func TestNodeHealthNameAndLameduck(t *testing.T) {
-	tn := startNode(t, "", nil, nil)
-	r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT)
+	tn := startNode(t)
+	r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT)
 	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
 		t.Fatalf("health name answered %s with %d records, want NOERROR with one TXT", dns.RcodeToString[r.Rcode], len(r.Answer))
 	}
-	resp, err := http.Get("http://" + tn.addrs.Ops + "/healthz/ready")
+	resp, err := http.Get("http://" + tn.Addrs.Ops + "/healthz/ready")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +106,7 @@ func TestNodeHealthNameAndLameduck(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("ready = %d, want 200", resp.StatusCode)
 	}
-	resp, err = http.Post("http://"+tn.addrs.Ops+"/lameduck?duration=30s", "", nil)
+	resp, err = http.Post("http://"+tn.Addrs.Ops+"/lameduck?duration=30s", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,10 +114,10 @@ func TestNodeHealthNameAndLameduck(t *testing.T) {
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("lameduck = %d, want 202", resp.StatusCode)
 	}
-	if r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
+	if r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	resp, err = http.Get("http://" + tn.addrs.Ops + "/healthz/ready")
+	resp, err = http.Get("http://" + tn.Addrs.Ops + "/healthz/ready")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,15 +126,15 @@ func TestNodeHealthNameAndLameduck(t *testing.T) {
 		t.Fatalf("ready in lameduck = %d, want 503", resp.StatusCode)
 	}
 	// Listeners keep serving during lameduck.
-	if r := tn.query(t, "tcp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
+	if r := tn.Query(t, "tcp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("tcp health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	resp, err = http.Post("http://"+tn.addrs.Ops+"/lameduck?cancel=true", "", nil)
+	resp, err = http.Post("http://"+tn.Addrs.Ops+"/lameduck?cancel=true", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if r := tn.query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeSuccess {
+	if r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("health name after cancel = %s, want NOERROR", dns.RcodeToString[r.Rcode])
 	}
 }
@@ -266,15 +151,10 @@ func TestNodeRefusesBadStartup(t *testing.T) {
 		{"unknown file key", "cache:\n  bogus: 1\n", nil, "cache.bogus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			cfg := strings.NewReplacer("%DATA%", filepath.Join(dir, "data"), "%OBJ%", filepath.Join(dir, "obj")).Replace(baseConfig) + tc.extra
-			path := filepath.Join(dir, "service.yaml")
-			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-				t.Fatal(err)
-			}
+			path := nodetest.WriteConfig(t, t.TempDir(), nodetest.ExtraYAML(tc.extra))
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := node.Run(ctx, node.Options{ConfigPath: path, ConfigExplicit: true, Environ: tc.environ, Stderr: testWriter{t}})
+			err := node.Run(ctx, node.Options{ConfigPath: path, ConfigExplicit: true, Environ: tc.environ, Stderr: nodetest.NewLog(t, "")})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, want an error naming %s", err, tc.want)
 			}
@@ -307,21 +187,21 @@ spec:
 `
 
 func TestNodeBlocksThroughPolicy(t *testing.T) {
-	tn := startNode(t, "", nil, map[string]string{"blocking.yaml": blockingDocs})
-	eventually(t, 5*time.Second, "ads.example blocked with NXDOMAIN", func() bool {
-		r := tn.query(t, "udp", "x.ads.example", dns.TypeA)
+	tn := startNode(t, nodetest.Objects(map[string]string{"blocking.yaml": blockingDocs}))
+	nodetest.Eventually(t, 5*time.Second, "ads.example blocked with NXDOMAIN", func() bool {
+		r := tn.Query(t, "udp", "x.ads.example", dns.TypeA)
 		return r.Rcode == dns.RcodeNameError
 	})
-	r := tn.query(t, "tcp", "tracker.example", dns.TypeA)
+	r := tn.Query(t, "tcp", "tracker.example", dns.TypeA)
 	if r.Rcode != dns.RcodeNameError {
 		t.Fatalf("tracker.example = %s, want NXDOMAIN", dns.RcodeToString[r.Rcode])
 	}
 	// Exact hosts-style entries do not block subdomains.
-	if r := tn.query(t, "udp", "sub.tracker.example", dns.TypeA); r.Rcode == dns.RcodeNameError {
+	if r := tn.Query(t, "udp", "sub.tracker.example", dns.TypeA); r.Rcode == dns.RcodeNameError {
 		t.Fatal("sub.tracker.example blocked by an exact entry")
 	}
 	// The metrics listener shows the blocked queries, the list size and builds.
-	resp, err := http.Get("http://" + tn.addrs.Metrics + "/metrics")
+	resp, err := http.Get("http://" + tn.Addrs.Metrics + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,10 +221,10 @@ func TestNodeBlocksThroughPolicy(t *testing.T) {
 
 const bootstrapToken = "svc_abcdefghij12_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 
-func apiCall(t *testing.T, tn *testNode, method, path, body string) (int, string) {
+func apiCall(t *testing.T, tn *nodetest.Node, method, path, body string) (int, string) {
 	t.Helper()
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, err := http.NewRequest(method, "https://"+tn.addrs.API+"/api/v1"+path, strings.NewReader(body))
+	req, err := http.NewRequest(method, "https://"+tn.Addrs.API+"/api/v1"+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,15 +240,15 @@ func apiCall(t *testing.T, tn *testNode, method, path, body string) (int, string
 }
 
 func TestNodeAPIAppliesAndQueries(t *testing.T) {
-	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, nil)
+	tn := startNode(t, nodetest.Env("SERVICE_BOOTSTRAP_TOKEN="+bootstrapToken))
 	zone := `{"apiVersion":"service.io/v1alpha1","kind":"DNSZone","metadata":{"name":"api.test"},"spec":{"nameServers":["ns1.api.test."]}}`
 	rs := `{"apiVersion":"service.io/v1alpha1","kind":"DNSRecordSet","metadata":{"name":"r","namespace":"default"},"spec":{"zoneRef":{"name":"api.test"},"endpoints":[{"dnsName":"host.api.test","recordType":"A","targets":["192.0.2.44"]}]}}`
 	code, body := apiCall(t, tn, "POST", "/apply", "["+zone+","+rs+"]")
 	if code != 200 || !strings.Contains(body, `"created"`) {
 		t.Fatalf("apply = %d %s", code, body)
 	}
-	eventually(t, 2*time.Second, "applied record answered over DNS", func() bool {
-		return strings.Join(aRecords(tn.query(t, "udp", "host.api.test", dns.TypeA)), ",") == "192.0.2.44"
+	nodetest.Eventually(t, 2*time.Second, "applied record answered over DNS", func() bool {
+		return strings.Join(aRecords(tn.Query(t, "udp", "host.api.test", dns.TypeA)), ",") == "192.0.2.44"
 	})
 	code, body = apiCall(t, tn, "POST", "/dns/query", `{"name":"host.api.test","type":"A"}`)
 	if code != 200 || !strings.Contains(body, "192.0.2.44") || !strings.Contains(body, `"aa":true`) {
@@ -385,7 +265,7 @@ func TestNodeAPIAppliesAndQueries(t *testing.T) {
 	if code < 400 || !strings.Contains(body, "recordType") {
 		t.Fatalf("invalid apply = %d %s, want an error naming recordType", code, body)
 	}
-	if got := aRecords(tn.query(t, "udp", "host.api.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.44" {
+	if got := aRecords(tn.Query(t, "udp", "host.api.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.44" {
 		t.Fatalf("after a refused apply the node answers %v", got)
 	}
 	code, body = apiCall(t, tn, "POST", "/dns/blocking", `{"blocking":false,"duration":"1m"}`)
@@ -400,7 +280,7 @@ func TestNodeAPIAppliesAndQueries(t *testing.T) {
 
 func TestNodeInternalListener(t *testing.T) {
 	key := strings.Repeat("ab", 32)
-	tn := startNode(t, "", []string{"SERVICE_ENCRYPTION_KEY=" + key}, map[string]string{"zone.yaml": zoneDoc})
+	tn := startNode(t, nodetest.Env("SERVICE_ENCRYPTION_KEY="+key), nodetest.Objects(map[string]string{"zone.yaml": zoneDoc}))
 	raw, err := auth.DecodeKey(key)
 	if err != nil {
 		t.Fatal(err)
@@ -412,11 +292,11 @@ func TestNodeInternalListener(t *testing.T) {
 	c := internalapi.NewClient(creds)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	eventually(t, 5*time.Second, "internal status ready", func() bool {
-		st, err := c.Status(ctx, tn.addrs.Internal)
+	nodetest.Eventually(t, 5*time.Second, "internal status ready", func() bool {
+		st, err := c.Status(ctx, tn.Addrs.Internal)
 		return err == nil && st.Ready
 	})
-	zones, err := c.Zones(ctx, tn.addrs.Internal)
+	zones, err := c.Zones(ctx, tn.Addrs.Internal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,7 +309,7 @@ func TestNodeInternalListener(t *testing.T) {
 	}
 	// A node with another key is refused.
 	other, _ := internalapi.LoadCredentials(internalapi.Files{}, []byte(strings.Repeat("x", 32)))
-	if _, err := internalapi.NewClient(other).Status(ctx, tn.addrs.Internal); err == nil {
+	if _, err := internalapi.NewClient(other).Status(ctx, tn.Addrs.Internal); err == nil {
 		t.Fatal("a client with credentials from another key was served")
 	}
 }
@@ -445,26 +325,26 @@ spec:
     - {dnsName: bad.example.test, recordType: A, targets: [not-an-address]}
     - {dnsName: good.example.test, recordType: A, targets: [192.0.2.7]}
 `
-	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, map[string]string{"zone.yaml": docs})
-	eventually(t, 5*time.Second, "zone status Ready with a serial", func() bool {
+	tn := startNode(t, nodetest.Env("SERVICE_BOOTSTRAP_TOKEN="+bootstrapToken), nodetest.Objects(map[string]string{"zone.yaml": docs}))
+	nodetest.Eventually(t, 5*time.Second, "zone status Ready with a serial", func() bool {
 		code, body := apiCall(t, tn, "GET", "/objects/dnszones/example.test", "")
 		return code == 200 && strings.Contains(body, `"serial":`) && strings.Contains(body, `"type":"Ready"`) && strings.Contains(body, `"status":"True"`)
 	})
-	eventually(t, 5*time.Second, "broken record set reports the bad target", func() bool {
+	nodetest.Eventually(t, 5*time.Second, "broken record set reports the bad target", func() bool {
 		code, body := apiCall(t, tn, "GET", "/objects/dnsrecordsets/default/broken", "")
 		return code == 200 && strings.Contains(body, "InvalidRecords") && strings.Contains(body, "endpoint 0 target 0")
 	})
 	// The good record of the same set is still served.
-	if got := aRecords(tn.query(t, "udp", "good.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.7" {
+	if got := aRecords(tn.Query(t, "udp", "good.example.test", dns.TypeA)); strings.Join(got, ",") != "192.0.2.7" {
 		t.Fatalf("good.example.test = %v", got)
 	}
 }
 
 func TestNodeDataRoutes(t *testing.T) {
-	tn := startNode(t, "", []string{"SERVICE_BOOTSTRAP_TOKEN=" + bootstrapToken}, map[string]string{"blocking.yaml": blockingDocs, "zone.yaml": zoneDoc})
-	eventually(t, 5*time.Second, "blocked", func() bool { return tn.query(t, "udp", "ads.example", dns.TypeA).Rcode == dns.RcodeNameError })
-	tn.query(t, "udp", "www.example.test", dns.TypeA)
-	eventually(t, 5*time.Second, "query log lists the blocked query", func() bool {
+	tn := startNode(t, nodetest.Env("SERVICE_BOOTSTRAP_TOKEN="+bootstrapToken), nodetest.Objects(map[string]string{"blocking.yaml": blockingDocs, "zone.yaml": zoneDoc}))
+	nodetest.Eventually(t, 5*time.Second, "blocked", func() bool { return tn.Query(t, "udp", "ads.example", dns.TypeA).Rcode == dns.RcodeNameError })
+	tn.Query(t, "udp", "www.example.test", dns.TypeA)
+	nodetest.Eventually(t, 5*time.Second, "query log lists the blocked query", func() bool {
 		code, body := apiCall(t, tn, "GET", "/queries?status_class=blocked", "")
 		return code == 200 && strings.Contains(body, "ads.example") && strings.Contains(body, "default/ads")
 	})
