@@ -12,6 +12,7 @@ import (
 	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/store/sqlite"
 	"github.com/svcdns/svc/internal/validation"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 // startAdminSocket serves an API server's admin socket (the node does not
@@ -53,7 +54,7 @@ func startAdminSocket(t *testing.T) string {
 		srv.Close()
 		st.Close()
 	})
-	eventually(t, 5*time.Second, "admin socket listening", func() bool {
+	nodetest.Eventually(t, 5*time.Second, "admin socket listening", func() bool {
 		_, err := os.Stat(sock)
 		return err == nil
 	})

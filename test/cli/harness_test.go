@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -45,89 +45,21 @@ func TestMain(m *testing.M) {
 
 const adminPassword = "correct horse battery staple"
 
-const nodeConfig = `
-node:
-  dataDir: %DATA%
-  lameduck: 100ms
-listeners:
-  dns:
-    - address: 127.0.0.1:0
-      protocols: [udp, tcp]
-  api:
-    address: 127.0.0.1:0
-    tls:
-      auto: "off"
-  ops:
-    address: 127.0.0.1:0
-  metrics:
-    address: 127.0.0.1:0
-  internal:
-    address: 127.0.0.1:0
-  blockPage:
-    http: ""
-upstreams:
-  groups:
-    default:
-      servers: [127.0.0.1:1]
-      timeout: 200ms
-objectsDir: %OBJ%
-settingsFile: %DATA%/settings.yaml
-auth:
-  adminSocket:
-    path: %DATA%/service.sock
-`
-
-// server is one node started by a test and stopped by its cleanup.
+// server is one node started by a test and stopped by its cleanup, with its
+// API served over plain HTTP at URL.
 type server struct {
-	URL   string
-	Addrs node.Addrs
-	Dir   string
+	*nodetest.Node
+	URL string
 }
 
 func startServer(t *testing.T) *server {
 	t.Helper()
-	dir := t.TempDir()
-	objDir := filepath.Join(dir, "objects.d")
-	if err := os.MkdirAll(objDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer("%DATA%", filepath.Join(dir, "data"), "%OBJ%", objDir).Replace(nodeConfig)
-	cfgPath := filepath.Join(dir, "service.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	ready := make(chan node.Addrs, 1)
-	var logs bytes.Buffer
-	go func() {
-		done <- node.Run(ctx, node.Options{ConfigPath: cfgPath, ConfigExplicit: true,
-			Environ: []string{"SERVICE_ADMIN_PASSWORD=" + adminPassword},
-			Stderr:  &syncWriter{w: &logs}, Ready: func(a node.Addrs) { ready <- a }})
-	}()
-	s := &server{Dir: dir}
-	select {
-	case s.Addrs = <-ready:
-	case err := <-done:
-		cancel()
-		t.Fatalf("node stopped before it was ready: %v", err)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("node not ready within 60s")
-	}
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			t.Error("node did not stop within 15s")
-		}
-	})
-	if s.Addrs.API == "" {
+	n := nodetest.Start(t, nodetest.Lameduck(100*time.Millisecond), nodetest.APITLSOff(), nodetest.SettingsFile(),
+		nodetest.Env("SERVICE_ADMIN_PASSWORD="+adminPassword))
+	if n.Addrs.API == "" {
 		t.Fatal("node reports no API address")
 	}
-	s.URL = "http://" + s.Addrs.API
-	return s
+	return &server{Node: n, URL: "http://" + n.Addrs.API}
 }
 
 // user is someone running svc with their own home and client config.
@@ -227,17 +159,4 @@ func golden(t *testing.T, name, got string) {
 	if string(want) != got {
 		t.Errorf("%s differs (run with -update to accept):\n--- want\n%s\n--- got\n%s", name, want, got)
 	}
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true within %s", what, d)
 }

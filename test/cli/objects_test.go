@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 func TestApplyGetDescribeExport(t *testing.T) {
@@ -31,7 +33,7 @@ func TestApplyGetDescribeExport(t *testing.T) {
 	}
 
 	// The node writes zone and record set status after it compiles them.
-	eventually(t, 10*time.Second, "zone and record sets ready", func() bool {
+	nodetest.Eventually(t, 10*time.Second, "zone and record sets ready", func() bool {
 		return strings.Count(u.ok("get", "rrset", "-A"), "True") == 2 && strings.Contains(u.ok("get", "zones", "example.test"), "True")
 	})
 	golden(t, "get-cg.txt", u.ok("get", "cg"))
@@ -39,7 +41,7 @@ func TestApplyGetDescribeExport(t *testing.T) {
 	golden(t, "get-rrset-all.txt", u.ok("get", "rrset", "-A"))
 	golden(t, "get-rrset-all-wide.txt", u.ok("get", "dnsrecordsets", "-A", "-o", "wide"))
 	// The BlockList reconciler compiles the inline source; wait for it.
-	eventually(t, 10*time.Second, "blocklist ads ready", func() bool {
+	nodetest.Eventually(t, 10*time.Second, "blocklist ads ready", func() bool {
 		return strings.Contains(u.ok("get", "bl", "ads"), "True")
 	})
 	golden(t, "get-bl.txt", u.ok("get", "bl"))

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 func TestDNSSettingsListsAndOps(t *testing.T) {
@@ -14,7 +16,7 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 	u.ok("apply", "-f", "testdata/manifests/zone.yaml")
 
 	// query goes through the node's pipeline.
-	eventually(t, 10*time.Second, "www.example.test answered", func() bool {
+	nodetest.Eventually(t, 10*time.Second, "www.example.test answered", func() bool {
 		return strings.Contains(u.ok("query", "www.example.test", "A"), "192.0.2.1")
 	})
 	out := u.ok("query", "www.example.test", "-o", "json")
@@ -68,13 +70,7 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 	if out := u.ok("health", "--ops-address", s.Addrs.Ops); !strings.Contains(out, "/healthz/live: ok") {
 		t.Errorf("health: %s", out)
 	}
-	var dnsAddr string
-	for _, a := range s.Addrs.DNS {
-		if strings.HasPrefix(a, "udp/") {
-			dnsAddr = strings.TrimPrefix(a, "udp/")
-		}
-	}
-	if out := u.ok("health", "--ops-address", s.Addrs.Ops, "--ready", "--dns", dnsAddr); !strings.Contains(out, "NOERROR") {
+	if out := u.ok("health", "--ops-address", s.Addrs.Ops, "--ready", "--dns", s.DNSAddr("udp")); !strings.Contains(out, "NOERROR") {
 		t.Errorf("health --dns: %s", out)
 	}
 	u.ok("lameduck", "30s", "--ops-address", s.Addrs.Ops)
@@ -82,12 +78,12 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 		t.Errorf("ready during lameduck: %s", r.stdout)
 	}
 	u.ok("lameduck", "--cancel", "--ops-address", s.Addrs.Ops)
-	eventually(t, 5*time.Second, "ready after cancel", func() bool {
+	nodetest.Eventually(t, 5*time.Second, "ready after cancel", func() bool {
 		return u.run("health", "--ops-address", s.Addrs.Ops, "--ready").code == 0
 	})
 
 	// doctor: API and token checks pass; a bad config fails.
-	cfg := filepath.Join(s.Dir, "service.yaml")
+	cfg := s.ConfigPath
 	out = u.ok("doctor", "--config", cfg, "--skip-ports")
 	for _, want := range []string{"config", "dataDir", "api", "token", "authenticated as"} {
 		if !strings.Contains(out, want) {

@@ -17,28 +17,15 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-)
 
-// udpAddr is the node's UDP DNS address.
-func (s *server) udpAddr(t *testing.T) string {
-	t.Helper()
-	for _, a := range s.Addrs.DNS {
-		if rest, ok := strings.CutPrefix(a, "udp/"); ok {
-			return rest
-		}
-	}
-	t.Fatalf("no UDP DNS listener in %v", s.Addrs.DNS)
-	return ""
-}
+	"github.com/svcdns/svc/test/nodetest"
+)
 
 // query asks the node's DNS listener for name (the answer does not matter:
 // every query is logged, answered or not).
 func (s *server) query(t *testing.T, name string) {
 	t.Helper()
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
-	c := &dns.Client{Net: "udp", Timeout: 3 * time.Second}
-	if _, _, err := c.Exchange(m, s.udpAddr(t)); err != nil {
+	if _, err := s.Exchange("udp", 3*time.Second, name, dns.TypeA); err != nil {
 		t.Logf("query %s: %v (logged anyway)", name, err)
 	}
 }
@@ -113,7 +100,7 @@ func TestLogsAndStats(t *testing.T) {
 	}
 	// The writer stores rows in batches: wait until both names are listed.
 	var out string
-	eventually(t, 15*time.Second, "queries in svc logs", func() bool {
+	nodetest.Eventually(t, 15*time.Second, "queries in svc logs", func() bool {
 		out = u.ok("logs")
 		return strings.Contains(out, "alpha.cli-test.example") && strings.Contains(out, "beta.cli-test.example")
 	})
@@ -184,12 +171,12 @@ func TestLogsFollow(t *testing.T) {
 	// A row stored before the stream starts is not replayed (rows still
 	// in the writer's batch are streamed when stored, so wait for it).
 	s.query(t, "before.follow.example")
-	eventually(t, 15*time.Second, "old row stored", func() bool { return strings.Contains(u.ok("logs"), "before.follow.example") })
+	nodetest.Eventually(t, 15*time.Second, "old row stored", func() bool { return strings.Contains(u.ok("logs"), "before.follow.example") })
 	f := u.follow(t)
 	// The stream starts live: wait until it is connected (header printed),
 	// then query until the row shows (the subscription may lag the header).
-	eventually(t, 15*time.Second, "logs -f header", func() bool { return f.count("DOMAIN") == 1 })
-	eventually(t, 20*time.Second, "live row in logs -f", func() bool {
+	nodetest.Eventually(t, 15*time.Second, "logs -f header", func() bool { return f.count("DOMAIN") == 1 })
+	nodetest.Eventually(t, 20*time.Second, "live row in logs -f", func() bool {
 		if f.count("after.follow.example") > 0 {
 			return true
 		}
@@ -204,7 +191,7 @@ func TestLogsFollow(t *testing.T) {
 
 	// -o json prints one item per line.
 	fj := u.follow(t, "-o", "json", "--domain", "json.follow.example")
-	eventually(t, 20*time.Second, "json row in logs -f", func() bool {
+	nodetest.Eventually(t, 20*time.Second, "json row in logs -f", func() bool {
 		s.query(t, "json.follow.example")
 		time.Sleep(400 * time.Millisecond)
 		return fj.count("json.follow.example") > 0
@@ -294,7 +281,7 @@ func TestLogsFollowResumesAfterDrop(t *testing.T) {
 	u := newUser(t)
 	u.okIn(adminPassword+"\n", "login", "--server", "http://"+ln.Addr().String(), "-u", "admin", "--password-stdin", "--name", "viaproxy")
 	f := u.follow(t, "--domain", "resume.example", "-o", "json")
-	eventually(t, 15*time.Second, "stream connected", func() bool { return p.streams.Load() >= 1 })
+	nodetest.Eventually(t, 15*time.Second, "stream connected", func() bool { return p.streams.Load() >= 1 })
 	time.Sleep(500 * time.Millisecond)
 	// Ten queries, one at a time, so that some arrive while the CLI is
 	// reconnecting; each must show exactly once.
@@ -303,7 +290,7 @@ func TestLogsFollowResumesAfterDrop(t *testing.T) {
 		s.query(t, "resume.example")
 		time.Sleep(150 * time.Millisecond)
 	}
-	eventually(t, 30*time.Second, "all rows after the resume", func() bool { return f.count("resume.example") >= total })
+	nodetest.Eventually(t, 30*time.Second, "all rows after the resume", func() bool { return f.count("resume.example") >= total })
 	time.Sleep(2 * time.Second) // room for duplicates to show
 	f.stop()
 	ids := map[float64]int{}
