@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -163,9 +164,19 @@ func (s *Server) cookieAuth(ctx context.Context, w http.ResponseWriter, r *http.
 		st.csrfFailed = true
 		return
 	}
-	u, err := s.dir.GetUser(ctx, sess.User)
-	if err != nil || u.Disabled || !sess.ValidAfter(u.SessionsValidAfter) {
-		return
+	var p *auth.Principal
+	if oidcSession(sess) {
+		// OIDC login: no local account; grants frozen at login.
+		if p = s.oidcSessionPrincipal(ctx, sess); p == nil {
+			return
+		}
+	} else {
+		u, err := s.dir.GetUser(ctx, sess.User)
+		if err != nil || u.Disabled || !sess.ValidAfter(u.SessionsValidAfter) {
+			return
+		}
+		p = &auth.Principal{Kind: "User", ID: u.Username, Name: u.Username, Groups: u.Groups, Provider: "local",
+			BuiltinAdmin: u.BuiltinAdmin, MustChangePassword: u.MustChangePassword}
 	}
 	now := s.clock()
 	// The idle timeout slides on use; the cookie is re-issued at most once a
@@ -175,13 +186,10 @@ func (s *Server) cookieAuth(ctx context.Context, w http.ResponseWriter, r *http.
 		s.setSessionCookie(w, st, sess)
 	}
 	st.session = &sess
-	st.principal = &auth.Principal{
-		Kind: "User", ID: u.Username, Name: u.Username, Groups: u.Groups, Provider: "local",
-		AuthMethod: "session", SessionID: sess.ID, BuiltinAdmin: u.BuiltinAdmin,
-		MustChangePassword: u.MustChangePassword,
-		SessionExpires:     time.Unix(sess.Expires, 0).UTC(),
-		SessionIdle:        time.Unix(sess.Seen, 0).Add(s.opts.SessionIdleTimeout).UTC(),
-	}
+	p.AuthMethod, p.SessionID = "session", sess.ID
+	p.SessionExpires = time.Unix(sess.Expires, 0).UTC()
+	p.SessionIdle = time.Unix(sess.Seen, 0).Add(s.opts.SessionIdleTimeout).UTC()
+	st.principal = p
 }
 
 func (s *Server) cookieSecure(st *reqState) bool {
@@ -285,6 +293,9 @@ func bindingFrom(o *unstructured.Unstructured) auth.Binding {
 	if b.Scope.Kind == "" {
 		b.Scope.Kind = "cluster"
 	}
+	// A new object (uid) or a changed spec (generation) is another binding
+	// for the frozen grants of OIDC-login sessions.
+	b.Revision = string(o.GetUID()) + "@" + strconv.FormatInt(o.GetGeneration(), 10)
 	return b
 }
 

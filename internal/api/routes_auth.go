@@ -17,6 +17,8 @@ import (
 type AuthProvider struct {
 	ID          string `json:"id"`
 	DisplayName string `json:"displayName"`
+	// StartURL begins a browser login: GET {base_url}/api/v1/auth/oidc/<id>/start.
+	StartURL string `json:"startURL,omitempty"`
 }
 
 // AuthSessionLimits are the session lifetimes.
@@ -136,7 +138,7 @@ func (s *Server) registerAuthRoutes() {
 }
 
 func (s *Server) authStatus(ctx context.Context, _ *emptyIn) (*statusOut, error) {
-	st := &AuthStatus{LocalLogin: s.opts.LocalLogin != LocalLoginDisabled, LocalLoginMode: s.opts.LocalLogin, Providers: []AuthProvider{},
+	st := &AuthStatus{LocalLogin: s.opts.LocalLogin != LocalLoginDisabled, LocalLoginMode: s.opts.LocalLogin, Providers: s.authProviders(ctx),
 		Session: &AuthSessionLimits{IdleTimeout: s.opts.SessionIdleTimeout.String(), Lifetime: s.opts.SessionLifetime.String()}}
 	if u, err := s.dir.GetUser(ctx, auth.AdminUsername); err == nil {
 		// The generated password is the only one that sets mustChangePassword
@@ -393,6 +395,11 @@ func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTo
 	switch {
 	case p.AuthMethod == "socket":
 		return nil, errInvalid("the local administrator cannot own tokens; use the admin socket's create-token")
+	case p.Kind == "User" && p.Provider != "local":
+		// Tokens of OIDC owners (frozen grants) are not implemented: such a
+		// token could not be authenticated.
+		return nil, newErr(http.StatusNotImplemented, KeyNotImplemented, "users of an identity provider cannot own API tokens yet",
+			"send the provider's ID token as the bearer credential")
 	case p.Kind == "User":
 		owner = auth.TokenOwner{Kind: "User", Name: p.Name, Provider: p.Provider}
 	case p.Kind == "ServiceAccount":

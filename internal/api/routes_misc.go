@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"sort"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -17,6 +16,7 @@ import (
 
 func (s *Server) registerRoutes() {
 	s.registerAuthRoutes()
+	s.registerOIDCRoutes()
 	s.registerIAMRoutes()
 	s.registerApplyRoute()
 	s.registerObjectRoutes()
@@ -88,6 +88,9 @@ func (s *Server) messages(ctx context.Context, _ *emptyIn) (*messagesOut, error)
 			out.Items = append(out.Items, DiagnosisMessage{Severity: "warning", Source: "rbac", Reason: "IgnoredRoleBinding", Message: d, Node: s.opts.NodeName})
 		}
 	}
+	for _, d := range s.deps.OIDC.Diagnoses(ctx) {
+		out.Items = append(out.Items, DiagnosisMessage{Severity: "error", Source: "oidc", Reason: "IdentityProviderBroken", Message: d, Node: s.opts.NodeName})
+	}
 	if s.deps.Messages != nil {
 		ms, err := s.deps.Messages.Messages(ctx)
 		if err != nil {
@@ -133,6 +136,20 @@ type IdentityProviderInfo struct {
 	DisplayName string `json:"displayName,omitempty"`
 	IssuerURL   string `json:"issuerURL,omitempty"`
 	ClientID    string `json:"clientID,omitempty"`
+	// Source is config (auth.identityProviders) or object.
+	Source         string   `json:"source,omitempty" enum:"config,object"`
+	Audiences      []string `json:"audiences,omitempty"`
+	UsernameClaim  string   `json:"usernameClaim,omitempty"`
+	GroupsClaim    string   `json:"groupsClaim,omitempty"`
+	UsernamePrefix *string  `json:"usernamePrefix,omitempty"`
+	GroupsPrefix   *string  `json:"groupsPrefix,omitempty"`
+	Scopes         []string `json:"scopes,omitempty"`
+	// ClientSecretFile is the path of the secret file (never its content).
+	ClientSecretFile string `json:"clientSecretFile,omitempty"`
+	// ClientSecretRef names the Secret and key as <name>/<key>.
+	ClientSecretRef string `json:"clientSecretRef,omitempty"`
+	// StartURL begins a browser login through the provider.
+	StartURL string `json:"startURL,omitempty"`
 }
 
 type usersOut struct{ Body *AuthListBody[IAMUser] }
@@ -211,21 +228,7 @@ func (s *Server) registerIAMRoutes() {
 		})
 	register(s, huma.Operation{OperationID: "iam-identityproviders", Method: http.MethodGet, Path: "/iam/identityproviders", Summary: "Identity providers without secrets", Tags: tags},
 		clusterPerm("identityproviders.read"), func(ctx context.Context, _ *emptyIn) (*idpOut, error) {
-			objs, err := s.listAll(ctx, auth.KindIdentityProv)
-			if err != nil {
-				return nil, fromError(err)
-			}
-			out := &AuthListBody[IdentityProviderInfo]{Items: []IdentityProviderInfo{}}
-			for _, o := range objs {
-				g := func(f string) string { v, _, _ := unstructured.NestedString(o.Object, "spec", f); return v }
-				id := g("id")
-				if id == "" {
-					id = o.GetName()
-				}
-				out.Items = append(out.Items, IdentityProviderInfo{ID: id, DisplayName: g("displayName"), IssuerURL: g("issuerURL"), ClientID: g("clientID")})
-			}
-			sort.Slice(out.Items, func(i, j int) bool { return out.Items[i].ID < out.Items[j].ID })
-			return &idpOut{Body: out}, nil
+			return &idpOut{Body: s.identityProviderInfos(ctx)}, nil
 		})
 }
 

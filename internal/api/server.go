@@ -20,6 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/auth/audit"
+	"github.com/svcdns/svc/internal/oidc"
 	"github.com/svcdns/svc/internal/store"
 	"github.com/svcdns/svc/internal/validation"
 	"github.com/svcdns/svc/internal/version"
@@ -126,6 +127,11 @@ type Deps struct {
 	DNS      DNSService      // nil: DNS routes answer not_implemented
 	Messages MessageSource   // optional
 	Bearer   []BearerAuthenticator
+	// OIDC holds the identity providers of auth.identityProviders (nil: none
+	// configured); IdentityProvider objects are added from the store. The
+	// set authenticates bearer ID tokens ahead of Bearer and serves the
+	// browser login routes /auth/oidc/{idp}/start and /callback.
+	OIDC *oidc.Set
 	// Kinds describes the object kinds; nil builds internal/validation's.
 	Kinds KindRegistry
 	// Admitter, when set, validates every object of a multi-object apply
@@ -172,6 +178,8 @@ type Server struct {
 	limiter  *rateLimiter
 	touched  *touchCache
 	bindings *bindingCache
+	// loginStates seals the OIDC login state cookie.
+	loginStates *oidc.StateCodec
 
 	// adminSelfUID is the uid admitted to the admin socket besides root
 	// (os.Getuid; tests change it); adminGroups finds a peer's
@@ -281,6 +289,11 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	}
 	s.bindings = &bindingCache{s: s}
 	s.authz = auth.NewAuthorizer(s.bindings.get)
+	if err := s.setupOIDC(); err != nil {
+		al.Close()
+		s.sessions.Close()
+		return nil, err
+	}
 	if err := s.bootstrap(ctx); err != nil {
 		al.Close()
 		s.sessions.Close()

@@ -2,6 +2,8 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -197,6 +199,23 @@ type Binding struct {
 	Subject Subject `json:"subject"`
 	Role    string  `json:"role"`
 	Scope   Scope   `json:"scope"`
+	// Revision tells versions of a binding object apart (uid and
+	// generation); empty for bindings of the rbac.bindings setting.
+	Revision string `json:"-"`
+}
+
+// Fingerprint identifies this exact binding: name, source, subject, role,
+// scope and revision. OIDC-login sessions record the fingerprints of the
+// bindings that gave their frozen grants; any change to such a binding (or
+// its removal, or its deletion and re-creation) changes or removes the
+// fingerprint, so the grant is not honoured any more.
+func (b Binding) Fingerprint() string {
+	h := sha256.New()
+	for _, v := range []string{b.Name, b.Source, b.Subject.Kind, b.Subject.Namespace, b.Subject.Name, b.Role, b.Scope.Kind, b.Scope.Name, b.Revision} {
+		h.Write([]byte(v))
+		h.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(h.Sum(nil)[:12])
 }
 
 // ValidateBinding checks a binding; the error is reported as a diagnosis.
@@ -252,6 +271,10 @@ type Principal struct {
 	SessionIdle    time.Time
 	// FrozenGrants are grants fixed at OIDC login; nil for local principals.
 	FrozenGrants []Grant
+	// FrozenBindings are the fingerprints of the bindings that gave
+	// FrozenGrants at login. When set, only those bindings (unchanged) can
+	// still provide a frozen grant: the principal carries no groups.
+	FrozenBindings []string
 	// External, when set, is consulted after built-in admin and implicit
 	// grants and before bindings (Kubernetes identities: SubjectAccessReview,
 	// decision path sar); the first allow wins.
@@ -341,7 +364,13 @@ func (a *Authorizer) Grants(ctx context.Context, p *Principal) ([]Grant, error) 
 	}
 	var out []Grant
 	for _, b := range bs {
-		if p.Matches(b.Subject) {
+		match := p.Matches(b.Subject)
+		if p.FrozenGrants != nil && p.FrozenBindings != nil {
+			// OIDC-login sessions: only the very bindings that gave the
+			// grants at login count, unchanged since.
+			match = slices.Contains(p.FrozenBindings, b.Fingerprint())
+		}
+		if match {
 			g := Grant{Role: b.Role, Scope: b.Scope}
 			if !slices.Contains(out, g) {
 				out = append(out, g)
@@ -360,6 +389,29 @@ func (a *Authorizer) Grants(ctx context.Context, p *Principal) ([]Grant, error) 
 		out = kept
 	}
 	return out, nil
+}
+
+// Freeze returns the grants bindings give p now (p's user name and groups)
+// and the fingerprints of the bindings that give them, for an OIDC-login
+// session whose grants are frozen at login.
+func (a *Authorizer) Freeze(ctx context.Context, p *Principal) ([]Grant, []string, error) {
+	bs, _, err := a.bindings(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read role bindings: %w", err)
+	}
+	grants, prints := []Grant{}, []string{}
+	for _, b := range bs {
+		if !p.Matches(b.Subject) {
+			continue
+		}
+		if g := (Grant{Role: b.Role, Scope: b.Scope}); !slices.Contains(grants, g) {
+			grants = append(grants, g)
+		}
+		if f := b.Fingerprint(); !slices.Contains(prints, f) {
+			prints = append(prints, f)
+		}
+	}
+	return grants, prints, nil
 }
 
 // EffectiveGrants returns the grants after token narrowing.

@@ -36,9 +36,14 @@ type Session struct {
 	User     string   `json:"u"`
 	Provider string   `json:"p,omitempty"`
 	Grants   []string `json:"g,omitempty"` // frozen grants of OIDC logins
-	IssuedAt int64    `json:"iat"`
-	Expires  int64    `json:"exp"`
-	Seen     int64    `json:"seen"`
+	// Bindings are the fingerprints of the bindings that gave Grants at an
+	// OIDC login (Binding.Fingerprint).
+	Bindings []string `json:"b,omitempty"`
+	// Subject is the OIDC subject of an OIDC login.
+	Subject  string `json:"sub,omitempty"`
+	IssuedAt int64  `json:"iat"`
+	Expires  int64  `json:"exp"`
+	Seen     int64  `json:"seen"`
 }
 
 // Errors of session parsing; callers answer them all alike with 401.
