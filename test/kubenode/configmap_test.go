@@ -14,6 +14,7 @@ import (
 
 	"github.com/svcdns/svc/controllers/blocklists"
 	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 // sourceDigest is status.sources[name].digest of a BlockList.
@@ -97,10 +98,10 @@ spec:
   blockTTL: 1m
 `)
 	want := digestOf(map[string]string{"a.txt": "cm-blocked.example", "b.txt": "||cm-ads.example^\n"})
-	eventually(t, 40*time.Second, "status digest of the configMapRef source", func() bool {
+	nodetest.Eventually(t, 40*time.Second, "status digest of the configMapRef source", func() bool {
 		return sourceDigest(c, "cmlists", "from-cm", "cm") == want
 	})
-	eventually(t, 30*time.Second, "the data plane blocks the ConfigMap's names", func() bool {
+	nodetest.Eventually(t, 30*time.Second, "the data plane blocks the ConfigMap's names", func() bool {
 		return dp.rcode("cm-blocked.example") == dns.RcodeNameError && dp.rcode("x.cm-ads.example") == dns.RcodeNameError
 	})
 	if rc := dp.rcode("cm-other.example"); rc == dns.RcodeNameError {
@@ -123,10 +124,10 @@ spec:
       configMapRef: {name: rules}
 `)
 	want = digestOf(map[string]string{"a.txt": "cm-other.example"})
-	eventually(t, 30*time.Second, "status digest after the edit", func() bool {
+	nodetest.Eventually(t, 30*time.Second, "status digest after the edit", func() bool {
 		return sourceDigest(c, "cmlists", "from-cm", "cm") == want
 	})
-	eventually(t, 30*time.Second, "the data plane serves the edited list", func() bool {
+	nodetest.Eventually(t, 30*time.Second, "the data plane serves the edited list", func() bool {
 		return dp.rcode("cm-other.example") == dns.RcodeNameError && dp.rcode("cm-blocked.example") != dns.RcodeNameError
 	})
 }

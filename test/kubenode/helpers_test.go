@@ -7,11 +7,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +23,7 @@ import (
 
 	"github.com/svcdns/svc/internal/node"
 	"github.com/svcdns/svc/test/kube/kubeenv"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 var (
@@ -85,144 +84,23 @@ func kubeconfig(t *testing.T, cfg *rest.Config, host string) string {
 	return p
 }
 
-const nodeConfig = `
-node:
-  name: %NAME%
-  dataDir: %DATA%
-  lameduck: 200ms
-store:
-  driver: kube
-  kube:
-    startupTimeout: 20s
-    snapshot:
-      maxAge: 3s
-listeners:
-  dns:
-    - address: 127.0.0.1:0
-      protocols: [udp, tcp]
-  api:
-    address: 127.0.0.1:0
-  ops:
-    address: 127.0.0.1:0
-  metrics:
-    address: 127.0.0.1:0
-  internal:
-    address: 127.0.0.1:0
-  blockPage:
-    http: ""
-blocking:
-  allowLocalListURLs: true
-upstreams:
-  groups:
-    default:
-      servers: [127.0.0.1:1]
-      timeout: 200ms
-objectsDir: %OBJ%
-auth:
-  adminSocket:
-    path: %DATA%/service.sock
-`
+// testNode is a node of these tests; it is stopped when the test ends.
+type testNode struct{ *nodetest.Node }
 
-// logBuffer keeps a node's log for the test to search.
-type logBuffer struct {
-	t    *testing.T
-	name string
-	mu   sync.Mutex
-	b    strings.Builder
-	done bool // the test ended: stragglers are not logged
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.b.Write(p)
-	if !l.done {
-		l.t.Log(l.name + ": " + strings.TrimSpace(string(p)))
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) contains(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), s)
-}
-
-type testNode struct {
-	name    string
-	addrs   node.Addrs
-	log     *logBuffer
-	cancel  context.CancelFunc
-	done    chan error
-	stopped bool
-}
-
-// startNode runs node.Run in process with the role and extra environment.
+// startNode runs a node named name on the kube store in the role, with the
+// kubeconfig, the shared encryption key and extra environment.
 func startNode(t *testing.T, name, role, kubeconfigPath string, environ ...string) *testNode {
 	t.Helper()
-	dir := t.TempDir()
-	obj := filepath.Join(dir, "objects.d")
-	if err := os.MkdirAll(obj, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfg := strings.NewReplacer("%NAME%", name, "%DATA%", filepath.Join(dir, "data"), "%OBJ%", obj).Replace(nodeConfig)
-	cfgPath := filepath.Join(dir, "service.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tn := &testNode{name: name, log: &logBuffer{t: t, name: name}, done: make(chan error, 1)}
-	ctx, cancel := context.WithCancel(context.Background())
-	tn.cancel = cancel
-	ready := make(chan node.Addrs, 1)
-	environ = append([]string{"KUBECONFIG=" + kubeconfigPath, "SERVICE_ENCRYPTION_KEY=" + encryptionKey, "SERVICE_NAMESPACE=" + node.DefaultNamespace}, environ...)
-	go func() {
-		tn.done <- node.Run(ctx, node.Options{
-			ConfigPath: cfgPath, ConfigExplicit: true, Environ: environ, Role: role,
-			Stderr: tn.log, Ready: func(a node.Addrs) { ready <- a },
-		})
-	}()
-	select {
-	case tn.addrs = <-ready:
-	case err := <-tn.done:
-		t.Fatalf("node %s stopped before it was ready: %v", name, err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("node %s not ready within 60s", name)
-	}
-	t.Cleanup(tn.stop)
-	return tn
-}
-
-func (tn *testNode) stop() {
-	if tn.stopped {
-		return
-	}
-	tn.stopped = true
-	tn.cancel()
-	select {
-	case <-tn.done:
-	case <-time.After(15 * time.Second):
-		tn.log.t.Errorf("node %s did not stop within 15s", tn.name)
-	}
-	tn.log.mu.Lock()
-	tn.log.done = true
-	tn.log.mu.Unlock()
-}
-
-func (tn *testNode) udp() string {
-	for _, a := range tn.addrs.DNS {
-		if strings.HasPrefix(a, "udp/") {
-			return strings.TrimPrefix(a, "udp/")
-		}
-	}
-	return ""
+	return &testNode{nodetest.Start(t, nodetest.Name(name), nodetest.Role(role),
+		nodetest.KubeStore(20*time.Second, 3*time.Second),
+		nodetest.ExtraYAML("blocking:\n  allowLocalListURLs: true\n"),
+		nodetest.Env("KUBECONFIG="+kubeconfigPath, "SERVICE_ENCRYPTION_KEY="+encryptionKey, "SERVICE_NAMESPACE="+node.DefaultNamespace),
+		nodetest.Env(environ...))}
 }
 
 // query asks the node over UDP; nil on a transport error.
 func (tn *testNode) query(name string, qtype uint16) *dns.Msg {
-	c := &dns.Client{Net: "udp", Timeout: 500 * time.Millisecond}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qtype)
-	r, _, err := c.Exchange(m, tn.udp())
+	r, err := tn.Exchange("udp", 500*time.Millisecond, name, qtype)
 	if err != nil {
 		return nil
 	}
@@ -248,28 +126,6 @@ func (tn *testNode) rcode(name string) int {
 		return -1
 	}
 	return r.Rcode
-}
-
-func (tn *testNode) ready() bool {
-	resp, err := http.Get("http://" + tn.addrs.Ops + "/healthz/ready")
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not true within %s", what, d)
 }
 
 // apply server-side applies YAML documents as `kubectl apply

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 func ready(c client.Client, kind, ns, name string) bool {
@@ -68,16 +69,16 @@ func TestApplyServeAndStatus(t *testing.T) {
 	c := needEnv(t)
 	kc := kubeconfig(t, env.Config, "")
 	op := startNode(t, "op-a", node.RoleOperator, kc)
-	dp := startNode(t, "dp-a", node.RoleDataplane, kc, "SERVICE_INTERNAL_PEERS="+op.addrs.Internal)
-	if len(op.addrs.DNS) != 0 || op.addrs.API != "" {
-		t.Fatalf("operator node has DNS %v / API %q listeners", op.addrs.DNS, op.addrs.API)
+	dp := startNode(t, "dp-a", node.RoleDataplane, kc, "SERVICE_INTERNAL_PEERS="+op.Addrs.Internal)
+	if len(op.Addrs.DNS) != 0 || op.Addrs.API != "" {
+		t.Fatalf("operator node has DNS %v / API %q listeners", op.Addrs.DNS, op.Addrs.API)
 	}
 	apply(t, c, zoneDocs("a.test", "www.a.test", "192.0.2.1"))
-	eventually(t, 2*time.Second, "data plane answers www.a.test", func() bool { return dp.answersA("www.a.test", "192.0.2.1") })
-	eventually(t, 30*time.Second, "operator writes Ready", func() bool {
+	nodetest.Eventually(t, 2*time.Second, "data plane answers www.a.test", func() bool { return dp.answersA("www.a.test", "192.0.2.1") })
+	nodetest.Eventually(t, 30*time.Second, "operator writes Ready", func() bool {
 		return ready(c, "DNSZone", "", "a.test") && ready(c, "DNSRecordSet", "default", "a.test-hosts")
 	})
-	if !dp.ready() {
+	if !dp.Ready() {
 		t.Fatal("data plane not ready")
 	}
 }
@@ -96,13 +97,13 @@ func TestLeaderFetchesFollowersCopy(t *testing.T) {
 	defer lists.Close()
 
 	ops := []*testNode{startNode(t, "op-1", node.RoleOperator, kc), startNode(t, "op-2", node.RoleOperator, kc)}
-	peers := "SERVICE_INTERNAL_PEERS=" + ops[0].addrs.Internal + "," + ops[1].addrs.Internal
+	peers := "SERVICE_INTERNAL_PEERS=" + ops[0].Addrs.Internal + "," + ops[1].Addrs.Internal
 	dps := []*testNode{startNode(t, "dp-1", node.RoleDataplane, kc, peers), startNode(t, "dp-2", node.RoleDataplane, kc, peers)}
 
 	leader := -1
-	eventually(t, 40*time.Second, "an operator is elected", func() bool {
+	nodetest.Eventually(t, 40*time.Second, "an operator is elected", func() bool {
 		for i, o := range ops {
-			if o.log.contains("operator: elected leader") {
+			if o.Log.Contains("operator: elected leader") {
 				leader = i
 				return true
 			}
@@ -115,11 +116,11 @@ func TestLeaderFetchesFollowersCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder := *lease.Spec.HolderIdentity
-	ops[leader].stop()
+	ops[leader].Stop()
 	other := ops[1-leader]
-	eventually(t, 30*time.Second, "the lease moves to the other operator", func() bool {
+	nodetest.Eventually(t, 30*time.Second, "the lease moves to the other operator", func() bool {
 		l, err := cs.CoordinationV1().Leases(node.DefaultNamespace).Get(t.Context(), "service-operator", metav1.GetOptions{})
-		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != holder && other.log.contains("operator: elected leader")
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != holder && other.Log.Contains("operator: elected leader")
 	})
 
 	apply(t, c, fmt.Sprintf(`apiVersion: service.io/v1alpha1
@@ -146,11 +147,11 @@ spec:
   blockTTL: 1m
 `, lists.URL))
 	for _, dp := range dps {
-		eventually(t, 30*time.Second, dp.name+" blocks blocked.example", func() bool {
+		nodetest.Eventually(t, 30*time.Second, dp.Name+" blocks blocked.example", func() bool {
 			return dp.rcode("blocked.example") == dns.RcodeNameError && dp.rcode("x.ads.example") == dns.RcodeNameError
 		})
-		if !dp.log.contains("list body copied from peer") {
-			t.Errorf("%s did not copy the body from a peer", dp.name)
+		if !dp.Log.Contains("list body copied from peer") {
+			t.Errorf("%s did not copy the body from a peer", dp.Name)
 		}
 	}
 	time.Sleep(time.Second)
@@ -167,23 +168,23 @@ func TestAPIServerOutage(t *testing.T) {
 	p := kubeenv.NewProxy(t, host)
 	dp := startNode(t, "dp-c", node.RoleDataplane, kubeconfig(t, env.Config, "https://"+p.Addr))
 	apply(t, c, zoneDocs("c.test", "www.c.test", "192.0.2.3"))
-	eventually(t, 5*time.Second, "answers www.c.test", func() bool { return dp.answersA("www.c.test", "192.0.2.3") })
-	eventually(t, 5*time.Second, "ready", dp.ready)
+	nodetest.Eventually(t, 5*time.Second, "answers www.c.test", func() bool { return dp.answersA("www.c.test", "192.0.2.3") })
+	nodetest.Eventually(t, 5*time.Second, "ready", dp.Ready)
 
 	p.Cut()
 	cutAt := time.Now()
 	if !dp.answersA("www.c.test", "192.0.2.3") {
 		t.Fatal("no answer right after the cut")
 	}
-	eventually(t, 15*time.Second, "not ready and SERVFAIL past maxAge", func() bool {
-		return !dp.ready() && dp.rcode("www.c.test") == dns.RcodeServerFailure
+	nodetest.Eventually(t, 15*time.Second, "not ready and SERVFAIL past maxAge", func() bool {
+		return !dp.Ready() && dp.rcode("www.c.test") == dns.RcodeServerFailure
 	})
 	if d := time.Since(cutAt); d < 2*time.Second {
 		t.Fatalf("stale after %s, before maxAge 3s", d)
 	}
 	p.Restore(t)
-	eventually(t, 60*time.Second, "recovers after the apiserver returns", func() bool {
-		return dp.ready() && dp.answersA("www.c.test", "192.0.2.3")
+	nodetest.Eventually(t, 60*time.Second, "recovers after the apiserver returns", func() bool {
+		return dp.Ready() && dp.answersA("www.c.test", "192.0.2.3")
 	})
 }
 
@@ -195,7 +196,7 @@ func TestServiceAccountTokenAPI(t *testing.T) {
 	cs := kubernetes.NewForConfigOrDie(env.Config)
 	dp := startNode(t, "dp-d", node.RoleDataplane, kubeconfig(t, env.Config, ""))
 	apply(t, c, zoneDocs("d.test", "www.d.test", "192.0.2.4"))
-	eventually(t, 5*time.Second, "answers www.d.test", func() bool { return dp.answersA("www.d.test", "192.0.2.4") })
+	nodetest.Eventually(t, 5*time.Second, "answers www.d.test", func() bool { return dp.answersA("www.d.test", "192.0.2.4") })
 
 	if _, err := cs.CoreV1().ServiceAccounts("team").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "exporter"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -230,7 +231,7 @@ func TestServiceAccountTokenAPI(t *testing.T) {
 	}
 	// a denial is cached for 30 s (spec); a fresh node sees the binding at once
 	dp2 := startNode(t, "dp-d2", node.RoleDataplane, kubeconfig(t, env.Config, ""))
-	eventually(t, 20*time.Second, "bound service account allowed", func() bool { return apiGet(t, dp2, tr.Status.Token) == http.StatusOK })
+	nodetest.Eventually(t, 20*time.Second, "bound service account allowed", func() bool { return apiGet(t, dp2, tr.Status.Token) == http.StatusOK })
 
 	// A write it is allowed by SubjectAccessReview lands in the audit trail
 	// with the decision path "sar" and the service account as the actor.
@@ -269,7 +270,7 @@ func TestServiceAccountTokenAPI(t *testing.T) {
 func apiDo(t *testing.T, tn *testNode, token, method, path string) (int, []byte) {
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(method, "https://"+tn.addrs.API+"/api/v1"+path, nil)
+	req, _ := http.NewRequest(method, "https://"+tn.Addrs.API+"/api/v1"+path, nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -284,7 +285,7 @@ func apiDo(t *testing.T, tn *testNode, token, method, path string) (int, []byte)
 func apiGet(t *testing.T, tn *testNode, token string) int {
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest(http.MethodGet, "https://"+tn.addrs.API+"/api/v1/zones/d.test/export", nil)
+	req, _ := http.NewRequest(http.MethodGet, "https://"+tn.Addrs.API+"/api/v1/zones/d.test/export", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := hc.Do(req)
 	if err != nil {
