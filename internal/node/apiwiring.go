@@ -6,17 +6,21 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/policy/toggle"
 	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/objectsdir"
+	"github.com/svcdns/svc/internal/oidc"
 	"github.com/svcdns/svc/internal/settings"
 )
 
@@ -48,6 +52,36 @@ func apiOptions(cfg *settings.Config, nodeName string, environ []string) (api.Op
 		Env:                env,
 		GenerateKey:        true,
 	}, nil
+}
+
+// identityProviders builds the OIDC providers of auth.identityProviders
+// (decoded strictly: an unknown key or a bad value stops the start). With the
+// kube store, clientSecretRef is read from a Secret in the service's
+// namespace; otherwise only clientSecretFile can name a secret.
+func identityProviders(cfg *settings.Config, st *openedStore, ns string, log *slog.Logger) (*oidc.Set, error) {
+	specs, err := oidc.DecodeSpecs(cfg.Auth.IdentityProviders)
+	if err != nil {
+		return nil, err
+	}
+	opts := oidc.Options{Logger: log.With("component", "oidc")}
+	if st != nil && st.rest != nil {
+		cs, err := kubernetes.NewForConfig(st.rest)
+		if err != nil {
+			return nil, fmt.Errorf("identity providers: kubernetes client: %w", err)
+		}
+		opts.SecretRef = func(ctx context.Context, name, key string) ([]byte, error) {
+			sec, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			v, ok := sec.Data[key]
+			if !ok {
+				return nil, fmt.Errorf("secret %s/%s has no key %s", ns, name, key)
+			}
+			return v, nil
+		}
+	}
+	return oidc.NewSet(specs, opts)
 }
 
 // envLookup serves the node's environment (tests pass their own).

@@ -307,11 +307,15 @@ func Run(ctx context.Context, opts Options) error {
 		if err != nil {
 			return err
 		}
+		idps, err := identityProviders(cfg, st, namespace(env), logger)
+		if err != nil {
+			return fmt.Errorf("api: %w", err)
+		}
 		apiOpts.Stdout = opts.Stderr
 		apiSrv, err := api.New(ctx, apiOpts, api.Deps{
 			Store: st, Settings: settingsService{mgr}, DNS: dnsService{dp: dp, toggle: blk.toggle, node: nodeName},
 			Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
-			Bearer: bearers, Logger: logger.With("component", "api"),
+			Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
 			QueryLog: qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
 			BlockListRules: listRules{blk.fetcher}, BlockListRefresher: listRefresher{blk},
 			Cluster: clusterInfo{driver: cfg.Store.Driver, node: nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
