@@ -98,45 +98,42 @@ func TestNodeHealthNameAndLameduck(t *testing.T) {
 	if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
 		t.Fatalf("health name answered %s with %d records, want NOERROR with one TXT", dns.RcodeToString[r.Rcode], len(r.Answer))
 	}
-	resp, err := http.Get("http://" + tn.Addrs.Ops + "/healthz/ready")
-	if err != nil {
-		t.Fatal(err)
+	if code := opsCall(t, tn, "GET", "/healthz/ready"); code != 200 {
+		t.Fatalf("ready = %d, want 200", code)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("ready = %d, want 200", resp.StatusCode)
-	}
-	resp, err = http.Post("http://"+tn.Addrs.Ops+"/lameduck?duration=30s", "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("lameduck = %d, want 202", resp.StatusCode)
+	if code := opsCall(t, tn, "POST", "/lameduck?duration=30s"); code != http.StatusAccepted {
+		t.Fatalf("lameduck = %d, want 202", code)
 	}
 	if r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	resp, err = http.Get("http://" + tn.Addrs.Ops + "/healthz/ready")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable {
-		t.Fatalf("ready in lameduck = %d, want 503", resp.StatusCode)
+	if code := opsCall(t, tn, "GET", "/healthz/ready"); code != http.StatusServiceUnavailable {
+		t.Fatalf("ready in lameduck = %d, want 503", code)
 	}
 	// Listeners keep serving during lameduck.
 	if r := tn.Query(t, "tcp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeServerFailure {
 		t.Fatalf("tcp health name in lameduck = %s, want SERVFAIL", dns.RcodeToString[r.Rcode])
 	}
-	resp, err = http.Post("http://"+tn.Addrs.Ops+"/lameduck?cancel=true", "", nil)
+	opsCall(t, tn, "POST", "/lameduck?cancel=true")
+	if r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeSuccess {
+		t.Fatalf("health name after cancel = %s, want NOERROR", dns.RcodeToString[r.Rcode])
+	}
+}
+
+// opsCall sends a bodiless request to the node's ops listener and returns
+// the status code.
+func opsCall(t *testing.T, tn *nodetest.Node, method, path string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+tn.Addrs.Ops+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if r := tn.Query(t, "udp", "health.service.internal", dns.TypeTXT); r.Rcode != dns.RcodeSuccess {
-		t.Fatalf("health name after cancel = %s, want NOERROR", dns.RcodeToString[r.Rcode])
-	}
+	return resp.StatusCode
 }
 
 func TestNodeRefusesBadStartup(t *testing.T) {
