@@ -24,6 +24,9 @@ import (
 // Spec is one provider's settings: the IdentityProvider spec (with id).
 type Spec = iam.IdentityProviderSpec
 
+// SecretKeyRef names a key of a Secret holding a client secret.
+type SecretKeyRef = iam.SecretKeyRef
+
 // Defaults of a provider's settings.
 const (
 	DefaultUsernameClaim = "sub"
