@@ -68,6 +68,9 @@ func BenchmarkWriteRows(b *testing.B) {
 	runtime.ReadMemStats(&ms)
 	b.ReportMetric(float64(n)/el.Seconds(), "rows/s")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heapMiB")
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapAlloc)/(1<<20), "liveMiB") // after GC: what the writer keeps
 	b.ReportMetric(bytesPerRow(b, w.store.w, n), "B/row")
 }
 

@@ -65,45 +65,74 @@ func statusPostValue(stored any) uint32 {
 
 // postingBuilder collects one batch's postings; reused between batches.
 type postingBuilder struct {
-	idx   map[int64]int
-	list  []posting
+	idx   map[int64]int32
+	keys  []postHead
+	ents  []postEnt
 	blobs [][]byte // encoded ids, reused
 }
 
-type posting struct {
-	key  int64
-	ids  []int64
-	tags []uint16 // domain and client postings
+// A batch's postings live in two slices reused from batch to batch, so the
+// builder keeps at most one entry per row and posting key of the largest
+// batch: keys (one per posting) and ents (one per id, linked per key; ids
+// arrive in increasing order).
+type postHead struct {
+	key        int64
+	head, tail int32
+	tagged     bool
+}
+
+type postEnt struct {
+	id   int64
+	next int32
+	tag  uint16
 }
 
 func (p *postingBuilder) reset() {
 	if p.idx == nil {
-		p.idx = map[int64]int{}
+		p.idx = map[int64]int32{}
 	}
 	clear(p.idx)
-	for i := range p.list {
-		p.list[i].ids, p.list[i].tags = p.list[i].ids[:0], p.list[i].tags[:0]
-	}
-	p.list = p.list[:0]
+	p.keys, p.ents = p.keys[:0], p.ents[:0]
 }
 
 func (p *postingBuilder) add(key, id int64, tag uint16, withTag bool) {
+	e := int32(len(p.ents))
+	p.ents = append(p.ents, postEnt{id: id, next: -1, tag: tag})
 	i, ok := p.idx[key]
 	if !ok {
-		i = len(p.list)
-		p.idx[key] = i
-		if i < cap(p.list) {
-			p.list = p.list[:i+1]
-			p.list[i].key = key
-		} else {
-			p.list = append(p.list, posting{key: key})
+		p.idx[key] = int32(len(p.keys))
+		p.keys = append(p.keys, postHead{key: key, head: e, tail: e, tagged: withTag})
+		return
+	}
+	h := &p.keys[i]
+	p.ents[h.tail].next = e
+	h.tail = e
+}
+
+// sortKeys orders the postings by key (inserts in key order).
+func (p *postingBuilder) sortKeys() {
+	sort.Slice(p.keys, func(i, j int) bool { return p.keys[i].key < p.keys[j].key })
+}
+
+// encode returns posting i's key, first id and ids blob (in buf; nil when
+// there is nothing after the first id).
+func (p *postingBuilder) encode(i int, buf []byte) (key, first int64, blob []byte) {
+	h := &p.keys[i]
+	e := &p.ents[h.head]
+	first = e.id
+	buf = buf[:0]
+	if h.tagged {
+		buf = binary.LittleEndian.AppendUint16(buf, e.tag)
+	}
+	for prev := e.id; e.next >= 0; {
+		e = &p.ents[e.next]
+		buf = binary.AppendUvarint(buf, uint64(e.id-prev))
+		if h.tagged {
+			buf = binary.LittleEndian.AppendUint16(buf, e.tag)
 		}
+		prev = e.id
 	}
-	e := &p.list[i]
-	e.ids = append(e.ids, id)
-	if withTag {
-		e.tags = append(e.tags, tag)
-	}
+	return h.key, first, buf
 }
 
 // addRow adds a row's domain, client and status (stored value).
@@ -120,22 +149,6 @@ func (p *postingBuilder) addRow(id int64, domain, client string, status any) {
 	if status != nil {
 		p.add(postKey(b, postStatus, statusPostValue(status)), id, 0, false)
 	}
-}
-
-// encodeIDs is the ids blob of a posting (ids ascending, the first in the
-// key; tags nil for statuses).
-func encodeIDs(buf []byte, ids []int64, tags []uint16) []byte {
-	buf = buf[:0]
-	if tags != nil {
-		buf = binary.LittleEndian.AppendUint16(buf, tags[0])
-	}
-	for i := 1; i < len(ids); i++ {
-		buf = binary.AppendUvarint(buf, uint64(ids[i]-ids[i-1]))
-		if tags != nil {
-			buf = binary.LittleEndian.AppendUint16(buf, tags[i])
-		}
-	}
-	return buf
 }
 
 // decodeIDs appends the ids of a posting with lo <= id < hi and, when
@@ -178,43 +191,36 @@ func postingsInsertSQL(n int) string {
 // write inserts the batch's postings in key order, postingsChunk per
 // statement (one statement per posting cost twice as much).
 func (p *postingBuilder) write(d *dconn) error {
-	sort.Slice(p.list, func(i, j int) bool { return p.list[i].key < p.list[j].key })
+	p.sortKeys()
 	if len(p.blobs) < postingsChunk {
 		p.blobs = make([][]byte, postingsChunk)
 	}
-	for rest := p.list; len(rest) > 0; {
-		n := len(rest)
-		if n >= postingsChunk {
+	for next := 0; next < len(p.keys); {
+		n := 1
+		if len(p.keys)-next >= postingsChunk {
 			n = postingsChunk
-		} else {
-			n = 1
 		}
 		st, err := d.stmt(postingsInsertSQL(n))
 		if err != nil {
 			return fmt.Errorf("insert postings: %w", err)
 		}
 		d.nv = d.nv[:0]
-		for i := range rest[:n] {
-			e := &rest[i]
+		for i := range n {
 			// Each blob stays alive until the statement ran: the driver
 			// copies it when it binds.
-			var tags []uint16
-			if len(e.tags) > 0 {
-				tags = e.tags
-			}
-			b := encodeIDs(p.blobs[i][:0], e.ids, tags)
+			key, first, b := p.encode(next+i, p.blobs[i])
 			p.blobs[i] = b
 			var blob any
 			if len(b) > 0 {
 				blob = b
 			}
-			d.nv = append(d.nv, driver.NamedValue{Ordinal: 3*i + 1, Value: e.key},
-				driver.NamedValue{Ordinal: 3*i + 2, Value: e.ids[0]}, driver.NamedValue{Ordinal: 3*i + 3, Value: blob})
+			d.nv = append(d.nv, driver.NamedValue{Ordinal: 3*i + 1, Value: key},
+				driver.NamedValue{Ordinal: 3*i + 2, Value: first}, driver.NamedValue{Ordinal: 3*i + 3, Value: blob})
 		}
 		if err := d.execNV(st); err != nil {
 			return fmt.Errorf("insert postings: %w", err)
 		}
-		rest = rest[n:]
+		next += n
 	}
 	return nil
 }
@@ -317,15 +323,15 @@ func buildPostings(ctx context.Context, db sqlExecQuerier, from int64, batch int
 		if err != nil {
 			return fmt.Errorf("build postings: %w", err)
 		}
-		sort.Slice(pb.list, func(i, j int) bool { return pb.list[i].key < pb.list[j].key })
-		for i := range pb.list {
-			e := &pb.list[i]
-			var tags []uint16
-			if len(e.tags) > 0 {
-				tags = e.tags
+		pb.sortKeys()
+		for i := range pb.keys {
+			var key, first int64
+			key, first, buf = pb.encode(i, buf)
+			var blob any
+			if len(buf) > 0 {
+				blob = buf
 			}
-			buf = encodeIDs(buf, e.ids, tags)
-			if _, err := db.ExecContext(ctx, postingsSQL, e.key, e.ids[0], buf); err != nil {
+			if _, err := db.ExecContext(ctx, postingsSQL, key, first, blob); err != nil {
 				return fmt.Errorf("build postings: %w", err)
 			}
 		}
