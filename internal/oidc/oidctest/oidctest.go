@@ -42,7 +42,9 @@ type Provider struct {
 	TokenNonce string
 	// DiscoveryDown makes the discovery document answer 503.
 	DiscoveryDown bool
-	codes         map[string]grant
+	// TokenStatus, when set, is the status of every /token answer.
+	TokenStatus int
+	codes       map[string]grant
 	// Requests counts requests per path.
 	requests map[string]int
 }
@@ -151,6 +153,13 @@ func (p *Provider) authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	status := p.TokenStatus
+	p.mu.Unlock()
+	if status != 0 {
+		http.Error(w, "token endpoint failing", status)
+		return
+	}
 	if r.Method != http.MethodPost || r.ParseForm() != nil {
 		tokenError(w, http.StatusBadRequest, "invalid_request")
 		return
