@@ -183,16 +183,17 @@ func (s *Server) closeLocked() {
 // platform has them (udp_linux.go), else one datagram per syscall.
 func (s *Server) serveUDP(c *net.UDPConn) {
 	defer s.wg.Done()
-	if !s.cfg.DisableUDPBatch && s.serveUDPBatch(c) {
+	r := newUDPReplier(s, c)
+	if !s.cfg.DisableUDPBatch && s.serveUDPBatch(c, r) {
 		return
 	}
-	s.serveUDPSingle(c)
+	s.serveUDPSingle(c, r)
 }
 
 // serveUDPSingle is the portable read loop: the query value owns the read
 // and write buffers, so the common query allocates nothing.
-func (s *Server) serveUDPSingle(c *net.UDPConn) {
-	var lc udpLoop
+func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
+	lc := udpLoop{reply: r}
 	for {
 		q := getQuery()
 		buf := q.in[:cap(q.in)]
@@ -223,6 +224,7 @@ type udpLoop struct {
 	cache *cache.Cache
 	lim   *ratelimit.Limiter
 	proxy bool
+	reply *udpReplier // answers of detached queries
 }
 
 func (l *udpLoop) begin(s *Server, now time.Time) {
@@ -277,7 +279,7 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 		// The query needs an upstream: a worker finishes it and writes the
 		// answer, so this loop keeps reading.
 		s.wg.Add(1)
-		if s.dispatch(job{q: q, c: c, addr: addr}) {
+		if s.dispatch(job{q: q, r: l.reply, addr: addr}) {
 			return nil, true
 		}
 		s.wg.Done()
@@ -298,18 +300,18 @@ func (s *Server) proxyReject(peer netip.AddrPort, err error) {
 // ProxyRejected counts what the PROXY protocol policy refused.
 func (s *Server) ProxyRejected() uint64 { return s.proxyRejected.Load() }
 
-func (s *Server) finishUDP(c *net.UDPConn, q *Query, addr netip.AddrPort) {
-	defer s.wg.Done()
+// finishUDP runs a detached query on from the upstream stage and hands its
+// answer to the socket's replier, which releases q and its s.wg count once
+// the answer is sent.
+func (s *Server) finishUDP(r *udpReplier, q *Query, addr netip.AddrPort) {
 	q.detachable = false
 	s.run(q)
-	s.writeUDP(c, q, addr)
-}
-
-func (s *Server) writeUDP(c *net.UDPConn, q *Query, addr netip.AddrPort) {
 	if b := s.encode(q); b != nil {
-		_, _ = c.WriteToUDPAddrPort(b, addr)
+		r.reply(q, b, addr)
+		return
 	}
 	putQuery(q)
+	s.wg.Done()
 }
 
 func (s *Server) acceptTCP(ln net.Listener) {

@@ -43,7 +43,7 @@ type batchLoop struct {
 	sendFn func(fd uintptr) bool
 }
 
-func (s *Server) serveUDPBatch(c *net.UDPConn) bool {
+func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return false
@@ -62,7 +62,7 @@ func (s *Server) serveUDPBatch(c *net.UDPConn) bool {
 			}
 		}
 	}()
-	var lc udpLoop
+	lc := udpLoop{reply: r}
 	for {
 		b.got, b.err = 0, nil
 		if err := rc.Read(b.readFn); err != nil || b.err != nil {

@@ -23,10 +23,10 @@ const (
 )
 
 // job is one query handed to a worker: a detached UDP query answered to
-// addr on c, or a TCP query answered on tc.
+// addr through r, or a TCP query answered on tc.
 type job struct {
 	q    *Query
-	c    *net.UDPConn
+	r    *udpReplier
 	addr netip.AddrPort
 	tc   *tcpConn
 }
@@ -120,7 +120,7 @@ func (s *Server) runJob(j job) {
 		j.tc.answer(s, j.q)
 		return
 	}
-	s.finishUDP(j.c, j.q, j.addr)
+	s.finishUDP(j.r, j.q, j.addr)
 }
 
 // shed gives up on a UDP query that would wait for an upstream while

@@ -1,0 +1,175 @@
+package dataplane
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"sync"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpReplier sends the answers of detached queries (cache misses answered
+// by workers) on one socket, batched: the worker that finds no flush going
+// on becomes the flusher, yields once so that the other workers whose
+// upstream answers arrived in the same wake-up queue theirs, then sends
+// everything queued with sendmmsg until the queue is empty. The others only
+// queue. A queued Query stays owned by the replier (its answer is in q.out)
+// and is released, and its s.wg count dropped, once sent; so Shutdown still
+// waits for every answer to be written.
+type udpReplier struct {
+	s  *Server
+	c  *net.UDPConn
+	rc syscall.RawConn
+
+	mu       sync.Mutex
+	queue    []queuedReply
+	spare    []queuedReply
+	flushing bool
+
+	// The flusher's sendmmsg state; only the flusher touches it.
+	hdrs  [udpBatch]unix.Mmsghdr
+	iovs  [udpBatch]unix.Iovec
+	names [udpBatch]unix.RawSockaddrInet6
+	n     int
+	sent  int
+	err   error
+	fn    func(fd uintptr) bool
+}
+
+type queuedReply struct {
+	q    *Query
+	addr netip.AddrPort
+}
+
+func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier {
+	r := &udpReplier{s: s, c: c}
+	r.rc, _ = c.SyscallConn()
+	r.fn = r.send
+	return r
+}
+
+// reply sends q's answer b (in q.out) to addr, now or with the next batch,
+// then releases q and its s.wg count.
+func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort) {
+	if r.rc == nil {
+		_, _ = r.c.WriteToUDPAddrPort(b, addr)
+		putQuery(q)
+		r.s.wg.Done()
+		return
+	}
+	q.out = b
+	r.mu.Lock()
+	r.queue = append(r.queue, queuedReply{q, addr})
+	if r.flushing {
+		r.mu.Unlock()
+		return
+	}
+	r.flushing = true
+	r.mu.Unlock()
+	// Let the other workers made runnable by the same upstream read queue
+	// their answers first; with nothing else to run this returns at once.
+	runtime.Gosched()
+	for {
+		r.mu.Lock()
+		batch := r.queue
+		if len(batch) == 0 {
+			r.flushing = false
+			r.mu.Unlock()
+			return
+		}
+		r.queue, r.spare = r.spare[:0], nil
+		r.mu.Unlock()
+		all := batch
+		for len(batch) > 0 {
+			k := min(len(batch), udpBatch)
+			r.flush(batch[:k])
+			for i := range batch[:k] {
+				putQuery(batch[i].q)
+				batch[i] = queuedReply{}
+				r.s.wg.Done()
+			}
+			batch = batch[k:]
+		}
+		r.mu.Lock()
+		r.spare = all[:0]
+		if cap(r.spare) > 4*udpBatch {
+			r.spare = nil // a burst's backlog is not kept
+		}
+		r.mu.Unlock()
+	}
+}
+
+// flush sends up to udpBatch answers with as few sendmmsg calls as the
+// kernel allows; a datagram the kernel refuses is skipped, a lost answer.
+func (r *udpReplier) flush(batch []queuedReply) {
+	r.n = 0
+	for _, e := range batch {
+		b := e.q.out
+		sa := &r.names[r.n]
+		nl := putSockaddr(sa, e.addr)
+		if nl == 0 || len(b) == 0 {
+			continue
+		}
+		r.iovs[r.n].Base = &b[0]
+		r.iovs[r.n].SetLen(len(b))
+		h := &r.hdrs[r.n].Hdr
+		h.Name = (*byte)(unsafe.Pointer(sa))
+		h.Namelen = nl
+		h.Iov = &r.iovs[r.n]
+		h.SetIovlen(1)
+		r.n++
+	}
+	r.sent = 0
+	for r.sent < r.n {
+		r.err = nil
+		if err := r.rc.Write(r.fn); err != nil {
+			break // closed
+		}
+		if r.err != nil {
+			r.sent++
+		}
+	}
+	for i := range r.n {
+		r.iovs[i].Base = nil // do not pin answers of released queries
+	}
+}
+
+func (r *udpReplier) send(fd uintptr) bool {
+	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[r.sent])), uintptr(r.n-r.sent), 0, 0, 0)
+	switch errno {
+	case 0:
+		r.sent += int(n)
+		return true
+	case unix.EAGAIN, unix.EINTR:
+		return false
+	}
+	r.err = errno
+	return true
+}
+
+// putSockaddr writes addr as the socket reported it (IPv4, or IPv6 with
+// IPv4-mapped addresses on dual-stack sockets) and returns its length.
+func putSockaddr(sa *unix.RawSockaddrInet6, addr netip.AddrPort) uint32 {
+	*sa = unix.RawSockaddrInet6{}
+	ip := addr.Addr()
+	port := addr.Port()
+	if ip.Is4() {
+		v4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(sa))
+		v4.Family = unix.AF_INET
+		p := (*[2]byte)(unsafe.Pointer(&v4.Port))
+		p[0], p[1] = byte(port>>8), byte(port)
+		v4.Addr = ip.As4()
+		return unix.SizeofSockaddrInet4
+	}
+	if !ip.Is6() {
+		return 0
+	}
+	sa.Family = unix.AF_INET6
+	p := (*[2]byte)(unsafe.Pointer(&sa.Port))
+	p[0], p[1] = byte(port>>8), byte(port)
+	sa.Addr = ip.As16()
+	return unix.SizeofSockaddrInet6
+}

@@ -1,0 +1,23 @@
+//go:build !linux
+
+package dataplane
+
+import (
+	"net"
+	"net/netip"
+)
+
+// udpReplier writes each detached answer with its own syscall here.
+type udpReplier struct {
+	s *Server
+	c *net.UDPConn
+}
+
+func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier { return &udpReplier{s: s, c: c} }
+
+// reply sends b to addr, then releases q and its s.wg count.
+func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort) {
+	_, _ = r.c.WriteToUDPAddrPort(b, addr)
+	putQuery(q)
+	r.s.wg.Done()
+}
