@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -125,6 +126,88 @@ type udpSock struct {
 	nAband    int  // entries written to abandoned, ever
 	retired   bool // takes no new queries; closes when pending is empty
 	dead      bool // closed
+
+	// Queries queued for sending (send); wmu guards the w* fields.
+	wmu       sync.Mutex
+	wq        []udpOut
+	warena    []byte // the queued queries' bytes, copied
+	wspareQ   []udpOut
+	wspareA   []byte
+	wflushing bool
+	w         udpWriter // the flusher's sendmmsg state (platform)
+}
+
+// udpOut is one query queued for sending: its bytes are
+// warena[off:off+n].
+type udpOut struct {
+	id     uint16
+	uq     *udpQuery
+	off, n int
+}
+
+// sendError is the error of a failed write delivered to a query; it
+// matches errSend.
+type sendError struct{ err error }
+
+func (e *sendError) Error() string   { return e.err.Error() }
+func (e *sendError) Unwrap() error   { return e.err }
+func (e *sendError) Is(t error) bool { return t == errSend }
+
+var errSend = errors.New("udp send failed")
+
+// udpSendKeep bounds the send buffers a socket keeps after a burst.
+const udpSendKeep = 64 << 10
+
+// send queues q (copied) for writing on s. The caller that finds no flush
+// going on becomes the flusher: it yields once, so that the other queries
+// made runnable in the same wake-up (a batch of cache misses read by the
+// data plane) queue theirs, then writes everything queued with as few
+// syscalls as the platform allows (sendmmsg on Linux) until the queue is
+// empty. A datagram the kernel refuses fails its query with the error
+// (failSend), as the write of its own would have.
+func (s *udpSock) send(id uint16, uq *udpQuery, q []byte) {
+	s.wmu.Lock()
+	s.wq = append(s.wq, udpOut{id: id, uq: uq, off: len(s.warena), n: len(q)})
+	s.warena = append(s.warena, q...)
+	if s.wflushing {
+		s.wmu.Unlock()
+		return
+	}
+	s.wflushing = true
+	s.wmu.Unlock()
+	runtime.Gosched()
+	for {
+		s.wmu.Lock()
+		batch, arena := s.wq, s.warena
+		if len(batch) == 0 {
+			s.wflushing = false
+			s.wmu.Unlock()
+			return
+		}
+		s.wq, s.warena = s.wspareQ[:0], s.wspareA[:0]
+		s.wspareQ, s.wspareA = nil, nil
+		s.wmu.Unlock()
+		s.writeBatch(batch, arena)
+		clear(batch) // do not pin finished queries
+		s.wmu.Lock()
+		if cap(arena) <= udpSendKeep {
+			s.wspareQ, s.wspareA = batch[:0], arena[:0]
+		}
+		s.wmu.Unlock()
+	}
+}
+
+// failSend delivers a write error to o's query if it still waits.
+func (s *udpSock) failSend(o udpOut, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[o.id] != o.uq {
+		return // given up meanwhile
+	}
+	delete(s.pending, o.id)
+	o.uq.err = &sendError{err}
+	o.uq.done <- struct{}{}
+	s.closeIfDrainedLocked()
 }
 
 // udpQuery is one outstanding query. done receives exactly once per
@@ -160,12 +243,8 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 		return nil, err
 	}
 	id := binary.BigEndian.Uint16(q)
-	if _, err := s.c.Write(q); err != nil {
-		if s.cancel(id, uq, false) {
-			udpQueries.Put(uq)
-		}
-		return nil, ioErr(ctx, "udp write", err)
-	}
+	// A failed write is delivered to uq like an answer (failSend).
+	s.send(id, uq, q)
 	select {
 	case <-uq.done:
 	case <-ctx.Done():
@@ -182,6 +261,9 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 	n, err := uq.n, uq.err
 	udpQueries.Put(uq)
 	if err != nil {
+		if errors.Is(err, errSend) {
+			return nil, ioErr(ctx, "udp write", errors.Unwrap(err))
+		}
 		return nil, err
 	}
 	return buf[:n], nil
@@ -268,6 +350,7 @@ func (p *udpPool) replace(ctx context.Context, i uint32, old *udpSock) (*udpSock
 		return nil, fmt.Errorf("dial udp %s: %w", p.addr.HostPort(), last)
 	}
 	s := &udpSock{p: p, c: c, remote: remote, born: time.Now(), pending: make(map[uint16]*udpQuery, 16)}
+	s.w.init(c)
 	p.slots[i].Store(s)
 	p.live[s] = struct{}{}
 	p.wg.Add(1)

@@ -1,0 +1,20 @@
+//go:build !linux
+
+package upstream
+
+import "net"
+
+// udpWriter has no state where there is no sendmmsg.
+type udpWriter struct{}
+
+func (w *udpWriter) init(c *net.UDPConn) {}
+
+// writeBatch writes the queued queries one by one; each one the kernel
+// refuses fails its query.
+func (s *udpSock) writeBatch(batch []udpOut, arena []byte) {
+	for _, o := range batch {
+		if _, err := s.c.Write(arena[o.off : o.off+o.n]); err != nil {
+			s.failSend(o, err)
+		}
+	}
+}
