@@ -350,3 +350,78 @@ func TestFiltersAcrossBuckets(t *testing.T) {
 	checkFilters(t, w, want, Filter{Client: "10.9.9.9"}, Filter{Client: "10.9.9.9", Status: "cached"},
 		Filter{Until: base.Add(10 * time.Minute), Domain: "d3.example"}, Filter{Since: base.Add(50 * time.Minute), Client: "10.0.0.2", List: "list0"})
 }
+
+// The clients table's changes wait in memory between writes: Clients
+// overlays them at once, Close writes them, a reopened file has them.
+func TestClientsPendingOverlayAndClose(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = t.TempDir(), 0
+	now := time.Now()
+	w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := row(now.Add(-time.Minute), "a.example", "10.0.0.1", "cached")
+	r.ClientName, r.Group = "laptop", "kids"
+	w.Enqueue(r)
+	r2 := row(now.Add(-time.Second), "b.example", "10.0.0.1", "cached")
+	w.Enqueue(r2)
+	flush(t, w)
+	check := func(w *Writer) {
+		t.Helper()
+		cl, err := w.Clients(context.Background(), ClientsRequest{})
+		if err != nil || len(cl.Items) != 1 {
+			t.Fatalf("clients %+v %v", cl, err)
+		}
+		it := cl.Items[0]
+		if it.Name != "laptop" || it.Group != "kids" || it.LastSeen == nil || !it.LastSeen.Equal(time.UnixMicro(r2.Time.UnixMicro())) {
+			t.Fatalf("client %+v, want laptop/kids last seen %v", it, r2.Time)
+		}
+	}
+	check(w)
+	var n int
+	if err := w.store.r.QueryRow("SELECT count(*) FROM clients").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("clients written before they were due: %d %v", n, err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openTest(t, cfg, Options{Now: func() time.Time { return now }})
+	check(w2)
+}
+
+// After retention and the size cap deleted rows, the postings of the
+// deleted rows are gone or skipped: filtered pages list the rows left.
+func TestFiltersAfterDeletes(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &clock{t: base}
+	cfg := DefaultConfig()
+	cfg.RetentionRaw = time.Hour
+	w := openTest(t, cfg, Options{Now: c.now})
+	src := layoutRows(40_000, base) // one row a second: 11 hours
+	for i := 0; i < len(src); i += 5000 {
+		batch := append([]Row(nil), src[i:i+5000]...)
+		if err := w.write(context.Background(), batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.set(src[len(src)-1].Time)
+	if err := w.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cut := c.now().Add(-time.Hour)
+	var want []Row
+	for _, r := range normalizeRows(src, 1) {
+		if !r.Time.Before(cut) {
+			want = append(want, r)
+		}
+	}
+	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after retention: %d rows, want %d", len(got), len(want))
+	}
+	var below int
+	if err := w.store.r.QueryRow("SELECT count(*) FROM postings WHERE k < ?", postKey(bucketOf(want[0].ID), 0, 0)).Scan(&below); err != nil || below != 0 {
+		t.Fatalf("%d postings of deleted buckets left: %v", below, err)
+	}
+	checkFilters(t, w, want)
+}
