@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/miekg/dns"
@@ -421,7 +422,8 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		return q.fail(StatusRefused, ReasonNoUpstream, dns.RcodeRefused)
 	}
 	lower := q.fwdLower()
-	name := string(wire.AppendPresentation(nil, lower))
+	var nb [4 * wire.MaxNameLen]byte // escapes are at most 4 bytes per byte
+	name := string(wire.AppendPresentation(nb[:0], lower))
 	group := q.forwardGroup
 	if r := q.snap.in.Router; r != nil {
 		if g, cond := r.Route(name); cond {
@@ -498,7 +500,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	if r.Rcode == dns.RcodeServerFailure {
 		q.Status = StatusFailed
 	}
-	m := q.newResponse(r.Rcode, false)
+	m := q.newResponseName(r.Rcode, false, name) // name: q.Lower's form, no chase here
 	m.AuthenticatedData = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
 	m.Answer, m.Ns = r.Answer, r.Ns
 	for _, rr := range r.Extra {
@@ -521,7 +523,10 @@ func (q *Query) upstreamRequest(name string) *dns.Msg {
 			req.SetEdns0(q.EDNS.UDPSize, q.EDNS.DO)
 		}
 	}
-	req.Id = dns.Id()
+	// The upstream pool draws IDs the same way when one is taken; the
+	// runtime generator is seeded from the OS and cheap (dns.Id reads
+	// crypto/rand and allocates).
+	req.Id = uint16(rand.Uint32())
 	req.Question[0].Name = name
 	req.RecursionDesired = true
 	req.CheckingDisabled = q.Flags&wire.FlagCD != 0

@@ -22,10 +22,17 @@ const minUDPSize = 512
 // newResponse starts a slow-path answer; header bits are rewritten by
 // encodeSlow so both paths set them in one place (flags).
 func (q *Query) newResponse(rcode int, aa bool) *dns.Msg {
+	var nb [4 * wire.MaxNameLen]byte
+	return q.newResponseName(rcode, aa, string(wire.AppendPresentation(nb[:0], q.Lower)))
+}
+
+// newResponseName is newResponse with q.Lower in presentation form
+// already at hand.
+func (q *Query) newResponseName(rcode int, aa bool, name string) *dns.Msg {
 	m := &dns.Msg{Compress: true}
 	m.Rcode, m.Authoritative = rcode, aa
 	q.aa = aa
-	m.Question = []dns.Question{{Name: string(wire.AppendPresentation(nil, q.Lower)), Qtype: q.Type, Qclass: q.Class}}
+	m.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
 	return m
 }
 

@@ -298,9 +298,16 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 	}
 	secs := uint32(ttl / time.Second)
 	msg := &dns.Msg{Compress: true}
-	msg.Question = []dns.Question{{Name: string(wire.AppendPresentation(nil, name)), Qtype: qtype, Qclass: qclass}}
+	var nb [4 * wire.MaxNameLen]byte // escapes are at most 4 bytes per byte
+	msg.Question = []dns.Question{{Name: string(wire.AppendPresentation(nb[:0], name)), Qtype: qtype, Qclass: qclass}}
 	msg.Answer, msg.Ns, msg.Extra = resp.Answer, resp.Ns, extra
-	buf, err := msg.Pack()
+	// Packed into a pooled buffer: the entry keeps a copy of the sections.
+	bp := packBufs.Get().(*[]byte)
+	defer packBufs.Put(bp)
+	buf, err := msg.PackBuffer((*bp)[:cap(*bp)])
+	if cap(buf) > cap(*bp) && cap(buf) <= maxPackKeep {
+		*bp = buf[:0] // grown: keep the larger one
+	}
 	if err != nil {
 		return fmt.Errorf("cache put: pack answer: %w", err)
 	}
@@ -336,6 +343,12 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 	c.insert(e, t)
 	return nil
 }
+
+// packBufs recycles the buffers Put packs answers into.
+var packBufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPackKeep bounds a buffer packBufs keeps after a large answer.
+const maxPackKeep = 16 << 10
 
 func (c *Cache) positiveTTL(resp *dns.Msg, extra []dns.RR) time.Duration {
 	minTTL := uint32(1<<31 - 1)
