@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/internal/api"
-	"github.com/svcdns/svc/internal/listfetch"
 	"github.com/svcdns/svc/internal/version"
 )
 
@@ -68,32 +70,51 @@ func (p policyStates) PolicyState(_ context.Context, ns, name string) (api.Polic
 	return out, true, nil
 }
 
-// listRules reads a source's rules: inline lines, or the cached body of its url.
-type listRules struct{ f *listfetch.Fetcher }
+// listRules reads a source's rules: inline lines, the cached body of its
+// url, or (kube store) its ConfigMap read now with the node's credentials.
+type listRules struct{ b *blocking }
 
 // maxRulesBody bounds how much of a cached body the entries routes read.
 const maxRulesBody = 64 << 20
 
-func (l listRules) SourceRules(_ context.Context, src api.BlockListSource) ([]string, bool, error) {
+func (l listRules) SourceRules(ctx context.Context, src api.BlockListSource) ([]string, bool, error) {
 	format := blocklist.Format(src.Format)
 	switch {
 	case src.URL != "":
-		res, ok := l.f.Cached(src.URL)
+		f := l.b.fetcher
+		res, ok := f.Cached(src.URL)
 		if !ok {
 			return nil, false, nil
 		}
-		f, err := l.f.Open(res.Digest)
+		body, err := f.Open(res.Digest)
 		if err != nil {
 			return nil, false, nil
 		}
-		defer f.Close()
-		body, err := io.ReadAll(io.LimitReader(f, maxRulesBody))
+		defer body.Close()
+		text, err := io.ReadAll(io.LimitReader(body, maxRulesBody))
 		if err != nil {
 			return nil, false, err
 		}
-		return blocklist.NormalizeRules(format, src.Subdomains, string(body)), true, nil
+		return blocklist.NormalizeRules(format, src.Subdomains, string(text)), true, nil
 	case src.ConfigMapRef != nil:
-		return nil, false, nil
+		if l.b.follow == nil || l.b.follow.configMaps == nil {
+			return nil, false, nil // sqlite store: such sources cannot be read
+		}
+		ns := src.ConfigMapRef.Namespace
+		if ns == "" {
+			ns = src.Namespace
+		}
+		text, err := l.b.follow.configMaps.ListBody(ctx, ns, src.ConfigMapRef.Name)
+		if apierrors.IsNotFound(err) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("configMap %s/%s: %w", ns, src.ConfigMapRef.Name, err)
+		}
+		if len(text) > maxRulesBody {
+			text = text[:maxRulesBody]
+		}
+		return blocklist.NormalizeRules(format, src.Subdomains, text), true, nil
 	default:
 		return blocklist.NormalizeRules(format, src.Subdomains, strings.Join(src.Inline, "\n")), true, nil
 	}

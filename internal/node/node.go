@@ -317,7 +317,7 @@ func Run(ctx context.Context, opts Options) error {
 			Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
 			Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
 			QueryLog: qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
-			BlockListRules: listRules{blk.fetcher}, BlockListRefresher: listRefresher{blk},
+			BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
 			Cluster: clusterInfo{driver: cfg.Store.Driver, node: nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
 		})
 		if err != nil {

@@ -4,6 +4,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -107,6 +112,28 @@ spec:
 	if rc := dp.rcode("cm-other.example"); rc == dns.RcodeNameError {
 		t.Fatalf("cm-other.example blocked before the edit")
 	}
+	// The REST entries view of the source lists the ConfigMap's rules, read
+	// by this data-plane node with its own credentials.
+	code, body := adminGet(t, dp, "/api/v1/blocklists/cmlists/from-cm/sources/cm/entries")
+	var page struct {
+		Items []struct {
+			Kind, Value string
+			Enabled     bool
+		}
+		RulesKnown bool
+	}
+	if err := json.Unmarshal(body, &page); err != nil || code != http.StatusOK {
+		t.Fatalf("entries: %d %s %v", code, body, err)
+	}
+	var rules []string
+	for _, it := range page.Items {
+		if it.Kind == "rule" && it.Enabled {
+			rules = append(rules, it.Value)
+		}
+	}
+	if !page.RulesKnown || len(rules) != 2 {
+		t.Fatalf("entries of the configMapRef source: known %v rules %q", page.RulesKnown, rules)
+	}
 
 	// edit the ConfigMap, then change the BlockList: both nodes re-read it
 	apply(t, c, `apiVersion: v1
@@ -130,4 +157,23 @@ spec:
 	nodetest.Eventually(t, 30*time.Second, "the data plane serves the edited list", func() bool {
 		return dp.rcode("cm-other.example") == dns.RcodeNameError && dp.rcode("cm-blocked.example") != dns.RcodeNameError
 	})
+}
+
+// adminGet sends a GET over the node's admin socket (the whole API, as the
+// socket's peer).
+func adminGet(t *testing.T, n *testNode, path string) (int, []byte) {
+	t.Helper()
+	sock := filepath.Join(n.Dir, "data", "service.sock")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}}
+	resp, err := hc.Get("http://admin" + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, b
 }
