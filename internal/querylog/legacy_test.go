@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The write path of the legacy schema 2 layout (text columns, indexes on
@@ -166,5 +169,41 @@ func (lw *legacyWriter) countHour(r *Row) {
 			lw.hour.counts[i][k] = c
 		}
 		c.count++
+	}
+}
+
+// BenchmarkConvertLegacy times opening (converting) a legacy schema 2 file
+// of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains, 50 clients).
+func BenchmarkConvertLegacy(b *testing.B) {
+	n := 200_000
+	if v, err := strconv.Atoi(os.Getenv("SVC_BENCH_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		lw := newLegacyWriter(b, dir)
+		t0 := time.Now()
+		for i := 0; i < n; i += 5000 {
+			batch := benchRowsSpread(min(5000, n-i), t0.Add(time.Duration(i)*time.Millisecond), 1000, i)
+			if err := lw.write(context.Background(), batch); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lw.db.Close()
+		b.StartTimer()
+		start, c0 := time.Now(), cpuTime()
+		cfg := DefaultConfig()
+		cfg.DataDir, cfg.RetentionRaw = dir, 0
+		w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		el, cpu := time.Since(start), cpuTime()-c0
+		b.StopTimer()
+		w.Close()
+		b.ReportMetric(float64(n)/cpu.Seconds(), "rows/cpu-s")
+		b.ReportMetric(el.Seconds(), "s")
+		b.StartTimer()
 	}
 }
