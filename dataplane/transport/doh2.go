@@ -1238,41 +1238,17 @@ func (c *h2conn) resumeBlockedLocked() {
 	}
 }
 
-// dispatch answers st on a responder goroutine: an idle worker if one
-// waits, else a new one. Workers of all connections wait for more after
-// an answer (h2WorkerIdle), so their stacks, grown by the pipeline,
-// serve many answers; a query never waits for another (one blocked on
-// an upstream holds only its worker).
+// dispatch answers st on one of the server's responders (responders.go).
 func (c *h2conn) dispatch(st *h2stream) {
 	st.running = true
 	st.c = c
 	c.running++
 	c.wg.Add(1)
-	select {
-	case h2work <- st:
-	default:
-		go h2worker(st)
-	}
+	c.d.h.s.responders.do(st)
 }
 
-var h2work = make(chan *h2stream) // unbuffered: only to a waiting worker
-
-const h2WorkerIdle = 5 * time.Second
-
-func h2worker(st *h2stream) {
-	st.c.answer(st)
-	t := time.NewTimer(h2WorkerIdle)
-	defer t.Stop()
-	for {
-		select {
-		case st := <-h2work:
-			st.c.answer(st)
-			t.Reset(h2WorkerIdle)
-		case <-t.C:
-			return
-		}
-	}
-}
+// run implements job.
+func (st *h2stream) run() { st.c.answer(st) }
 
 func (c *h2conn) answer(st *h2stream) {
 	defer c.wg.Done()

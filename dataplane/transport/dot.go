@@ -243,23 +243,38 @@ func (c *dotConn) dispatch(msg []byte) {
 	if c.sem == nil {
 		c.sem = make(chan struct{}, c.max)
 	}
-	bp := getBuf()
-	*bp = append((*bp)[:0], msg...)
+	j := dotJobs.Get().(*dotJob)
+	j.c, j.bp = c, getBuf()
+	*j.bp = append((*j.bp)[:0], msg...)
 	c.sem <- struct{}{}
 	c.pending.Add(1)
-	go func() {
-		defer c.pending.Done()
-		op := getBuf()
-		out, ok := c.s.h.ServeWireID(*bp, c.client, dataplane.TransportDoT, c.clientID, append((*op)[:0], 0, 0))
-		putBuf(bp)
-		if ok && len(out)-2 <= maxMessage {
-			binary.BigEndian.PutUint16(out, uint16(len(out)-2))
-			c.send(out)
-		}
-		*op = out
-		putBuf(op)
-		<-c.sem
-	}()
+	c.s.responders.do(j)
+}
+
+// dotJob is one DoT query for a responder; pooled, so dispatch allocates
+// nothing.
+type dotJob struct {
+	c  *dotConn
+	bp *[]byte
+}
+
+var dotJobs = sync.Pool{New: func() any { return new(dotJob) }}
+
+func (j *dotJob) run() {
+	c, bp := j.c, j.bp
+	j.c, j.bp = nil, nil
+	dotJobs.Put(j)
+	defer c.pending.Done()
+	op := getBuf()
+	out, ok := c.s.h.ServeWireID(*bp, c.client, dataplane.TransportDoT, c.clientID, append((*op)[:0], 0, 0))
+	putBuf(bp)
+	if ok && len(out)-2 <= maxMessage {
+		binary.BigEndian.PutUint16(out, uint16(len(out)-2))
+		c.send(out)
+	}
+	*op = out
+	putBuf(op)
+	<-c.sem
 }
 
 // send queues out; the first goroutine to find no writer writes the queue

@@ -105,6 +105,8 @@ type Server struct {
 	altSvc    string
 	// altSvcValue is altSvc as a header value, shared by every answer.
 	altSvcValue []string
+	// responders answer DoT and DoH (HTTP/2) queries; they stop with ctx.
+	responders *responders
 }
 
 const (
@@ -141,7 +143,7 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	rctx, rcancel := context.WithCancel(context.Background())
 	return &Server{h: h, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, reloadCtx: rctx, reloadCancel: rcancel,
-		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}}, nil
+		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}, responders: newResponders(ctx.Done())}, nil
 }
 
 func (s *Server) idle(kind int) time.Duration {
