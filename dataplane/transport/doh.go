@@ -129,7 +129,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 // serveDoHConn does the TLS handshake and serves the connection by its
 // ALPN protocol.
 func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h1 *chanListener, h2 *doh2Server, conns prometheus.Gauge) {
-	conn := tls.Server(raw, tc)
+	conn := tls.Server(&batchConn{Conn: raw}, tc)
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()

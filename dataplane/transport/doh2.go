@@ -36,6 +36,7 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -173,19 +174,25 @@ var h2streamPool = sync.Pool{New: func() any { return new(h2stream) }}
 
 // h2conn is one HTTP/2 connection.
 type h2conn struct {
-	d      *doh2Server
-	conn   net.Conn // TLS (or plain, in tests)
-	raw    net.Conn
-	br     *bufio.Reader
-	fr     *http2.Framer // reads only
-	hr     bytes.Reader  // frame header peeks
-	client netip.AddrPort
+	d     *doh2Server
+	conn  net.Conn   // TLS (or plain, in tests)
+	batch *batchConn // under conn's TLS; nil in tests on plain conns
+	// flushCuts is the writer's copy of cuts (reused).
+	flushCuts []int
+	raw       net.Conn
+	br        *bufio.Reader
+	fr        *http2.Framer // reads only
+	hr        bytes.Reader  // frame header peeks
+	client    netip.AddrPort
 
 	wg sync.WaitGroup // responders
 
-	mu         sync.Mutex
-	cond       sync.Cond // a write round ended
-	wbuf       *[]byte   // queued output; nil when empty
+	mu   sync.Mutex
+	cond sync.Cond // a write round ended
+	wbuf *[]byte   // queued output; nil when empty
+	// cuts are offsets in wbuf where an answer ends: each answer goes out
+	// as its own TLS record (batchConn keeps it to one syscall).
+	cuts       []int
 	spare      *[]byte
 	fw         *http2.Framer // writes only, into wbuf (c.Write)
 	enc        *hpack.Encoder
@@ -230,6 +237,9 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 		idleSince:    time.Now(),
 	}
 	c.cond.L = &c.mu
+	if tc, ok := conn.(*tls.Conn); ok {
+		c.batch, _ = tc.NetConn().(*batchConn)
+	}
 	c.br = bufio.NewReaderSize(conn, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
@@ -270,10 +280,12 @@ func (c *h2conn) flushLocked() {
 		}
 		b := c.wbuf
 		c.wbuf = nil
+		cuts := append(c.flushCuts[:0], c.cuts...)
+		c.cuts = c.cuts[:0]
 		c.mu.Unlock()
-		_ = c.conn.SetWriteDeadline(time.Now().Add(h2WriteTimeout))
-		_, err := c.conn.Write(*b)
+		err := c.writeRecords(*b, cuts)
 		c.mu.Lock()
+		c.flushCuts = cuts
 		*b = (*b)[:0]
 		if c.spare == nil {
 			c.spare = b
@@ -297,6 +309,39 @@ func (c *h2conn) flushLocked() {
 	c.cond.Broadcast()
 }
 
+// writeRecords writes out, one TLS record per answer (ends at cuts), in
+// one syscall when the TLS connection sits on a batchConn.
+func (c *h2conn) writeRecords(out []byte, cuts []int) error {
+	_ = c.conn.SetWriteDeadline(time.Now().Add(h2WriteTimeout))
+	if len(cuts) == 0 || c.batch == nil {
+		_, err := c.conn.Write(out)
+		return err
+	}
+	c.batch.begin()
+	start := 0
+	var err error
+	for _, end := range cuts {
+		if err == nil && end > start {
+			_, err = c.conn.Write(out[start:end])
+		}
+		start = end
+	}
+	if err == nil && start < len(out) {
+		_, err = c.conn.Write(out[start:])
+	}
+	if e := c.batch.end(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// cutLocked marks the end of an answer in the output buffer.
+func (c *h2conn) cutLocked() {
+	if c.wbuf != nil {
+		c.cuts = append(c.cuts, len(*c.wbuf))
+	}
+}
+
 // failLocked marks the connection dead and closes it (wakes the reader).
 func (c *h2conn) failLocked() {
 	if c.failed {
@@ -306,6 +351,7 @@ func (c *h2conn) failLocked() {
 	if c.wbuf != nil {
 		putBuf(c.wbuf)
 		c.wbuf = nil
+		c.cuts = c.cuts[:0]
 	}
 	_ = c.raw.Close()
 	c.cond.Broadcast()
@@ -1170,6 +1216,7 @@ func (c *h2conn) sendLocked(st *h2stream, body []byte, out *[]byte) {
 	}
 	if len(body) == 0 {
 		st.sentEnd = true
+		c.cutLocked()
 		if out != nil {
 			putBuf(out)
 		}
@@ -1208,6 +1255,7 @@ func (c *h2conn) sendDataLocked(st *h2stream) bool {
 		}
 	}
 	st.sentEnd = true
+	c.cutLocked()
 	if st.out != nil {
 		putBuf(st.out)
 		st.out = nil

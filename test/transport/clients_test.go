@@ -269,3 +269,44 @@ func TestQClient(t *testing.T) {
 		t.Fatalf("q accepted the test certificate without the test CA:\n%s", out)
 	}
 }
+
+// TestDnsperf drives Debian's dnsperf 2.10, the load generator users and
+// the issue measure DoT and DoH with, over every transport it speaks, with
+// several queries in flight per connection: every query must be answered.
+// Its DoH client takes at most one answer from each TLS record it reads,
+// so this also holds the lean h2 server to one record per answer.
+func TestDnsperf(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	bin := tool(t, "dnsperf")
+	data := filepath.Join(t.TempDir(), "queries.txt")
+	if err := os.WriteFile(data, []byte("www.example.com A\nwww.example.com A\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	uri := "doh-uri=https://127.0.0.1:" + port("doh") + "/dns-query"
+	cases := []struct {
+		name string
+		args []string
+	}{
+		{"udp", []string{"-m", "udp", "-p", port("udp")}},
+		{"tcp", []string{"-m", "tcp", "-p", port("tcp")}},
+		{"dot", []string{"-m", "dot", "-p", port("dot")}},
+		{"doh-get", []string{"-m", "doh", "-p", port("doh"), "-O", uri, "-O", "doh-method=GET"}},
+		{"doh-post", []string{"-m", "doh", "-p", port("doh"), "-O", uri, "-O", "doh-method=POST"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"-s", "127.0.0.1", "-d", data, "-c", "2", "-q", "16", "-n", "100", "-t", "3"}, tc.args...)
+			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("dnsperf %s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+			s := string(out)
+			if !strings.Contains(s, "Queries completed:    200 ") || !strings.Contains(s, "Queries lost:         0 ") {
+				t.Fatalf("dnsperf did not get every answer:\n%s", s)
+			}
+		})
+	}
+}
