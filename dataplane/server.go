@@ -264,6 +264,52 @@ func (s *Server) ServeWireID(in []byte, client netip.AddrPort, transport Transpo
 	return out, ok
 }
 
+// WireCallback receives the answer of a query ServeWireNow could not
+// answer at once. resp is only valid during the call (copy it); ok=false
+// means send nothing.
+type WireCallback interface {
+	AnswerWire(resp []byte, ok bool)
+}
+
+// ServeWireNow is ServeWireID for transports that multiplex queries on one
+// connection (DoT, DoH over HTTP/2): a query answered without waiting for an
+// upstream (cache hit, authoritative, blocked, refused...) is answered on the
+// caller's goroutine and done is true; a query that must wait for an upstream
+// goes on to the server's workers, done is false, and cb.AnswerWire is called
+// with its answer later, from another goroutine. The caller answers the fast
+// majority of queries without handing them to a goroutine, and a slow
+// upstream holds no connection up.
+func (s *Server) ServeWireNow(in []byte, client netip.AddrPort, transport Transport, clientID string, out []byte, cb WireCallback) (resp []byte, ok, done bool) {
+	q := s.begin(client, transport)
+	q.ClientID = clientID
+	q.in = append(q.in[:0], in...)
+	q.detachable = true
+	if s.run(q) {
+		if b := s.encode(q); b != nil {
+			out, ok = append(out, b...), true
+		}
+		putQuery(q)
+		return out, ok, true
+	}
+	s.wg.Add(1)
+	if !s.dispatch(job{q: q, cb: cb}) {
+		// Pool full: the connection still gets its answer (its own queries
+		// are bounded by the transport's concurrent-stream limit).
+		go s.finishWire(q, cb)
+	}
+	return out, false, false
+}
+
+// finishWire runs a detached ServeWireNow query on from the upstream stage.
+func (s *Server) finishWire(q *Query, cb WireCallback) {
+	defer s.wg.Done()
+	q.detachable = false
+	s.run(q)
+	b := s.encode(q)
+	cb.AnswerWire(b, b != nil)
+	putQuery(q)
+}
+
 func (s *Server) begin(client netip.AddrPort, transport Transport) *Query {
 	q := getQuery()
 	q.Client, q.Transport, q.Node = client, transport, s.cfg.Node

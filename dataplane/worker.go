@@ -29,6 +29,7 @@ type job struct {
 	r    *udpReplier
 	addr netip.AddrPort
 	tc   *tcpConn
+	cb   WireCallback // ServeWireNow's detached queries
 }
 
 // workers is the pool. An idle worker blocks receiving on the unbuffered
@@ -116,11 +117,14 @@ func (w *workers) stopAll() {
 }
 
 func (s *Server) runJob(j job) {
-	if j.tc != nil {
+	switch {
+	case j.tc != nil:
 		j.tc.answer(s, j.q)
-		return
+	case j.cb != nil:
+		s.finishWire(j.q, j.cb)
+	default:
+		s.finishUDP(j.r, j.q, j.addr)
 	}
-	s.finishUDP(j.r, j.q, j.addr)
 }
 
 // shed gives up on a UDP query that would wait for an upstream while

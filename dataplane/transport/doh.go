@@ -18,9 +18,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
-
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 )
@@ -67,13 +64,20 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	}
 	s.tcp = append(s.tcp, ln)
 	s.addrs[kindDoH] = append(s.addrs[kindDoH], addrPortOf(ln.Addr()))
+	conns := s.m.conns.WithLabelValues("doh")
 	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol,
 		OnReject: func(netip.AddrPort, error) { s.m.reject("doh", "proxy") }}
-	wrapped = netutil.LimitListener(wrapped, s.cfg.MaxConns)
+	// MaxConns: a slot is taken before Accept and given back when the
+	// connection ends (not netutil.LimitListener: its wrapper would hide
+	// the TCP socket that quickAck needs).
+	slots := make(chan struct{}, s.cfg.MaxConns)
+	done := func() {
+		conns.Dec()
+		<-slots
+	}
 	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
 	h1 := newChanListener(ln.Addr())
 	h2 := newDoH2Server(s, h, s.idle(kindDoH))
-	conns := s.m.conns.WithLabelValues("doh")
 	srv := &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: handshakeTimeout,
@@ -86,7 +90,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 			// Counted from accept (startDoH): only the end here.
 			switch st {
 			case http.StateClosed, http.StateHijacked:
-				conns.Dec()
+				done()
 			}
 		},
 	}
@@ -107,8 +111,14 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	go func() {
 		defer s.wg.Done()
 		for {
+			select {
+			case slots <- struct{}{}:
+			case <-s.ctx.Done():
+				return
+			}
 			raw, err := wrapped.Accept()
 			if err != nil {
+				<-slots
 				if errors.Is(err, net.ErrClosed) {
 					return
 				}
@@ -119,7 +129,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				s.serveDoHConn(raw, tc, h1, h2, conns)
+				s.serveDoHConn(raw, tc, h1, h2, done)
 			}()
 		}
 	}()
@@ -128,24 +138,24 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 
 // serveDoHConn does the TLS handshake and serves the connection by its
 // ALPN protocol.
-func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h1 *chanListener, h2 *doh2Server, conns prometheus.Gauge) {
+func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h1 *chanListener, h2 *doh2Server, done func()) {
 	conn := tls.Server(&batchConn{Conn: raw}, tc)
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		_ = raw.Close()
-		conns.Dec()
+		done()
 		return
 	}
 	if conn.ConnectionState().NegotiatedProtocol == "h2" {
 		h2.serve(conn, raw)
-		conns.Dec()
+		done()
 		return
 	}
 	if !h1.hand(conn) {
 		_ = raw.Close()
-		conns.Dec()
+		done()
 	}
 }
 

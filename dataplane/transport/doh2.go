@@ -49,6 +49,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -175,8 +176,9 @@ var h2streamPool = sync.Pool{New: func() any { return new(h2stream) }}
 // h2conn is one HTTP/2 connection.
 type h2conn struct {
 	d     *doh2Server
-	conn  net.Conn   // TLS (or plain, in tests)
-	batch *batchConn // under conn's TLS; nil in tests on plain conns
+	conn  net.Conn        // TLS (or plain, in tests)
+	batch *batchConn      // under conn's TLS; nil in tests on plain conns
+	rc    syscall.RawConn // the TCP socket, for quickAck; nil if none
 	// flushCuts is the writer's copy of cuts (reused).
 	flushCuts []int
 	raw       net.Conn
@@ -240,6 +242,7 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 	if tc, ok := conn.(*tls.Conn); ok {
 		c.batch, _ = tc.NetConn().(*batchConn)
 	}
+	c.rc = rawConnOf(raw)
 	c.br = bufio.NewReaderSize(conn, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
@@ -451,13 +454,11 @@ func (c *h2conn) run() {
 			return
 		}
 		if !ready {
-			// End of a read batch: send what the reader queued unless
-			// a responder will, and wait while the peer lags behind.
+			// End of a read batch: send what the reader queued (and
+			// answered itself), and wait while the peer lags behind.
 			c.mu.Lock()
 			c.returnConnWindowLocked(true)
-			if c.running == 0 {
-				c.flushLocked()
-			}
+			c.flushLocked()
 			for !c.failed && c.wbuf != nil && len(*c.wbuf) > h2MaxPendingOut {
 				if !c.writing {
 					c.flushLocked()
@@ -1147,6 +1148,9 @@ func (c *h2conn) processHeaders(f *http2.MetaHeadersFrame) error {
 			return nil
 		}
 		st.collecting = true
+		if c.br.Buffered() == 0 {
+			quickAck(c.rc) // the body may wait for our ACK (Nagle)
+		}
 	default:
 		st.head = method == http.MethodHead
 		c.failStream(st, http.StatusMethodNotAllowed, "method")
@@ -1286,18 +1290,49 @@ func (c *h2conn) resumeBlockedLocked() {
 	}
 }
 
-// dispatch answers st on one of the server's responders (responders.go).
+// dispatch answers st. With a handler that can answer without waiting
+// (dataplane.Server.ServeWireNow) the reader answers it here, under c.mu,
+// and the answer leaves with the others of this read batch; a query that
+// waits for an upstream is finished by the data plane's workers
+// (AnswerWire). Other handlers run on the server's responders.
 func (c *h2conn) dispatch(st *h2stream) {
 	st.running = true
 	st.c = c
 	c.running++
 	c.wg.Add(1)
-	c.d.h.s.responders.do(st)
+	h := c.d.h
+	if nh, ok := h.s.h.(nowHandler); ok {
+		op := getBuf()
+		out, ok, done := nh.ServeWireNow(*st.body, c.client, h.transport, st.clientID, (*op)[:0], st)
+		if !done {
+			putBuf(op)
+			return
+		}
+		*op = out
+		c.completeLocked(st, op, ok)
+		c.wg.Done()
+		return
+	}
+	h.s.responders.do(st)
 }
 
 // run implements job.
 func (st *h2stream) run() { st.c.answer(st) }
 
+// AnswerWire implements dataplane.WireCallback: the answer of a query that
+// waited for an upstream.
+func (st *h2stream) AnswerWire(resp []byte, ok bool) {
+	c := st.c
+	defer c.wg.Done()
+	op := getBuf()
+	*op = append((*op)[:0], resp...)
+	c.mu.Lock()
+	c.completeLocked(st, op, ok)
+	c.flushSoonLocked()
+	c.mu.Unlock()
+}
+
+// answer runs st on a responder (handlers without ServeWireNow).
 func (c *h2conn) answer(st *h2stream) {
 	defer c.wg.Done()
 	h := c.d.h
@@ -1305,6 +1340,27 @@ func (c *h2conn) answer(st *h2stream) {
 	out, ok := h.s.h.ServeWireID(*st.body, c.client, h.transport, st.clientID, (*op)[:0])
 	*op = out
 	c.mu.Lock()
+	c.completeLocked(st, op, ok)
+	c.flushSoonLocked()
+	c.mu.Unlock()
+}
+
+// flushSoonLocked writes what is queued; answers computed at the same time
+// leave together: it yields once when others are still being answered.
+func (c *h2conn) flushSoonLocked() {
+	if c.running > 0 && !c.writing {
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+	}
+	c.flushLocked()
+}
+
+// completeLocked queues the response of st (op owns the DNS answer; ok
+// false: the message was refused as malformed).
+func (c *h2conn) completeLocked(st *h2stream, op *[]byte, ok bool) {
+	h := c.d.h
+	out := *op
 	st.running = false
 	c.running--
 	switch {
@@ -1332,15 +1388,6 @@ func (c *h2conn) answer(st *h2stream) {
 		c.field("date", httpDate())
 		c.sendLocked(st, out, op)
 	}
-	// Answers computed at the same time leave together: yield once
-	// when others are still being answered.
-	if c.running > 0 && !c.writing {
-		c.mu.Unlock()
-		runtime.Gosched()
-		c.mu.Lock()
-	}
-	c.flushLocked()
-	c.mu.Unlock()
 }
 
 func statusString(code int) string {

@@ -185,6 +185,7 @@ func (c *dotConn) readLoop() (park bool) {
 			c.dispatch(b[2 : 2+n])
 			start += 2 + n
 		}
+		c.flushQueued() // the answers of this read batch, in one record
 		if rb != nil {
 			if start == end {
 				start, end = 0, 0
@@ -243,6 +244,10 @@ func (c *dotConn) dispatch(msg []byte) {
 	if c.sem == nil {
 		c.sem = make(chan struct{}, c.max)
 	}
+	if nh, ok := c.s.h.(nowHandler); ok {
+		c.answerNow(nh, msg)
+		return
+	}
 	j := dotJobs.Get().(*dotJob)
 	j.c, j.bp = c, getBuf()
 	*j.bp = append((*j.bp)[:0], msg...)
@@ -277,6 +282,63 @@ func (j *dotJob) run() {
 	<-c.sem
 }
 
+// answerNow answers msg on the reader when the data plane can without
+// waiting; the answer joins the queue the reader writes at the end of its
+// read batch (flushQueued). A query that waits for an upstream is finished
+// by the data plane's workers and sent from there (AnswerWire).
+func (c *dotConn) answerNow(nh nowHandler, msg []byte) {
+	c.sem <- struct{}{}
+	c.pending.Add(1)
+	j := dotJobs.Get().(*dotJob)
+	j.c = c
+	op := getBuf()
+	out, ok, done := nh.ServeWireNow(msg, c.client, dataplane.TransportDoT, c.clientID, append((*op)[:0], 0, 0), j)
+	if !done {
+		putBuf(op)
+		return
+	}
+	j.c = nil
+	dotJobs.Put(j)
+	if ok && len(out)-2 <= maxMessage {
+		binary.BigEndian.PutUint16(out, uint16(len(out)-2))
+		c.mu.Lock()
+		if !c.failed {
+			if c.queued == nil {
+				c.queued = getBuf()
+			}
+			*c.queued = append(*c.queued, out...)
+		}
+		c.mu.Unlock()
+	}
+	*op = out
+	putBuf(op)
+	<-c.sem
+	c.pending.Done()
+}
+
+// AnswerWire implements dataplane.WireCallback for a query answerNow
+// handed to the data plane's workers.
+func (j *dotJob) AnswerWire(resp []byte, ok bool) {
+	c := j.c
+	j.c = nil
+	dotJobs.Put(j)
+	if ok && len(resp) <= maxMessage {
+		bp := getBuf()
+		*bp = binary.BigEndian.AppendUint16((*bp)[:0], uint16(len(resp)))
+		*bp = append(*bp, resp...)
+		c.send(*bp)
+		putBuf(bp)
+	}
+	<-c.sem
+	c.pending.Done()
+}
+
+// flushQueued writes the queued answers unless a writer is at work (it
+// will write them).
+func (c *dotConn) flushQueued() {
+	c.send(nil)
+}
+
 // send queues out; the first goroutine to find no writer writes the queue
 // in one TLS record. When other queries of the connection are still being
 // answered it first yields once, so that answers computed at the same time
@@ -288,11 +350,13 @@ func (c *dotConn) send(out []byte) {
 		c.mu.Unlock()
 		return
 	}
-	if c.queued == nil {
-		c.queued = getBuf()
+	if len(out) > 0 {
+		if c.queued == nil {
+			c.queued = getBuf()
+		}
+		*c.queued = append(*c.queued, out...)
 	}
-	*c.queued = append(*c.queued, out...)
-	if c.writing {
+	if c.writing || c.queued == nil {
 		c.mu.Unlock()
 		return
 	}

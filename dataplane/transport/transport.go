@@ -34,6 +34,14 @@ type Handler interface {
 	ServeWireID(in []byte, client netip.AddrPort, t dataplane.Transport, clientID string, out []byte) (resp []byte, ok bool)
 }
 
+// nowHandler is a Handler that answers at once when it can and finishes a
+// query that waits for an upstream on its own goroutines
+// (dataplane.Server); DoT and DoH (HTTP/2) answer on the connection's
+// reader with it.
+type nowHandler interface {
+	ServeWireNow(in []byte, client netip.AddrPort, t dataplane.Transport, clientID string, out []byte, cb dataplane.WireCallback) (resp []byte, ok, done bool)
+}
+
 // DefaultPath is the DoH and DoH3 path when none is configured.
 const DefaultPath = "/dns-query"
 

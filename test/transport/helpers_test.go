@@ -150,6 +150,13 @@ func (r *idRecorder) ServeWireID(in []byte, client netip.AddrPort, t dataplane.T
 	return r.Server.ServeWireID(in, client, t, id, out)
 }
 
+func (r *idRecorder) ServeWireNow(in []byte, client netip.AddrPort, t dataplane.Transport, id string, out []byte, cb dataplane.WireCallback) ([]byte, bool, bool) {
+	r.mu.Lock()
+	r.ids[t] = append(r.ids[t], id)
+	r.mu.Unlock()
+	return r.Server.ServeWireNow(in, client, t, id, out, cb)
+}
+
 // seenTransport reports whether any query arrived over t.
 func (r *idRecorder) seenTransport(t dataplane.Transport) bool {
 	r.mu.Lock()
@@ -183,6 +190,8 @@ type stackOpts struct {
 	// bench: no query log and no client ID recorder in front of the
 	// data plane (rec is nil).
 	bench bool
+	// forwarder answers names outside example.com (nil: refused).
+	forwarder dataplane.Forwarder
 }
 
 // newStack starts the data plane (UDP and TCP) and every encrypted
@@ -214,7 +223,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dp.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Authority: tab}))
+	dp.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Authority: tab, Forwarder: o.forwarder}))
 	if err := dp.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
