@@ -6,7 +6,8 @@
 # modes; the table gives medians and ratios to Do53 UDP from the same run.
 #   udp   dnsperf -m udp, 10 clients, 200 in flight
 #   dot   dnsperf -m dot, 100 connections
-#   doh   dnsperf -m doh (HTTP/2, POST), 100 connections
+#   doh   dnsperf -m doh (HTTP/2, GET: dnsperf's default), 100 connections
+#   doh-post  the same with POST
 #   udp+log / udp-nolog: the same UDP load against the node with the query
 #   log on and off (querylog.enabled), the on/off ratio of issue #9.
 # Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc), OUT (file to append to).
@@ -98,7 +99,8 @@ for r in $(seq "$rounds"); do
   start false
   q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp "${q% *}"; echo "round $r udp       ${q% *} qps (lost ${q#* })"
   q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add dot "${q% *}"; echo "round $r dot       ${q% *} qps (lost ${q#* })"
-  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q% *}"; echo "round $r doh       ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q% *}"; echo "round $r doh       ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh-post "${q% *}"; echo "round $r doh-post  ${q% *} qps (lost ${q#* })"
   q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp-nolog "${q% *}"; echo "round $r udp-nolog ${q% *} qps (lost ${q#* })"
   stop
   start true
@@ -111,7 +113,7 @@ u=$(echo "${res[udp]}" | median)
 nl=$(echo "${res[udp-nolog]}" | median)
 echo
 echo "mode        qps (median of $rounds)   ratio"
-for m in udp dot doh; do
+for m in udp dot doh doh-post; do
   v=$(echo "${res[$m]}" | median)
   printf '%-10s %12.0f   %.2f of udp\n' "$m" "$v" "$(echo "$v / $u" | bc -l)"
 done
