@@ -7,7 +7,6 @@ package kubeauth
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +21,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/svcdns/svc/internal/verdicts"
 )
 
 // Audience is the audience every accepted token carries.
@@ -59,12 +60,6 @@ type VerifierOptions struct {
 	DiscoveryPath, JWKSPath string
 }
 
-type verdict struct {
-	id      Identity
-	err     error
-	expires time.Time
-}
-
 // Verifier checks ServiceAccount tokens.
 type Verifier struct {
 	cfg     *rest.Config
@@ -76,7 +71,7 @@ type Verifier struct {
 	oidc    *oidc.IDTokenVerifier
 	issuer  string
 	lastTry time.Time
-	cache   map[[32]byte]verdict
+	cache   *verdicts.Cache[Identity]
 }
 
 // NewVerifier returns a verifier talking to the apiserver of cfg. Discovery
@@ -102,7 +97,7 @@ func NewVerifier(cfg *rest.Config, opts VerifierOptions) (*Verifier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeauth: client: %w", err)
 	}
-	return &Verifier{cfg: cfg, http: hc, cs: cs, opts: opts, log: opts.Logger, cache: map[[32]byte]verdict{}}, nil
+	return &Verifier{cfg: cfg, http: hc, cs: cs, opts: opts, log: opts.Logger, cache: verdicts.New[Identity](AcceptTTL, RejectTTL, maxEntries)}, nil
 }
 
 func (v *Verifier) url(path string) string {
@@ -179,15 +174,11 @@ func (v *Verifier) Issuer(ctx context.Context) string {
 // Verify authenticates a bearer token. Verdicts are cached by sha256(token):
 // accepted ones for at most 2 minutes and never past exp, rejections 10 s.
 func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
-	key := sha256.Sum256([]byte(token))
+	key := verdicts.Key(token)
 	now := v.opts.Now()
-	v.mu.Lock()
-	if c, ok := v.cache[key]; ok && now.Before(c.expires) {
-		v.mu.Unlock()
-		return c.id, c.err
+	if id, err, ok := v.cache.Get(key, now, nil); ok {
+		return id, err
 	}
-	v.mu.Unlock()
-
 	var (
 		id  Identity
 		exp time.Time
@@ -201,26 +192,7 @@ func (v *Verifier) Verify(ctx context.Context, token string) (Identity, error) {
 	if err != nil && !errors.Is(err, ErrRejected) {
 		return Identity{}, err // an outage is not a verdict: not cached
 	}
-	c := verdict{id: id, err: err, expires: now.Add(RejectTTL)}
-	if err == nil {
-		c.expires = now.Add(AcceptTTL)
-		if !exp.IsZero() && exp.Before(c.expires) {
-			c.expires = exp
-		}
-	}
-	v.mu.Lock()
-	if len(v.cache) >= maxEntries {
-		for k, e := range v.cache {
-			if !now.Before(e.expires) {
-				delete(v.cache, k)
-			}
-		}
-		if len(v.cache) >= maxEntries {
-			clear(v.cache)
-		}
-	}
-	v.cache[key] = c
-	v.mu.Unlock()
+	v.cache.Put(key, id, err, exp, now)
 	return id, err
 }
 

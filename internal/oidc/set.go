@@ -2,7 +2,6 @@ package oidc
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svcdns/svc/internal/auth"
+	"github.com/svcdns/svc/internal/verdicts"
 )
 
 // Cache lifetimes of bearer verdicts.
@@ -41,20 +41,13 @@ type Set struct {
 	opts Options
 	hc   *http.Client
 
-	mu        sync.Mutex
-	config    []*Provider
-	objects   []*Provider
-	objSrc    ObjectSource
-	objAt     time.Time
-	objDiag   []string
-	cache     map[[32]byte]verdict
-	cacheHits int
-}
-
-type verdict struct {
-	id      Identity
-	err     error
-	expires time.Time
+	mu      sync.Mutex
+	config  []*Provider
+	objects []*Provider
+	objSrc  ObjectSource
+	objAt   time.Time
+	objDiag []string
+	cache   *verdicts.Cache[Identity]
 }
 
 // NewSet returns the providers of specs (already validated by DecodeSpecs).
@@ -65,7 +58,7 @@ func NewSet(specs []Spec, opts Options) (*Set, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Set{opts: opts, cache: map[[32]byte]verdict{}}
+	s := &Set{opts: opts, cache: verdicts.New[Identity](AcceptTTL, RejectTTL, maxCached)}
 	s.hc = boundedClient(opts.HTTPClient)
 	seen := map[string]bool{}
 	for _, sp := range specs {
@@ -143,11 +136,11 @@ func (s *Set) sync(ctx context.Context) {
 	if !reflect.DeepEqual(ids(next), ids(s.objects)) || len(next) != len(s.objects) {
 		// A removed or changed provider must not keep accepting tokens
 		// through the verdict cache.
-		clear(s.cache)
+		s.cache.Clear()
 	} else {
 		for i := range next {
 			if next[i] != s.objects[i] {
-				clear(s.cache)
+				s.cache.Clear()
 				break
 			}
 		}
@@ -236,48 +229,23 @@ func (s *Set) AuthenticateBearer(ctx context.Context, token string) (*auth.Princ
 // sha256(token): accepted ones until min(exp, 15 minutes), rejections for
 // 10 s; an outage is not a verdict and is not cached.
 func (s *Set) Verify(ctx context.Context, p *Provider, token string) (Identity, error) {
-	key := sha256.Sum256([]byte(token))
+	key := verdicts.Key(token)
 	now := s.opts.Now()
-	s.mu.Lock()
-	if c, ok := s.cache[key]; ok && now.Before(c.expires) && (c.err != nil || c.id.Provider == p.ID()) {
-		s.cacheHits++
-		s.mu.Unlock()
-		return c.id, c.err
+	ofP := func(id Identity, err error) bool { return err != nil || id.Provider == p.ID() }
+	if id, err, ok := s.cache.Get(key, now, ofP); ok {
+		return id, err
 	}
-	s.mu.Unlock()
 	id, err := p.verify(ctx, token, modeBearer)
 	if err != nil && !errors.Is(err, ErrRejected) {
 		s.opts.Logger.Warn("oidc: bearer token not verified", "provider", p.ID(), "err", err)
 		return Identity{}, err
 	}
-	v := verdict{id: id, err: err, expires: now.Add(RejectTTL)}
-	if err == nil {
-		v.expires = now.Add(AcceptTTL)
-		if id.Expiry.Before(v.expires) {
-			v.expires = id.Expiry
-		}
-	} else {
+	if err != nil {
 		s.opts.Logger.Info("oidc: bearer token rejected", "provider", p.ID(), "reason", err)
 	}
-	s.mu.Lock()
-	if len(s.cache) >= maxCached {
-		for k, e := range s.cache {
-			if !now.Before(e.expires) {
-				delete(s.cache, k)
-			}
-		}
-		if len(s.cache) >= maxCached {
-			clear(s.cache)
-		}
-	}
-	s.cache[key] = v
-	s.mu.Unlock()
+	s.cache.Put(key, id, err, id.Expiry, now)
 	return id, err
 }
 
 // cached reports how many verdicts came from the cache (tests).
-func (s *Set) cached() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cacheHits
-}
+func (s *Set) cached() int { return s.cache.Hits() }
