@@ -425,3 +425,51 @@ func TestFiltersAfterDeletes(t *testing.T) {
 	}
 	checkFilters(t, w, want)
 }
+
+// The schema 2 layout as first released (text columns, indexes on ts,
+// domain, client and status, no hash columns), as nodes of the previous
+// release left it in querylog.db, is converted at open too: the node
+// starts and keeps every row.
+func TestUpgradeFromFirstV2Layout(t *testing.T) {
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, client TEXT NOT NULL DEFAULT '', domain TEXT NOT NULL DEFAULT '',
+		  qtype TEXT NOT NULL DEFAULT '', status TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '', client_name TEXT NOT NULL DEFAULT '',
+		  rcode TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', list TEXT NOT NULL DEFAULT '', rule TEXT NOT NULL DEFAULT '',
+		  policy TEXT NOT NULL DEFAULT '', upstream TEXT NOT NULL DEFAULT '', zone TEXT NOT NULL DEFAULT '', transport TEXT NOT NULL DEFAULT '',
+		  duration_us INTEGER NOT NULL DEFAULT 0)`,
+		`CREATE TABLE totals (res INTEGER NOT NULL, ts INTEGER NOT NULL, status TEXT NOT NULL, count INTEGER NOT NULL, dur_us INTEGER NOT NULL, PRIMARY KEY (res, ts, status)) WITHOUT ROWID`,
+		`CREATE TABLE top_hourly (hour INTEGER NOT NULL, dim TEXT NOT NULL, key TEXT NOT NULL, count INTEGER NOT NULL, blocked INTEGER NOT NULL, PRIMARY KEY (hour, dim, key)) WITHOUT ROWID`,
+		`CREATE TABLE clients (key TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', grp TEXT NOT NULL DEFAULT '', last_seen INTEGER NOT NULL) WITHOUT ROWID`,
+		`CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID`,
+		`CREATE INDEX queries_ts ON queries(ts)`,
+		`CREATE INDEX queries_domain ON queries(domain)`,
+		`CREATE INDEX queries_client ON queries(client)`,
+		`CREATE INDEX queries_status ON queries(status)`,
+		`PRAGMA user_version = 2`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	src := layoutRows(40, base)
+	for i, r := range src {
+		if _, err := db.Exec(`INSERT INTO queries (id, ts, client, domain, qtype, status, node, client_name, rcode, reason, list, rule, policy, upstream, zone, transport, duration_us)
+			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, i+1, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status, r.Node, r.ClientName,
+			r.Rcode, r.Reason, r.List, r.Rule, r.Policy, r.Upstream, r.Zone, r.Transport, r.Duration.Microseconds()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = dir, 0
+	w := openTest(t, cfg, Options{Now: func() time.Time { return base.Add(time.Hour) }})
+	if got, want := allRows(t, w), normalizeRows(src, 1); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows after the upgrade differ:\ngot  %+v\nwant %+v", got[:min(2, len(got))], want[:2])
+	}
+}

@@ -264,7 +264,10 @@ func inspect(ctx context.Context, db *sql.DB) (int, error) {
 			if err != nil {
 				return 0, err
 			}
-			if strings.Join(cols, ",") != strings.Join(legacyV2Columns, ",") {
+			// The legacy layout, also as first released: without the
+			// dh/ch hash columns (text indexes on domain and client).
+			got := strings.Join(cols, ",")
+			if got != strings.Join(legacyV2Columns, ",") && got != strings.Join(legacyV2Columns[:len(legacyV2Columns)-2], ",") {
 				return 0, fmt.Errorf("querylog: schema 2 file of an unknown layout (queries columns %v); not changed", cols)
 			}
 			return migLegacyV2, nil
