@@ -20,12 +20,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/ratelimit"
 	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/objectsdir"
+	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/validation"
 )
@@ -52,92 +54,158 @@ type Addrs struct {
 
 // Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
 // POST /lameduck), then shuts down cleanly.
+//
+// The steps below start the parts of a node in dependency order; each
+// registers how to stop what it started (proc.onStop), and everything stops
+// in reverse order when Run returns. The operator role runs the store,
+// blocking reconcilers and operator only; the data-plane and all roles add
+// the DNS listeners and the API.
 func Run(ctx context.Context, opts Options) error {
 	if opts.Stderr == nil {
 		opts.Stderr = os.Stderr
 	}
-	logger := slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	p := &proc{opts: opts, logger: slog.New(slog.NewTextHandler(opts.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	defer p.stop()
+	ctx, cancel := context.WithCancel(ctx)
+	p.onStop(cancel)
+	steps := []func(context.Context) error{
+		p.loadSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
+		p.startServing, p.startInternal,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.Ready != nil {
+		opts.Ready(p.addrs)
+	}
+	return p.wait(ctx)
+}
 
+// proc is the state of one Run.
+type proc struct {
+	opts     Options
+	logger   *slog.Logger
+	mgr      *settings.Manager
+	cfg      *settings.Config
+	role     string
+	kubeMode bool
+	nodeName string
+	env      func(string) string
+	reg      *prometheus.Registry
+	life     *Lifecycle
+	ops      *Ops
+	addrs    Addrs
+	stops    []func()
+
+	validator *validation.Validator
+	st        *openedStore
+	objs      *objectsdir.Applier
+	fwd       *upstream.Resolver
+	pp        *proxyproto.Policy
+	qlog      *querylog.Writer
+	dp        *dataplane.Server
+	hot       *hotConfig
+	snaps     *snapshotter
+	blk       *blocking
+	creds     *internalapi.Credentials
+	apiErr    chan error
+	snapErr   chan error
+}
+
+// onStop registers f to run when Run returns, before what was registered
+// earlier (like defer).
+func (p *proc) onStop(f func()) { p.stops = append(p.stops, f) }
+
+func (p *proc) stop() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+}
+
+func (p *proc) loadSettings(ctx context.Context) error {
 	mgr, err := settings.Load(ctx, settings.Options{
-		ConfigPath:         opts.ConfigPath,
-		ConfigPathExplicit: opts.ConfigExplicit,
-		Environ:            opts.Environ,
-		Logger:             logger,
+		ConfigPath:         p.opts.ConfigPath,
+		ConfigPathExplicit: p.opts.ConfigExplicit,
+		Environ:            p.opts.Environ,
+		Logger:             p.logger,
 	})
 	if err != nil {
 		return fmt.Errorf("settings: %w", err)
 	}
-	cfg := mgr.Current()
-	role, err := parseRole(opts.Role, cfg.Store.Driver)
-	if err != nil {
+	p.mgr, p.cfg = mgr, mgr.Current()
+	if p.role, err = parseRole(p.opts.Role, p.cfg.Store.Driver); err != nil {
 		return err
 	}
-	kubeMode := cfg.Store.Driver == "kube"
-	nodeName := cfg.Node.Name
-	if nodeName == "" {
-		nodeName, _ = os.Hostname()
+	p.kubeMode = p.cfg.Store.Driver == "kube"
+	p.nodeName = p.cfg.Node.Name
+	if p.nodeName == "" {
+		p.nodeName, _ = os.Hostname()
 	}
-	logger = logger.With("node", nodeName, "role", role)
+	p.logger = p.logger.With("node", p.nodeName, "role", p.role)
+	p.env = envLookup(p.opts.Environ)
+	return nil
+}
 
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	life := NewLifecycle(func(ld bool) { logger.Info("lameduck", "on", ld) })
-	ops := NewOps(life, cfg.Node.Lameduck)
-
-	var servers []*http.Server
-	var addrs Addrs
-	serveHTTP := func(name, addr string, h http.Handler) (string, error) {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return "", fmt.Errorf("%s listener %s: %w", name, addr, err)
-		}
-		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
-		servers = append(servers, srv)
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				logger.Error("listener failed", "listener", name, "err", err)
-			}
-		}()
-		logger.Info("listening", "listener", name, "address", ln.Addr().String())
-		return ln.Addr().String(), nil
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		for _, s := range servers {
-			_ = s.Shutdown(sctx)
-		}
-	}()
-
-	if addrs.Ops, err = serveHTTP("ops", cfg.Listeners.Ops.Address, ops.Handler()); err != nil {
+// startOps serves health checks and metrics first, so a node that is still
+// starting answers "not ready" rather than nothing.
+func (p *proc) startOps(context.Context) error {
+	p.reg = prometheus.NewRegistry()
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.life = NewLifecycle(func(ld bool) { p.logger.Info("lameduck", "on", ld) })
+	p.ops = NewOps(p.life, p.cfg.Node.Lameduck)
+	var err error
+	if p.addrs.Ops, err = p.serveHTTP("ops", p.cfg.Listeners.Ops.Address, p.ops.Handler()); err != nil {
 		return err
 	}
-	if cfg.Listeners.Metrics.Address != "" {
-		mh := promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	if p.cfg.Listeners.Metrics.Address != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", mh)
-		if addrs.Metrics, err = serveHTTP("metrics", cfg.Listeners.Metrics.Address, mux); err != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
+		if p.addrs.Metrics, err = p.serveHTTP("metrics", p.cfg.Listeners.Metrics.Address, mux); err != nil {
 			return err
 		}
 	}
+	return nil
+}
+
+func (p *proc) serveHTTP(name, addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("%s listener %s: %w", name, addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(p.logger.Handler(), slog.LevelWarn)}
+	p.onStop(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.logger.Error("listener failed", "listener", name, "err", err)
+		}
+	}()
+	p.logger.Info("listening", "listener", name, "address", ln.Addr().String())
+	return ln.Addr().String(), nil
+}
+
+// openState opens the store, makes sure the default zone exists and starts
+// following objectsDir and the config file's inline objects.
+func (p *proc) openState(ctx context.Context) error {
+	cfg := p.cfg
 	if err := os.MkdirAll(cfg.Node.DataDir, 0o755); err != nil {
 		return fmt.Errorf("node.dataDir %s: %w", cfg.Node.DataDir, err)
 	}
-	validator, err := validation.New()
-	if err != nil {
+	var err error
+	if p.validator, err = validation.New(); err != nil {
 		return fmt.Errorf("object schemas: %w", err)
 	}
-	env := envLookup(opts.Environ)
-	st, err := openStore(ctx, cfg, env, validator, logger)
-	if err != nil {
+	if p.st, err = openStore(ctx, cfg, p.env, p.validator, p.logger); err != nil {
 		return err
 	}
-	defer st.Close()
-	ops.AddCheck("store", func() error {
+	st := p.st
+	p.onStop(func() { st.Close() })
+	p.ops.AddCheck("store", func() error {
 		if ok, age := st.fresh(time.Now()); !ok {
 			return fmt.Errorf("view of the store is %s old, over store.kube.snapshot.maxAge", age.Round(time.Second))
 		}
@@ -146,38 +214,45 @@ func Run(ctx context.Context, opts Options) error {
 	if err := ensureDefaultZone(ctx, st); err != nil {
 		return err
 	}
-	objs := objectsdir.New(st, cfg.ObjectsDir, logger.With("component", "objectsdir"))
-	if err := objs.ApplyInline(ctx, mgr.ConfigPath(), cfg.Objects); err != nil {
+	p.objs = objectsdir.New(st, cfg.ObjectsDir, p.logger.With("component", "objectsdir"))
+	if err := p.objs.ApplyInline(ctx, p.mgr.ConfigPath(), cfg.Objects); err != nil {
 		// A bad inline object is reported and the node keeps serving what is stored.
-		logger.Error("inline objects of the config file not applied", "err", err)
+		p.logger.Error("inline objects of the config file not applied", "err", err)
 	}
 	go func() {
-		if err := objs.Run(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("objectsDir watch stopped", "dir", cfg.ObjectsDir, "err", err)
+		if err := p.objs.Run(ctx); err != nil && ctx.Err() == nil {
+			p.logger.Error("objectsDir watch stopped", "dir", cfg.ObjectsDir, "err", err)
 		}
 	}()
+	return nil
+}
 
-	fwd, err := upstream.New(upstreamConfig(cfg), logger.With("component", "upstream"), reg)
-	if err != nil {
+// startDataPlane builds the forwarder, the query log and the data plane
+// (not yet listening) and the settings that change them while running.
+func (p *proc) startDataPlane(ctx context.Context) error {
+	cfg, logger := p.cfg, p.logger
+	var err error
+	if p.fwd, err = upstream.New(upstreamConfig(cfg), logger.With("component", "upstream"), p.reg); err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
-	pp, err := proxyPolicy(cfg)
-	if err != nil {
+	if p.pp, err = proxyPolicy(cfg); err != nil {
 		return err
 	}
-	dpCfg := dataplaneConfig(cfg, nodeName)
-	dpCfg.ProxyProtocol = pp
-	qlog, qlogger, err := openQueryLog(ctx, cfg, nodeName, reg, logger)
+	dpCfg := dataplaneConfig(cfg, p.nodeName)
+	dpCfg.ProxyProtocol = p.pp
+	qlog, qlogger, err := openQueryLog(ctx, cfg, p.nodeName, p.reg, logger)
 	if err != nil {
 		return fmt.Errorf("query log: %w", err)
 	}
-	defer qlog.Close()
-	defer qlogger.Close() // runs first: buffered records reach the writer
-	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: reg, QueryLogger: qlogger})
+	p.qlog = qlog
+	p.onStop(func() { qlog.Close() })
+	p.onStop(func() { qlogger.Close() }) // runs first: buffered records reach the writer
+	dp, err := dataplane.New(dpCfg, dataplane.Options{Logger: logger.With("component", "dataplane"), Registerer: p.reg, QueryLogger: qlogger})
 	if err != nil {
 		return err
 	}
-	rlMetrics, err := ratelimit.NewMetrics(reg)
+	p.dp = dp
+	rlMetrics, err := ratelimit.NewMetrics(p.reg)
 	if err != nil {
 		return err
 	}
@@ -186,13 +261,13 @@ func Run(ctx context.Context, opts Options) error {
 		return fmt.Errorf("ratelimit: %w", err)
 	}
 	dp.SetRateLimiter(limiter)
-	life.onChange = func(ld bool) {
+	p.life.onChange = func(ld bool) {
 		logger.Info("lameduck", "on", ld)
 		dp.SetLameduck(ld)
 	}
-	hot := newHotConfig(cfg, fwd, logger)
-	hot.querylog = func(c *settings.Config) error { return qlog.Update(querylogConfig(c, nodeName)) }
-	hot.newLimiter = func(c *settings.Config) error {
+	p.hot = newHotConfig(cfg, p.fwd, logger)
+	p.hot.querylog = func(c *settings.Config) error { return qlog.Update(querylogConfig(c, p.nodeName)) }
+	p.hot.newLimiter = func(c *settings.Config) error {
 		l, err := ratelimit.New(ratelimitConfig(c), rlMetrics)
 		if err != nil {
 			return err
@@ -200,197 +275,236 @@ func Run(ctx context.Context, opts Options) error {
 		dp.SetRateLimiter(l)
 		return nil
 	}
-	defer hot.Close()
-	snaps := newSnapshotter(st, dp, logger.With("component", "snapshot"), hot.snapshotInput)
-	snaps.metrics = newNodeMetrics(reg)
-	snaps.fresh = st.fresh
-	if cfg.Store.Driver != "kube" {
+	p.onStop(p.hot.Close)
+	p.snaps = newSnapshotter(p.st, dp, logger.With("component", "snapshot"), p.hot.snapshotInput)
+	p.snaps.metrics = newNodeMetrics(p.reg)
+	p.snaps.fresh = p.st.fresh
+	if !p.kubeMode {
 		// On Kubernetes the operator's reconcilers write zone status.
-		snaps.status = newZoneStatus(st, logger.With("component", "zonestatus"))
-		go snaps.status.run(ctx)
+		p.snaps.status = newZoneStatus(p.st, logger.With("component", "zonestatus"))
+		go p.snaps.status.run(ctx)
 	}
-	blk, err := newBlocking(ctx, cfg, st, dp, nodeName, hot, logger)
+	return nil
+}
+
+// startBlocking compiles block lists and policies (file store), or starts
+// the operator and the list follower (kube store), and waits for the first
+// lists as blocking.initStrategy says.
+func (p *proc) startBlocking(ctx context.Context) error {
+	cfg, logger := p.cfg, p.logger
+	blk, err := newBlocking(ctx, cfg, p.st, p.dp, p.nodeName, p.hot, logger)
 	if err != nil {
 		return fmt.Errorf("blocking: %w", err)
 	}
-	snaps.blocking = blk.compile
-	if !kubeMode {
+	p.blk = blk
+	p.snaps.blocking = blk.compile
+	if !p.kubeMode {
 		// with the kube store the operator leader writes Policy status
-		snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
+		p.snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
 	}
-	blk.changed = snaps.Trigger
-	blk.metrics = snaps.metrics
-	var internalCreds *internalapi.Credentials
-	if kubeMode || cfg.Listeners.Internal.Address != "" {
-		if internalCreds, err = internalCredentials(cfg, env); err != nil {
+	blk.changed = p.snaps.Trigger
+	blk.metrics = p.snaps.metrics
+	if p.kubeMode || cfg.Listeners.Internal.Address != "" {
+		if p.creds, err = internalCredentials(cfg, p.env); err != nil {
 			return fmt.Errorf("internal listener: %w", err)
 		}
 	}
-	if kubeMode && role != RoleDataplane {
-		stopOperator, err := startOperator(ctx, cfg, st, blk, env, nodeName, logger)
+	if p.kubeMode && p.role != RoleDataplane {
+		stopOperator, err := startOperator(ctx, cfg, p.st, blk, p.env, p.nodeName, logger)
 		if err != nil {
 			return err
 		}
-		defer stopOperator()
+		p.onStop(stopOperator)
 	}
-	if kubeMode {
-		cms, err := newConfigMaps(st.rest)
+	if p.kubeMode {
+		cms, err := newConfigMaps(p.st.rest)
 		if err != nil {
 			return fmt.Errorf("configmap reader: %w", err)
 		}
-		blk.follow = &listFollower{st: st, fetcher: blk.fetcher, client: internalapi.NewClient(internalCreds),
-			peers: parsePeers(env(PeersEnv)), allowDegraded: cfg.Blocking.AllowDegraded, configMaps: cms,
+		blk.follow = &listFollower{st: p.st, fetcher: blk.fetcher, client: internalapi.NewClient(p.creds),
+			peers: parsePeers(p.env(PeersEnv)), allowDegraded: cfg.Blocking.AllowDegraded, configMaps: cms,
 			log: logger.With("component", "listfollower")}
 	}
-	if role != RoleOperator {
-		initial := make(chan error, 1)
-		go func() {
-			if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
-				logger.Error("block list reconciler stopped", "err", err)
-			}
-		}()
-		if err := waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger); err != nil {
-			return err
-		}
+	if p.role == RoleOperator {
+		return nil
 	}
+	initial := make(chan error, 1)
 	go func() {
-		if err := mgr.Watch(ctx); err != nil && ctx.Err() == nil {
-			logger.Error("settings file watch stopped", "err", err)
+		if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
+			logger.Error("block list reconciler stopped", "err", err)
 		}
 	}()
-	go hot.follow(mgr.Subscribe(ctx), dp, snaps, reg)
-	snapErr := make(chan error, 1)
-	if role != RoleOperator {
-		ops.AddCheck("snapshot", snaps.Ready)
-		go func() { snapErr <- snaps.Run(ctx) }()
-	}
-	var apiErr chan error
-	if role != RoleOperator { // DNS listeners and the API
-		if err := dp.Start(ctx); err != nil {
-			return fmt.Errorf("dns listeners: %w", err)
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = dp.Shutdown(sctx)
-		}()
-		for _, a := range dp.UDPAddrs() {
-			addrs.DNS = append(addrs.DNS, "udp/"+a.String())
-		}
-		for _, a := range dp.TCPAddrs() {
-			addrs.DNS = append(addrs.DNS, "tcp/"+a.String())
-		}
-		tp, err := transport.New(dp, transportConfig(cfg, pp), transport.Options{Logger: logger.With("component", "transport"), Registerer: reg})
-		if err != nil {
-			return fmt.Errorf("encrypted DNS listeners: %w", err)
-		}
-		if err := tp.Start(ctx); err != nil {
-			return fmt.Errorf("encrypted DNS listeners: %w", err)
-		}
-		defer func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			_ = tp.Shutdown(sctx)
-		}()
-		for _, kind := range []string{"dot", "doh", "doq", "doh3"} {
-			for _, a := range tp.Addrs(kind) {
-				addrs.DNS = append(addrs.DNS, kind+"/"+a.String())
-			}
-		}
-		logger.Info("dns listening", "addresses", addrs.DNS)
+	return waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger)
+}
 
-		bearers, err := kubeBearer(cfg, st, logger)
-		if err != nil {
-			return fmt.Errorf("api: kubernetes tokens: %w", err)
+// startSnapshots follows the settings file and starts building snapshots
+// (not on the operator role, which serves no DNS).
+func (p *proc) startSnapshots(ctx context.Context) error {
+	go func() {
+		if err := p.mgr.Watch(ctx); err != nil && ctx.Err() == nil {
+			p.logger.Error("settings file watch stopped", "err", err)
 		}
-		apiOpts, err := apiOptions(cfg, nodeName, opts.Environ)
-		if err != nil {
-			return err
-		}
-		idps, err := identityProviders(cfg, st, namespace(env), logger)
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		apiOpts.Stdout = opts.Stderr
-		apiSrv, err := api.New(ctx, apiOpts, api.Deps{
-			Store: st, Settings: settingsService{mgr}, DNS: dnsService{dp: dp, toggle: blk.toggle, node: nodeName},
-			Messages: messages{objs: objs, node: nodeName}, Kinds: validator, Admitter: validator,
-			Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
-			QueryLog: qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
-			BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
-			Cluster: clusterInfo{driver: cfg.Store.Driver, node: nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
-		})
-		if err != nil {
-			return fmt.Errorf("api: %w", err)
-		}
-		defer apiSrv.Close()
-		apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
-		if err != nil {
-			return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
-		}
-		addrs.API = apiLn.Addr().String()
-		apiErr = make(chan error, 1)
-		go func() { apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
-		logger.Info("listening", "listener", "api", "address", addrs.API, "base", apiSrv.BasePath())
-		if apiOpts.AdminSocketPath != "" {
-			adminLn, err := apiSrv.ListenAdminSocket()
-			if err != nil {
-				return fmt.Errorf("admin socket %s: %w", apiOpts.AdminSocketPath, err)
-			}
-			go func() {
-				if err := apiSrv.ServeAdminListener(ctx, adminLn); err != nil && ctx.Err() == nil {
-					logger.Error("admin socket stopped", "err", err)
-				}
-			}()
-			logger.Info("listening", "listener", "admin", "path", apiOpts.AdminSocketPath)
+	}()
+	go p.hot.follow(p.mgr.Subscribe(ctx), p.dp, p.snaps, p.reg)
+	p.snapErr = make(chan error, 1)
+	if p.role != RoleOperator {
+		p.ops.AddCheck("snapshot", p.snaps.Ready)
+		go func() { p.snapErr <- p.snaps.Run(ctx) }()
+	}
+	return nil
+}
+
+// startServing starts the DNS listeners (plain and encrypted), the API and
+// the admin socket; the operator role has none of them.
+func (p *proc) startServing(ctx context.Context) error {
+	if p.role == RoleOperator {
+		return nil
+	}
+	if err := p.startDNS(ctx); err != nil {
+		return err
+	}
+	return p.startAPI(ctx)
+}
+
+func (p *proc) startDNS(ctx context.Context) error {
+	dp := p.dp
+	if err := dp.Start(ctx); err != nil {
+		return fmt.Errorf("dns listeners: %w", err)
+	}
+	p.onStop(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = dp.Shutdown(sctx)
+	})
+	for _, a := range dp.UDPAddrs() {
+		p.addrs.DNS = append(p.addrs.DNS, "udp/"+a.String())
+	}
+	for _, a := range dp.TCPAddrs() {
+		p.addrs.DNS = append(p.addrs.DNS, "tcp/"+a.String())
+	}
+	tp, err := transport.New(dp, transportConfig(p.cfg, p.pp), transport.Options{Logger: p.logger.With("component", "transport"), Registerer: p.reg})
+	if err != nil {
+		return fmt.Errorf("encrypted DNS listeners: %w", err)
+	}
+	if err := tp.Start(ctx); err != nil {
+		return fmt.Errorf("encrypted DNS listeners: %w", err)
+	}
+	p.onStop(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	})
+	for _, kind := range []string{"dot", "doh", "doq", "doh3"} {
+		for _, a := range tp.Addrs(kind) {
+			p.addrs.DNS = append(p.addrs.DNS, kind+"/"+a.String())
 		}
 	}
+	p.logger.Info("dns listening", "addresses", p.addrs.DNS)
+	return nil
+}
 
-	if a := cfg.Listeners.Internal.Address; a != "" {
-		creds := internalCreds
-		ln, err := net.Listen("tcp", a)
+func (p *proc) startAPI(ctx context.Context) error {
+	cfg, logger, st, blk := p.cfg, p.logger, p.st, p.blk
+	bearers, err := kubeBearer(cfg, st, logger)
+	if err != nil {
+		return fmt.Errorf("api: kubernetes tokens: %w", err)
+	}
+	apiOpts, err := apiOptions(cfg, p.nodeName, p.opts.Environ)
+	if err != nil {
+		return err
+	}
+	idps, err := identityProviders(cfg, st, namespace(p.env), logger)
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	apiOpts.Stdout = p.opts.Stderr
+	ops := p.ops
+	apiSrv, err := api.New(ctx, apiOpts, api.Deps{
+		Store: st, Settings: settingsService{p.mgr}, DNS: dnsService{dp: p.dp, toggle: blk.toggle, node: p.nodeName},
+		Messages: messages{objs: p.objs, node: p.nodeName}, Kinds: p.validator, Admitter: p.validator,
+		Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
+		QueryLog: p.qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
+		BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
+		Cluster: clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	p.onStop(func() { apiSrv.Close() })
+	apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
+	if err != nil {
+		return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
+	}
+	p.addrs.API = apiLn.Addr().String()
+	p.apiErr = make(chan error, 1)
+	go func() { p.apiErr <- apiSrv.ServeListener(ctx, apiLn) }()
+	logger.Info("listening", "listener", "api", "address", p.addrs.API, "base", apiSrv.BasePath())
+	if apiOpts.AdminSocketPath != "" {
+		adminLn, err := apiSrv.ListenAdminSocket()
 		if err != nil {
-			return fmt.Errorf("internal listener %s: %w", a, err)
+			return fmt.Errorf("admin socket %s: %w", apiOpts.AdminSocketPath, err)
 		}
-		addrs.Internal = ln.Addr().String()
 		go func() {
-			deps := internalapi.Deps{Status: internalDeps{node: nodeName, snaps: snaps, ops: ops, store: st}, Zones: internalDeps{node: nodeName, snaps: snaps, ops: ops, store: st}, Lists: blk.fetcher, Logger: logger.With("component", "internal")}
-			if err := internalapi.Serve(ctx, ln, creds, deps); err != nil && ctx.Err() == nil {
-				logger.Error("internal listener stopped", "err", err)
+			if err := apiSrv.ServeAdminListener(ctx, adminLn); err != nil && ctx.Err() == nil {
+				logger.Error("admin socket stopped", "err", err)
 			}
 		}()
-		logger.Info("listening", "listener", "internal", "address", addrs.Internal)
+		logger.Info("listening", "listener", "admin", "path", apiOpts.AdminSocketPath)
 	}
+	return nil
+}
 
-	if opts.Ready != nil {
-		opts.Ready(addrs)
+// startInternal serves the node-to-node listener (list bodies by digest,
+// status and zones for peers).
+func (p *proc) startInternal(ctx context.Context) error {
+	a := p.cfg.Listeners.Internal.Address
+	if a == "" {
+		return nil
 	}
+	ln, err := net.Listen("tcp", a)
+	if err != nil {
+		return fmt.Errorf("internal listener %s: %w", a, err)
+	}
+	p.addrs.Internal = ln.Addr().String()
+	d := internalDeps{node: p.nodeName, snaps: p.snaps, ops: p.ops, store: p.st}
+	deps := internalapi.Deps{Status: d, Zones: d, Lists: p.blk.fetcher, Logger: p.logger.With("component", "internal")}
+	go func() {
+		if err := internalapi.Serve(ctx, ln, p.creds, deps); err != nil && ctx.Err() == nil {
+			p.logger.Error("internal listener stopped", "err", err)
+		}
+	}()
+	p.logger.Info("listening", "listener", "internal", "address", p.addrs.Internal)
+	return nil
+}
 
+// wait serves until ctx ends, the API or the snapshots fail, or a signal's
+// lameduck period is over (a second signal stops at once).
+func (p *proc) wait(ctx context.Context) error {
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sig)
 	for {
 		select {
 		case <-ctx.Done():
-			logger.Info("stopping")
+			p.logger.Info("stopping")
 			return nil
-		case err := <-apiErr:
+		case err := <-p.apiErr:
 			if ctx.Err() == nil {
 				return err
 			}
-		case err := <-snapErr:
+		case err := <-p.snapErr:
 			if err != nil && ctx.Err() == nil {
 				return fmt.Errorf("snapshots: %w", err)
 			}
 		case s := <-sig:
-			if ld, _ := life.State(); ld {
-				logger.Info("second signal, stopping now", "signal", s.String())
+			if ld, _ := p.life.State(); ld {
+				p.logger.Info("second signal, stopping now", "signal", s.String())
 				return nil
 			}
-			logger.Info("signal, entering lameduck", "signal", s.String(), "for", cfg.Node.Lameduck)
-			life.Lameduck(cfg.Node.Lameduck)
-		case <-life.Done():
-			logger.Info("lameduck period over, stopping")
+			p.logger.Info("signal, entering lameduck", "signal", s.String(), "for", p.cfg.Node.Lameduck)
+			p.life.Lameduck(p.cfg.Node.Lameduck)
+		case <-p.life.Done():
+			p.logger.Info("lameduck period over, stopping")
 			return nil
 		}
 	}
