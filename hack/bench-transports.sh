@@ -86,25 +86,29 @@ start() { # $1: querylog.enabled
   echo "bench-transports: node did not become ready" >&2; cat "$work/node.log" >&2; exit 1
 }
 stop() { kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
-perf() { # mode args...: prints qps
-  local out
+cputicks() { awk '{print $14+$15}' "/proc/$pid/stat"; } # the node's user+system time
+perf() { # mode args...: prints "qps lost µs-of-node-CPU-per-answer"
+  local out c0 c1
+  c0=$(cputicks)
   out="$(dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" 2>&1)"
+  c1=$(cputicks)
   local lost; lost="$(printf '%s\n' "$out" | sed -n 's/.*Queries lost: *\([0-9]*\).*/\1/p')"
+  local done; done="$(printf '%s\n' "$out" | sed -n 's/.*Queries completed: *\([0-9]*\).*/\1/p')"
   printf '%s\n' "$out" | sed -n 's/.*Queries per second: *\([0-9.]*\).*/\1/p' | tr -d '\n'
-  echo " $lost"
+  echo " $lost $(echo "($c1 - $c0) * 10000 / ${done:-1}" | bc)"
 }
 declare -A res
 add() { res[$1]="${res[$1]:-} $2"; }
 for r in $(seq "$rounds"); do
   start false
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp "${q% *}"; echo "round $r udp       ${q% *} qps (lost ${q#* })"
-  q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add dot "${q% *}"; echo "round $r dot       ${q% *} qps (lost ${q#* })"
-  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q% *}"; echo "round $r doh       ${q% *} qps (lost ${q#* })"
-  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh-post "${q% *}"; echo "round $r doh-post  ${q% *} qps (lost ${q#* })"
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp-nolog "${q% *}"; echo "round $r udp-nolog ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp "${q%% *}"; echo "round $r udp       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
+  q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add dot "${q%% *}"; echo "round $r dot       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
+  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q%% *}"; echo "round $r doh       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
+  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh-post "${q%% *}"; echo "round $r doh-post  ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp-nolog "${q%% *}"; echo "round $r udp-nolog ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
   stop
   start true
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp+log "${q% *}"; echo "round $r udp+log   ${q% *} qps (lost ${q#* })"
+  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp+log "${q%% *}"; echo "round $r udp+log   ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
   echo "round $r query log: $(curl -s "http://127.0.0.1:$p_met/metrics" | grep -E '^service_querylog_(written|dropped)_rows_total' | tr '\n' ' ')"
   stop
 done
