@@ -44,62 +44,34 @@ func capOf(k int) int {
 	return defaultKindCap
 }
 
-// rowValue returns the value of kind k of a row.
-func rowValue(r *Row, k int) string {
+// rowField is the column of kind k in a row: the one place that maps the
+// dictionary kinds to Row fields (encoding reads it, decoding writes it).
+func rowField(r *Row, k int) *string {
 	switch k {
 	case kStatus:
-		return r.Status
+		return &r.Status
 	case kQType:
-		return r.QType
+		return &r.QType
 	case kRcode:
-		return r.Rcode
+		return &r.Rcode
 	case kNode:
-		return r.Node
+		return &r.Node
 	case kClientName:
-		return r.ClientName
+		return &r.ClientName
 	case kReason:
-		return r.Reason
+		return &r.Reason
 	case kList:
-		return r.List
+		return &r.List
 	case kRule:
-		return r.Rule
+		return &r.Rule
 	case kPolicy:
-		return r.Policy
+		return &r.Policy
 	case kUpstream:
-		return r.Upstream
+		return &r.Upstream
 	case kZone:
-		return r.Zone
+		return &r.Zone
 	default:
-		return r.Transport
-	}
-}
-
-func setRowValue(r *Row, k int, v string) {
-	switch k {
-	case kStatus:
-		r.Status = v
-	case kQType:
-		r.QType = v
-	case kRcode:
-		r.Rcode = v
-	case kNode:
-		r.Node = v
-	case kClientName:
-		r.ClientName = v
-	case kReason:
-		r.Reason = v
-	case kList:
-		r.List = v
-	case kRule:
-		r.Rule = v
-	case kPolicy:
-		r.Policy = v
-	case kUpstream:
-		r.Upstream = v
-	case kZone:
-		r.Zone = v
-	default:
-		r.Transport = v
+		return &r.Transport
 	}
 }
 

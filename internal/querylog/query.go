@@ -400,7 +400,7 @@ func (s *store) scanRow(sc interface{ Scan(...any) error }) (Row, error) {
 	}
 	r.Domain, r.Client = domain.String, client.String
 	for k := range enc {
-		setRowValue(&r, k, s.names.decode(enc[k]))
+		*rowField(&r, k) = s.names.decode(enc[k])
 	}
 	r.Time = time.UnixMicro(ts).UTC()
 	r.Duration = time.Duration(dur) * time.Microsecond

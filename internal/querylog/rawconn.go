@@ -142,7 +142,7 @@ func (d *dconn) insertRows(nm *names, pb *postingBuilder, rows []Row) error {
 		v[2] = nm.encode(kStatus, r.Status)
 		v[3], v[4] = nullable(r.Domain), nullable(r.Client)
 		for k := kQType; k < nKinds; k++ {
-			v[5+k-kQType] = nm.encode(k, rowValue(r, k))
+			v[5+k-kQType] = nm.encode(k, *rowField(r, k))
 		}
 		v[16] = r.Duration.Microseconds()
 		pb.addRow(r.ID, r.Domain, r.Client, v[2])
