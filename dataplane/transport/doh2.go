@@ -1301,7 +1301,7 @@ func (c *h2conn) dispatch(st *h2stream) {
 	c.running++
 	c.wg.Add(1)
 	h := c.d.h
-	if nh, ok := h.s.h.(nowHandler); ok {
+	if nh := h.s.now; nh != nil {
 		op := getBuf()
 		out, ok, done := nh.ServeWireNow(*st.body, c.client, h.transport, st.clientID, (*op)[:0], st)
 		if !done {

@@ -244,7 +244,7 @@ func (c *dotConn) dispatch(msg []byte) {
 	if c.sem == nil {
 		c.sem = make(chan struct{}, c.max)
 	}
-	if nh, ok := c.s.h.(nowHandler); ok {
+	if nh := c.s.now; nh != nil {
 		c.answerNow(nh, msg)
 		return
 	}

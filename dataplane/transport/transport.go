@@ -113,7 +113,11 @@ type Server struct {
 	altSvc    string
 	// altSvcValue is altSvc as a header value, shared by every answer.
 	altSvcValue []string
-	// responders answer DoT and DoH (HTTP/2) queries; they stop with ctx.
+	// now is h when it can answer at once (dataplane.Server), found once
+	// here rather than per query; nil: queries go to the responders.
+	now nowHandler
+	// responders answer DoT and DoH (HTTP/2) queries of other handlers;
+	// they stop with ctx.
 	responders *responders
 }
 
@@ -150,7 +154,8 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	rctx, rcancel := context.WithCancel(context.Background())
-	return &Server{h: h, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, reloadCtx: rctx, reloadCancel: rcancel,
+	now, _ := h.(nowHandler)
+	return &Server{h: h, now: now, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, reloadCtx: rctx, reloadCancel: rcancel,
 		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}, responders: newResponders(ctx.Done())}, nil
 }
 
