@@ -719,16 +719,8 @@ func TestDoH2IdleTimeout(t *testing.T) {
 // TestDoH2TLS runs the real listener: h2 goes to the lean server,
 // HTTP/1.1 to net/http, both answered; Shutdown ends both.
 func TestDoH2TLS(t *testing.T) {
-	dir := t.TempDir()
-	certFile, keyFile, pool := writeTestCert(t, dir)
 	fh := &fakeHandler{}
-	s, err := New(fh, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	s, _, pool := startTLSDoH(t, fh)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -776,6 +768,22 @@ func TestDoH2TLS(t *testing.T) {
 	}
 }
 
+// startTLSDoH starts a DoH listener with a certificate made for the test;
+// the caller shuts it down.
+func startTLSDoH(t *testing.T, h Handler) (s *Server, dir string, pool *x509.CertPool) {
+	t.Helper()
+	dir = t.TempDir()
+	certFile, keyFile, pool := writeTestCert(t, dir)
+	s, err := New(h, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s, dir, pool
+}
+
 func writeTestCert(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -815,20 +823,12 @@ func TestH2Spec(t *testing.T) {
 	if bin == "" {
 		t.Skip("SVC_H2SPEC not set")
 	}
-	dir := t.TempDir()
-	certFile, keyFile, _ := writeTestCert(t, dir)
-	s, err := New(&fakeHandler{}, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
+	s, _, _ := startTLSDoH(t, &fakeHandler{})
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
-	}()
+	})
 	ap := s.Addrs("doh")[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -851,20 +851,12 @@ func TestH2Load(t *testing.T) {
 	if bin == "" {
 		t.Skip("SVC_H2LOAD not set")
 	}
-	dir := t.TempDir()
-	certFile, keyFile, _ := writeTestCert(t, dir)
-	s, err := New(&fakeHandler{}, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
+	s, dir, _ := startTLSDoH(t, &fakeHandler{})
+	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
-	}()
+	})
 	body := filepath.Join(dir, "q")
 	if err := os.WriteFile(body, testQuery(t, "h2load.example."), 0o600); err != nil {
 		t.Fatal(err)
