@@ -243,7 +243,11 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 		c.batch, _ = tc.NetConn().(*batchConn)
 	}
 	c.rc = rawConnOf(raw)
-	c.br = bufio.NewReaderSize(conn, h2ReadBuffer)
+	var r io.Reader = conn
+	if c.batch != nil {
+		r = tlsReads{conn, c.batch}
+	}
+	c.br = bufio.NewReaderSize(r, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
@@ -453,6 +457,9 @@ func (c *h2conn) run() {
 			c.mu.Unlock()
 			return
 		}
+		if !ready && c.pollHeld(&deadline) {
+			continue // records crypto/tls held join this batch
+		}
 		if !ready {
 			// End of a read batch: send what the reader queued (and
 			// answered itself), and wait while the peer lags behind.
@@ -520,6 +527,44 @@ func (c *h2conn) run() {
 			return
 		}
 	}
+}
+
+// tlsReads counts the TLS connection's Reads that return data (one record
+// each) for batchConn.held.
+type tlsReads struct {
+	conn  net.Conn
+	batch *batchConn
+}
+
+func (r tlsReads) Read(p []byte) (int, error) {
+	n, err := r.conn.Read(p)
+	if n > 0 {
+		r.batch.took()
+	}
+	return n, err
+}
+
+// pollHeld reads, without blocking, a record crypto/tls already holds
+// (crypto/tls returns one per Read), so that a burst of requests that
+// arrived together is answered in one write. It reports whether the read
+// buffer grew; the read deadline is then in the past and *deadline is
+// cleared so that the blocking read sets it again.
+func (c *h2conn) pollHeld(deadline *time.Time) bool {
+	if c.batch == nil || !c.batch.held() {
+		return false
+	}
+	n := c.br.Buffered()
+	if n >= h2ReadBuffer {
+		return false
+	}
+	_ = c.conn.SetReadDeadline(pollDeadline)
+	*deadline = time.Time{}
+	_, _ = c.br.Peek(n + 1)
+	if c.br.Buffered() > n {
+		return true
+	}
+	c.batch.drained()
+	return false
 }
 
 // frameReady reports whether the next frame (for HEADERS without

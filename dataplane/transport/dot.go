@@ -83,8 +83,9 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
 // can shrink its stack.
 func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 	s.m.dotConns.Inc()
-	conn := tls.Server(raw, tc)
-	c := &dotConn{s: s, raw: raw, conn: conn}
+	batch := &batchConn{Conn: raw}
+	conn := tls.Server(batch, tc)
+	c := &dotConn{s: s, raw: raw, conn: conn, batch: batch}
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
@@ -144,6 +145,7 @@ type dotConn struct {
 	s         *Server
 	raw       net.Conn
 	conn      *tls.Conn
+	batch     *batchConn      // under conn: counts the records that arrive
 	rc        syscall.RawConn // nil: never park
 	idleSince time.Time
 	client    netip.AddrPort
@@ -185,7 +187,12 @@ func (c *dotConn) readLoop() (park bool) {
 			c.dispatch(b[2 : 2+n])
 			start += 2 + n
 		}
-		c.flushQueued() // the answers of this read batch, in one record
+		// crypto/tls returns one record per Read: records it already holds
+		// join this batch (a poll, no syscall) before the answers go out.
+		poll := c.batch != nil && c.batch.held()
+		if !poll {
+			c.flushQueued() // the answers of this read batch, in one record
+		}
 		if rb != nil {
 			if start == end {
 				start, end = 0, 0
@@ -204,11 +211,15 @@ func (c *dotConn) readLoop() (park bool) {
 		}
 		// Read more: inside crypto/tls for dotBusyWait, then parked on the
 		// socket without a buffer.
-		wait := dotBusyWait
-		if left := c.idle - time.Since(c.idleSince); left < wait {
-			wait = left
+		if poll {
+			_ = c.conn.SetReadDeadline(pollDeadline)
+		} else {
+			wait := dotBusyWait
+			if left := c.idle - time.Since(c.idleSince); left < wait {
+				wait = left
+			}
+			_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		}
-		_ = c.conn.SetReadDeadline(time.Now().Add(wait))
 		if c.s.draining.Load() {
 			return false
 		}
@@ -220,7 +231,14 @@ func (c *dotConn) readLoop() (park bool) {
 		n, err := c.conn.Read((*rb)[end:cap(*rb)])
 		end += n
 		if n > 0 {
+			if c.batch != nil {
+				c.batch.took()
+			}
 			c.idleSince = time.Now()
+			continue
+		}
+		if poll {
+			c.batch.drained() // nothing held after all: flush, then wait
 			continue
 		}
 		var ne net.Error

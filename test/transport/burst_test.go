@@ -1,0 +1,188 @@
+package transport_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"golang.org/x/sys/unix"
+)
+
+// heldConn holds the TLS client's writes (one TLS record each) until
+// release, which sends them in one syscall: a burst of queries arriving in
+// one TCP segment, as from a busy stub resolver or dnsperf.
+type heldConn struct {
+	*net.TCPConn
+	hold bool
+	buf  []byte
+}
+
+func (h *heldConn) Write(p []byte) (int, error) {
+	if h.hold {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.TCPConn.Write(p)
+}
+
+func (h *heldConn) release(t *testing.T) {
+	t.Helper()
+	h.hold = false
+	if _, err := h.TCPConn.Write(h.buf); err != nil {
+		t.Fatal(err)
+	}
+	h.buf = nil
+}
+
+// segsIn is how many TCP segments the socket has received (TCP_INFO).
+func (h *heldConn) segsIn(t *testing.T) uint32 {
+	t.Helper()
+	rc, err := h.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *unix.TCPInfo
+	var gerr error
+	if err := rc.Control(func(fd uintptr) {
+		info, gerr = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}); err != nil || gerr != nil {
+		t.Fatal(err, gerr)
+	}
+	return info.Segs_in
+}
+
+func dialHeld(t *testing.T, addr string, cfg *tls.Config) (*tls.Conn, *heldConn) {
+	t.Helper()
+	raw, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &heldConn{TCPConn: raw.(*net.TCPConn)}
+	c := tls.Client(h, cfg)
+	t.Cleanup(func() { _ = c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return c, h
+}
+
+// burstSegments bounds the segments a burst of 16 answers may take: the
+// server reads the 16 records in one read and answers them in one write
+// (plus, at most, a stray ACK or window update); one write per query
+// would be 16.
+const burstQueries, burstSegments = 16, 3
+
+// TestBurstAnsweredInOneWrite: queries that arrive together, each in its
+// own TLS record, are answered together. crypto/tls hands the server one
+// record per Read; without polling what it already holds, the server
+// would write (and the client receive) one segment per query.
+func TestBurstAnsweredInOneWrite(t *testing.T) {
+	st := newStack(t, stackOpts{})
+
+	t.Run("dot", func(t *testing.T) {
+		c, h := dialHeld(t, st.addr("dot").String(), st.pki.clientTLS("dot"))
+		ask := func(id uint16) {
+			q := query(t, id)
+			if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		read := func() {
+			var lb [2]byte
+			if _, err := io.ReadFull(c, lb[:]); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, binary.BigEndian.Uint16(lb[:]))
+			if _, err := io.ReadFull(c, b); err != nil {
+				t.Fatal(err)
+			}
+			checkAnswer(t, b)
+		}
+		ask(1) // a first round trip takes the session tickets in
+		read()
+		time.Sleep(50 * time.Millisecond) // delayed ACKs of the warm-up are out
+		before := h.segsIn(t)
+		h.hold = true
+		for i := range burstQueries {
+			ask(uint16(10 + i))
+		}
+		h.release(t)
+		for range burstQueries {
+			read()
+		}
+		if n := h.segsIn(t) - before; n > burstSegments {
+			t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
+		}
+	})
+
+	t.Run("doh-h2", func(t *testing.T) {
+		c, h := dialHeld(t, st.addr("doh").String(), st.pki.clientTLS("h2"))
+		fr := http2.NewFramer(c, c)
+		var hb bytes.Buffer
+		enc := hpack.NewEncoder(&hb)
+		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+			t.Fatal(err)
+		}
+		if err := fr.WriteSettings(); err != nil {
+			t.Fatal(err)
+		}
+		get := func(sid uint32) {
+			hb.Reset()
+			for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", serverName},
+				{":path", "/dns-query?dns=" + base64.RawURLEncoding.EncodeToString(query(t, uint16(sid)))}, {"accept", "application/dns-message"}} {
+				_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+			}
+			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// answers reads frames until n streams have ended, acknowledging
+		// the server's SETTINGS.
+		answers := func(n int) {
+			for n > 0 {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch f := f.(type) {
+				case *http2.SettingsFrame:
+					if !f.IsAck() {
+						_ = fr.WriteSettingsAck()
+					}
+				case *http2.HeadersFrame:
+					if f.StreamEnded() {
+						t.Fatalf("stream %d ended without a body", f.StreamID)
+					}
+				case *http2.DataFrame:
+					if f.StreamEnded() {
+						checkAnswer(t, f.Data())
+						n--
+					}
+				case *http2.GoAwayFrame:
+					t.Fatalf("GOAWAY %v", f.ErrCode)
+				}
+			}
+		}
+		get(1)
+		answers(1)
+		time.Sleep(50 * time.Millisecond)
+		before := h.segsIn(t)
+		h.hold = true
+		for i := range burstQueries {
+			get(uint32(3 + 2*i))
+		}
+		h.release(t)
+		answers(burstQueries)
+		if n := h.segsIn(t) - before; n > burstSegments {
+			t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
+		}
+	})
+}
