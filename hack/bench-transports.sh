@@ -10,7 +10,14 @@
 #   doh-post  the same with POST
 #   udp+log / udp-nolog: the same UDP load against the node with the query
 #   log on and off (querylog.enabled), the on/off ratio of issue #9.
-# Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc), OUT (file to append to).
+# Two arrangements of the 2+ CPUs, both printed:
+#   split   the node on CPU 0 and dnsperf on CPU 1 (taskset), as test/bench
+#           does: dnsperf's own TLS work takes nothing from the node, so the
+#           ratios compare what the node does per answer;
+#   shared  neither pinned: node, query-log writer and dnsperf share every
+#           CPU (the writer can use what dnsperf leaves).
+# On one CPU only the shared arrangement runs.
+# Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v dnsperf >/dev/null || hack/install-bench-deps.sh
@@ -77,7 +84,7 @@ printf '%s\n' 'nas.home.lan A' 'router.home.lan A' 'x.apps.home.lan A' 'home.lan
 
 start() { # $1: querylog.enabled
   rm -rf "$work/data"
-  SERVICE_QUERYLOG__ENABLED="$1" "$svc" serve --config "$work/service.yaml" >"$work/node.log" 2>&1 &
+  SERVICE_QUERYLOG__ENABLED="$1" $nodepin "$svc" serve --config "$work/service.yaml" >"$work/node.log" 2>&1 &
   pid=$!
   for _ in $(seq 100); do
     curl -sf "http://127.0.0.1:$p_ops/healthz/ready" >/dev/null && return 0
@@ -90,7 +97,7 @@ cputicks() { awk '{print $14+$15}' "/proc/$pid/stat"; } # the node's user+system
 perf() { # mode args...: prints "qps lost µs-of-node-CPU-per-answer"
   local out c0 c1
   c0=$(cputicks)
-  out="$(dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" 2>&1)"
+  out="$($perfpin dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" 2>&1)"
   c1=$(cputicks)
   local lost; lost="$(printf '%s\n' "$out" | sed -n 's/.*Queries lost: *\([0-9]*\).*/\1/p')"
   local done; done="$(printf '%s\n' "$out" | sed -n 's/.*Queries completed: *\([0-9]*\).*/\1/p')"
@@ -99,27 +106,36 @@ perf() { # mode args...: prints "qps lost µs-of-node-CPU-per-answer"
 }
 declare -A res
 add() { res[$1]="${res[$1]:-} $2"; }
+show() { echo "round $1 $(printf '%-16s' "$2") ${3%% *} qps (lost $(echo $3 | cut -d" " -f2), node CPU $(echo $3 | cut -d" " -f3) µs/answer)"; }
+arrangements="shared"
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then arrangements="split shared"; fi
 for r in $(seq "$rounds"); do
-  start false
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp "${q%% *}"; echo "round $r udp       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add dot "${q%% *}"; echo "round $r dot       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh "${q%% *}"; echo "round $r doh       ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add doh-post "${q%% *}"; echo "round $r doh-post  ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp-nolog "${q%% *}"; echo "round $r udp-nolog ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  stop
-  start true
-  q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add udp+log "${q%% *}"; echo "round $r udp+log   ${q%% *} qps (lost $(echo $q | cut -d" " -f2), node CPU $(echo $q | cut -d" " -f3) µs/answer)"
-  echo "round $r query log: $(curl -s "http://127.0.0.1:$p_met/metrics" | grep -E '^service_querylog_(written|dropped)_rows_total' | tr '\n' ' ')"
-  stop
+  for a in $arrangements; do
+    nodepin="" perfpin=""
+    if [ "$a" = split ]; then nodepin="taskset -c 0" perfpin="taskset -c 1"; fi
+    start false
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp/$a" "${q%% *}"; show "$r" "udp/$a" "$q"
+    q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add "dot/$a" "${q%% *}"; show "$r" "dot/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh/$a" "${q%% *}"; show "$r" "doh/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh-post/$a" "${q%% *}"; show "$r" "doh-post/$a" "$q"
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp-nolog/$a" "${q%% *}"; show "$r" "udp-nolog/$a" "$q"
+    stop
+    start true
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp+log/$a" "${q%% *}"; show "$r" "udp+log/$a" "$q"
+    echo "round $r query log: $(curl -s "http://127.0.0.1:$p_met/metrics" | grep -E '^service_querylog_(written|dropped)_rows_total' | tr '\n' ' ')"
+    stop
+  done
 done
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-u=$(echo "${res[udp]}" | median)
-nl=$(echo "${res[udp-nolog]}" | median)
-echo
-echo "mode        qps (median of $rounds)   ratio"
-for m in udp dot doh doh-post; do
-  v=$(echo "${res[$m]}" | median)
-  printf '%-10s %12.0f   %.2f of udp\n' "$m" "$v" "$(echo "$v / $u" | bc -l)"
+for a in $arrangements; do
+  u=$(echo "${res[udp/$a]}" | median)
+  nl=$(echo "${res[udp-nolog/$a]}" | median)
+  echo
+  echo "$a: mode   qps (median of $rounds)   ratio"
+  for m in udp dot doh doh-post; do
+    v=$(echo "${res[$m/$a]}" | median)
+    printf '%-10s %12.0f   %.2f of udp\n' "$m" "$v" "$(echo "$v / $u" | bc -l)"
+  done
+  v=$(echo "${res[udp+log/$a]}" | median)
+  printf '%-10s %12.0f   %.2f of udp-nolog (%0.f)\n' "udp+log" "$v" "$(echo "$v / $nl" | bc -l)" "$nl"
 done
-v=$(echo "${res[udp+log]}" | median)
-printf '%-10s %12.0f   %.2f of udp-nolog (%0.f)\n' "udp+log" "$v" "$(echo "$v / $nl" | bc -l)" "$nl"
