@@ -3,8 +3,8 @@ package transport
 // A lean HTTP/2 server for DoH connections that negotiate ALPN "h2"
 // (RFC 9113, RFC 8484). HTTP/1.1 connections stay on net/http.
 //
-// One goroutine per connection reads frames (x/net/http2 Framer with
-// ReadMetaHeaders and hpack) and keeps the stream table; a complete
+// One goroutine per connection reads frames (x/net/http2 Framer; header
+// blocks decoded by h2headers.go with hpack) and keeps the stream table; a complete
 // request is answered on its own goroutine (the pipeline may wait on an
 // upstream, and one slow answer must not hold the others of the
 // connection), which encodes the response (hpack, HEADERS, DATA within
@@ -184,6 +184,7 @@ type h2conn struct {
 	raw       net.Conn
 	br        *bufio.Reader
 	fr        *http2.Framer // reads only
+	hdec      *hdecoder     // header blocks (reader only)
 	hr        bytes.Reader  // frame header peeks
 	client    netip.AddrPort
 
@@ -194,15 +195,19 @@ type h2conn struct {
 	wbuf *[]byte   // queued output; nil when empty
 	// cuts are offsets in wbuf where an answer ends: each answer goes out
 	// as its own TLS record (batchConn keeps it to one syscall).
-	cuts       []int
-	spare      *[]byte
-	fw         *http2.Framer // writes only, into wbuf (c.Write)
-	enc        *hpack.Encoder
-	hbuf       bytes.Buffer
-	writing    bool
-	failed     bool // a write failed or the connection is closed
-	closed     bool // the reader is done: responders drop answers
-	closeAfter bool // close when the output is written
+	cuts  []int
+	spare *[]byte
+	fw    *http2.Framer // writes only, into wbuf (c.Write)
+	enc   *hpack.Encoder
+	hbuf  bytes.Buffer
+	// The last 200 response's header block, reusable while lastOKValid.
+	lastOK      okHeaders
+	lastOKBlock []byte
+	lastOKValid bool
+	writing     bool
+	failed      bool // a write failed or the connection is closed
+	closed      bool // the reader is done: responders drop answers
+	closeAfter  bool // close when the output is written
 
 	streams     map[uint32]*h2stream
 	blocked     []*h2stream
@@ -252,7 +257,7 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hdec = newHDecoder()
 	c.fr.SetReuseFrames()
 	c.fw = http2.NewFramer(c, nil)
 	c.enc = hpack.NewEncoder(&c.hbuf)
@@ -514,6 +519,11 @@ func (c *h2conn) run() {
 			}
 		}
 		f, err := c.fr.ReadFrame()
+		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
+			// Decoded here, before processFrame may ignore the frame:
+			// every block updates the HPACK state.
+			f, err = c.hdec.read(c.fr, hf)
+		}
 		c.mu.Lock()
 		if err == nil {
 			err = c.processFrame(f)
@@ -696,7 +706,7 @@ func (c *h2conn) processFrame(f http2.Frame) error {
 		return nil
 	}
 	switch f := f.(type) {
-	case *http2.MetaHeadersFrame:
+	case *h2headers:
 		return c.processHeaders(f)
 	case *http2.DataFrame:
 		return c.processData(f)
@@ -789,6 +799,7 @@ func (c *h2conn) processSettings(f *http2.SettingsFrame) error {
 		switch s.ID {
 		case http2.SettingHeaderTableSize:
 			c.enc.SetMaxDynamicTableSizeLimit(s.Val)
+			c.lastOKValid = false // the next block starts with a size update
 		case http2.SettingInitialWindowSize:
 			delta := int64(s.Val) - c.peerInitWin
 			for _, st := range c.streams {
@@ -1058,7 +1069,7 @@ func (c *h2conn) freeStream(st *h2stream) {
 	h2streamPool.Put(st)
 }
 
-func (c *h2conn) processHeaders(f *http2.MetaHeadersFrame) error {
+func (c *h2conn) processHeaders(f *h2headers) error {
 	id := f.StreamID
 	if id%2 != 1 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -1253,6 +1264,7 @@ func (c *h2conn) respondError(st *h2stream, code int, _ string) {
 }
 
 func (c *h2conn) field(name, value string) {
+	c.lastOKValid = false
 	_ = c.enc.WriteField(hpack.HeaderField{Name: name, Value: value})
 }
 
@@ -1426,23 +1438,65 @@ func (c *h2conn) completeLocked(st *h2stream, op *[]byte, ok bool) {
 		putBuf(op)
 		c.failStream(st, http.StatusBadRequest, "bad_request")
 	default:
-		c.hbuf.Reset()
-		c.field(":status", "200")
-		c.field("content-type", contentType)
+		k := okHeaders{cacheControl: "no-store", length: len(out), date: httpDate()}
 		if ttl, ok := cacheTTL(out); ok {
-			c.field("cache-control", maxAgeValue(ttl)[0])
-		} else {
-			c.field("cache-control", "no-store")
+			k.cacheControl = maxAgeValue(ttl)[0]
 		}
-		c.field("content-length", lengthString(len(out)))
 		if h.altSvc != nil {
-			if a := h.altSvc(); a != "" {
-				c.field("alt-svc", a)
-			}
+			k.altSvc = h.altSvc()
 		}
-		c.field("date", httpDate())
+		c.hbuf.Reset()
+		if c.lastOKValid && k == c.lastOK {
+			c.hbuf.Write(c.lastOKBlock)
+		} else {
+			c.field(":status", "200")
+			c.field("content-type", contentType)
+			c.field("cache-control", k.cacheControl)
+			c.field("content-length", lengthString(k.length))
+			if k.altSvc != "" {
+				c.field("alt-svc", k.altSvc)
+			}
+			c.field("date", k.date)
+			// A block of indexed fields only left the encoder's table
+			// as it was: the same fields encode to the same bytes
+			// until another block is encoded (field clears the flag).
+			c.lastOK, c.lastOKBlock = k, append(c.lastOKBlock[:0], c.hbuf.Bytes()...)
+			c.lastOKValid = indexedOnly(c.lastOKBlock)
+		}
 		c.sendLocked(st, out, op)
 	}
+}
+
+// okHeaders are the values of a 200 response's header fields that vary.
+type okHeaders struct {
+	cacheControl string
+	length       int
+	altSvc       string
+	date         string
+}
+
+// indexedOnly reports whether an HPACK block holds only indexed header
+// field representations (RFC 7541 6.1), which leave the dynamic table
+// unchanged.
+func indexedOnly(b []byte) bool {
+	for len(b) > 0 {
+		if b[0]&0x80 == 0 {
+			return false
+		}
+		if b[0]&0x7f != 0x7f {
+			b = b[1:]
+			continue
+		}
+		i := 1 // a multi-byte index: continuation bytes, then the last
+		for i < len(b) && b[i]&0x80 != 0 {
+			i++
+		}
+		if i == len(b) {
+			return false
+		}
+		b = b[i+1:]
+	}
+	return true
 }
 
 func statusString(code int) string {
