@@ -200,6 +200,7 @@ type h2conn struct {
 	fw    *http2.Framer // writes only, into wbuf (c.Write)
 	enc   *hpack.Encoder
 	hbuf  bytes.Buffer
+	wdl   time.Time // the write deadline set (the writer only)
 	// The last 200 response's header block, reusable while lastOKValid.
 	lastOK      okHeaders
 	lastOKBlock []byte
@@ -325,7 +326,11 @@ func (c *h2conn) flushLocked() {
 // writeRecords writes out, one TLS record per answer (ends at cuts), in
 // one syscall when the TLS connection sits on a batchConn.
 func (c *h2conn) writeRecords(out []byte, cuts []int) error {
-	_ = c.conn.SetWriteDeadline(time.Now().Add(h2WriteTimeout))
+	if now := time.Now(); c.wdl.Sub(now) < h2WriteTimeout/2 {
+		// Re-armed at half time only: each change is a timer update.
+		c.wdl = now.Add(h2WriteTimeout)
+		_ = c.conn.SetWriteDeadline(c.wdl)
+	}
 	if len(cuts) == 0 || c.batch == nil {
 		_, err := c.conn.Write(out)
 		return err

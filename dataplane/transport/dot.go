@@ -148,6 +148,8 @@ type dotConn struct {
 	batch     *batchConn      // under conn: counts the records that arrive
 	rc        syscall.RawConn // nil: never park
 	idleSince time.Time
+	rdl       time.Time // the read deadline set (reader only)
+	wdl       time.Time // the write deadline set (the writer only)
 	client    netip.AddrPort
 	clientID  string
 	idle      time.Duration
@@ -213,12 +215,19 @@ func (c *dotConn) readLoop() (park bool) {
 		// socket without a buffer.
 		if poll {
 			_ = c.conn.SetReadDeadline(pollDeadline)
+			c.rdl = time.Time{}
 		} else {
+			// Re-armed only when due within half the wait (or later than
+			// the idle limit): each change is a runtime timer update.
+			now := time.Now()
 			wait := dotBusyWait
-			if left := c.idle - time.Since(c.idleSince); left < wait {
+			if left := c.idle - now.Sub(c.idleSince); left < wait {
 				wait = left
 			}
-			_ = c.conn.SetReadDeadline(time.Now().Add(wait))
+			if dl := now.Add(wait); dl.Before(c.rdl) || c.rdl.Sub(now) < wait/2 {
+				c.rdl = dl
+				_ = c.conn.SetReadDeadline(dl)
+			}
 		}
 		if c.s.draining.Load() {
 			return false
@@ -252,7 +261,8 @@ func (c *dotConn) readLoop() (park bool) {
 			putBuf(rb)
 		}
 		rb, big = nil, nil
-		_ = c.conn.SetReadDeadline(c.idleSince.Add(c.idle))
+		c.rdl = c.idleSince.Add(c.idle)
+		_ = c.conn.SetReadDeadline(c.rdl)
 		return !c.s.draining.Load()
 	}
 }
@@ -412,7 +422,10 @@ func (c *dotConn) send(out []byte) {
 }
 
 func (c *dotConn) write(b []byte) error {
-	_ = c.conn.SetWriteDeadline(time.Now().Add(c.idle))
+	if now := time.Now(); c.wdl.Sub(now) < c.idle/2 {
+		c.wdl = now.Add(c.idle) // re-armed at half time: see readLoop
+		_ = c.conn.SetWriteDeadline(c.wdl)
+	}
 	_, err := c.conn.Write(b)
 	return err
 }
