@@ -126,14 +126,7 @@ func TestDoTPipelineResumeReload(t *testing.T) {
 	}
 	var ids []int
 	for range 20 {
-		var lb [2]byte
-		if _, err := io.ReadFull(c, lb[:]); err != nil {
-			t.Fatal(err)
-		}
-		b := make([]byte, binary.BigEndian.Uint16(lb[:]))
-		if _, err := io.ReadFull(c, b); err != nil {
-			t.Fatal(err)
-		}
+		b := readDoT(t, c)
 		ids = append(ids, int(checkAnswer(t, b).Id))
 	}
 	slices.Sort(ids)
@@ -296,14 +289,7 @@ func TestDoTIdle(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var lb [2]byte
-		if _, err := io.ReadFull(c, lb[:]); err != nil {
-			t.Fatal(err)
-		}
-		resp := make([]byte, binary.BigEndian.Uint16(lb[:]))
-		if _, err := io.ReadFull(c, resp); err != nil {
-			t.Fatal(err)
-		}
+		resp := readDoT(t, c)
 		checkAnswer(t, resp)
 	}
 	ask(frame)

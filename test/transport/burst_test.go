@@ -96,14 +96,7 @@ func TestBurstAnsweredInOneWrite(t *testing.T) {
 			}
 		}
 		read := func() {
-			var lb [2]byte
-			if _, err := io.ReadFull(c, lb[:]); err != nil {
-				t.Fatal(err)
-			}
-			b := make([]byte, binary.BigEndian.Uint16(lb[:]))
-			if _, err := io.ReadFull(c, b); err != nil {
-				t.Fatal(err)
-			}
+			b := readDoT(t, c)
 			checkAnswer(t, b)
 		}
 		ask(1) // a first round trip takes the session tickets in

@@ -12,7 +12,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/binary"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net"
 	"net/netip"
@@ -299,3 +301,17 @@ func queryLogger(l *memLog, bench bool) dataplane.QueryLogger {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// readDoT reads one length-prefixed DoT message.
+func readDoT(t testing.TB, c io.Reader) []byte {
+	t.Helper()
+	var lb [2]byte
+	if _, err := io.ReadFull(c, lb[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint16(lb[:]))
+	if _, err := io.ReadFull(c, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
