@@ -87,7 +87,7 @@ func bytesPerRow(b *testing.B, db *sql.DB, rows int) float64 {
 
 // BenchmarkWriteRowsVsLegacy writes the same batches alternately through
 // the legacy layout's path (database/sql, text columns, four indexes) and
-// the writer's path (compact layout, postings), and reports rows per CPU
+// the writer's path (block layout, postings), and reports rows per CPU
 // second of each, their ratio and the bytes per row on disk. Sub-benchmarks:
 // 1000 or 100000 distinct domains (50 clients).
 func BenchmarkWriteRowsVsLegacy(b *testing.B) {
@@ -135,6 +135,66 @@ func BenchmarkWriteRowsVsLegacy(b *testing.B) {
 				}
 			}
 			b.ReportMetric(bytesPerRow(b, lw.db, n), "legacy-B/row")
+			b.ReportMetric(bytesPerRow(b, w.store.w, n), "B/row")
+		})
+	}
+}
+
+// BenchmarkWriteRowsVsCompact writes the same batches alternately through
+// the compact layout's path (one queries row per query, 17 bound values;
+// compact_test.go) and the writer's block path, both with postings and
+// rollups, and reports rows per CPU second of each, their ratio and the
+// bytes per row on disk. Sub-benchmarks: 1000 or 100000 distinct domains
+// (50 clients).
+func BenchmarkWriteRowsVsCompact(b *testing.B) {
+	for _, domains := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("domains=%d", domains), func(b *testing.B) {
+			ctx := context.Background()
+			open := func() *Writer {
+				cfg := DefaultConfig()
+				cfg.DataDir = b.TempDir()
+				w, err := Open(ctx, cfg, Options{MaintainEvery: -1})
+				if err != nil {
+					b.Fatal(err)
+				}
+				return w
+			}
+			cw, w := open(), open()
+			defer cw.Close()
+			defer w.Close()
+			useCompactPath(b, cw)
+			const batch = 5000
+			t0 := time.Now()
+			buf := make([]Row, batch)
+			var cpuCompact, cpuBlocks time.Duration
+			n := 0
+			for n < b.N {
+				src := benchRowsSpread(batch, t0.Add(time.Duration(n)*time.Millisecond), domains, n)
+				copy(buf, src)
+				c0 := cpuTime()
+				if err := cw.write(ctx, buf); err != nil {
+					b.Fatal(err)
+				}
+				c1 := cpuTime()
+				copy(buf, src)
+				if err := w.write(ctx, buf); err != nil {
+					b.Fatal(err)
+				}
+				cpuCompact += c1 - c0
+				cpuBlocks += cpuTime() - c1
+				n += batch
+			}
+			b.StopTimer()
+			compact, blocks := float64(n)/cpuCompact.Seconds(), float64(n)/cpuBlocks.Seconds()
+			b.ReportMetric(compact, "compact-rows/cpu-s")
+			b.ReportMetric(blocks, "rows/cpu-s")
+			b.ReportMetric(blocks/compact, "ratio")
+			for _, w := range []*Writer{cw, w} {
+				if _, err := w.store.w.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(bytesPerRow(b, cw.store.w, n), "compact-B/row")
 			b.ReportMetric(bytesPerRow(b, w.store.w, n), "B/row")
 		})
 	}

@@ -106,7 +106,7 @@ func TestUpgradeFromLegacyV2(t *testing.T) {
 		t.Fatalf("pseudonym key lost: %x", w.key)
 	}
 	var layout string
-	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutCompact {
+	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutBlocks {
 		t.Fatalf("layout %q %v", layout, err)
 	}
 	checkFilters(t, w, want)
@@ -225,9 +225,19 @@ func TestNamesPastCapStoredAsText(t *testing.T) {
 		w.Enqueue(r)
 	}
 	flush(t, w)
-	var texts int
-	if err := w.store.r.QueryRow("SELECT count(*) FROM queries WHERE typeof(list) = 'text'").Scan(&texts); err != nil || texts == 0 {
-		t.Fatalf("no list stored as text: %d %v", texts, err)
+	// Decoded without the dictionary, only values stored as text are left.
+	texts := 0
+	for _, b := range rawBlocks(t, w) {
+		for id := b.first; id <= b.last; id++ {
+			var r Row
+			b.row(id, &r)
+			if r.List != "" {
+				texts++
+			}
+		}
+	}
+	if texts == 0 {
+		t.Fatal("no list stored as text")
 	}
 	check := func(w *Writer) {
 		want := normalizeRows(src, 1)
@@ -266,6 +276,33 @@ func TestNamesRollback(t *testing.T) {
 	if c := n.encode(kList, "c"); c != b {
 		t.Fatalf("id not reused after rollback: %v vs %v", c, b)
 	}
+}
+
+// rawBlocks decodes every block of w's file without the names dictionary.
+func rawBlocks(t *testing.T, w *Writer) []*rowBlock {
+	t.Helper()
+	rs, err := w.store.r.Query("SELECT first, last, data FROM blocks ORDER BY first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rs.Close()
+	var out []*rowBlock
+	for rs.Next() {
+		var first, last int64
+		var data []byte
+		if err := rs.Scan(&first, &last, &data); err != nil {
+			t.Fatal(err)
+		}
+		b, err := decodeBlock(first, data, nil)
+		if err != nil || b.last != last {
+			t.Fatalf("block %d..%d: %v", first, last, err)
+		}
+		out = append(out, b)
+	}
+	if err := rs.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // checkFilters pages through each filter and compares with Filter.Match
@@ -471,5 +508,74 @@ func TestUpgradeFromFirstV2Layout(t *testing.T) {
 	w := openTest(t, cfg, Options{Now: func() time.Time { return base.Add(time.Hour) }})
 	if got, want := allRows(t, w), normalizeRows(src, 1); !reflect.DeepEqual(got, want) {
 		t.Fatalf("rows after the upgrade differ:\ngot  %+v\nwant %+v", got[:min(2, len(got))], want[:2])
+	}
+}
+
+// A schema 2 file of the compact layout (one queries row per query) is
+// converted to blocks at open: ids, values, postings answers, rollups and
+// the key stay; a gap in the ids ends a block; new rows follow; opening
+// again converts nothing.
+func TestUpgradeFromCompact(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	src := layoutRows(12_000, base)
+	makeCompactFile(t, dir, src)
+	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key []byte
+	if err := db.QueryRow("SELECT v FROM meta WHERE k = 'pseudonym_key'").Scan(&key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DELETE FROM queries WHERE id BETWEEN 100 AND 120"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	var want []Row
+	for _, r := range normalizeRows(src, 1) {
+		if r.ID < 100 || r.ID > 120 {
+			want = append(want, r)
+		}
+	}
+	c := &clock{t: base.Add(24 * time.Hour)}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = dir, 0
+	w, err := Open(context.Background(), cfg, Options{Now: c.now, MaintainEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
+		t.Fatalf("rows after conversion differ: %d rows, want %d", len(got), len(want))
+	}
+	var layout string
+	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutBlocks {
+		t.Fatalf("layout %q %v", layout, err)
+	}
+	if string(w.key) != string(key) {
+		t.Fatal("pseudonym key changed")
+	}
+	blocks := rawBlocks(t, w)
+	if len(blocks) != 4 || blocks[0].last != 99 || blocks[1].first != 121 {
+		t.Fatalf("%d blocks, first %d..%d", len(blocks), blocks[0].first, blocks[0].last)
+	}
+	var n int
+	if err := w.store.r.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'queries'").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("queries table left: %d %v", n, err)
+	}
+	checkFilters(t, w, want)
+	sum, err := w.Summary(context.Background(), 48*time.Hour)
+	if err != nil || sum.Total != int64(len(src)) {
+		t.Fatalf("summary after conversion %+v %v", sum, err)
+	}
+	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.9", "cached"))
+	flush(t, w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openTest(t, cfg, Options{Now: c.now})
+	got := allRows(t, w2)
+	if len(got) != len(want)+1 || got[len(got)-1].ID != 12_001 || !reflect.DeepEqual(got[:len(want)], want) {
+		t.Fatalf("after reopen: %d rows, last %+v", len(got), got[len(got)-1])
 	}
 }

@@ -100,8 +100,10 @@ func newNames() *names {
 	return n
 }
 
-// load reads the names table.
-func (n *names) load(ctx context.Context, db *sql.DB) error {
+// load reads the names table (db: a *sql.DB or *sql.Tx).
+func (n *names) load(ctx context.Context, db interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}) error {
 	rs, err := db.QueryContext(ctx, "SELECT id, kind, name FROM names")
 	if err != nil {
 		return fmt.Errorf("load names: %w", err)

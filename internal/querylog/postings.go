@@ -295,70 +295,23 @@ type sqlExecQuerier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// buildPostings writes the postings of the rows with id >= from, in chunks
-// of batch ids as the writer would (upgrades and benchmark setup).
-func buildPostings(ctx context.Context, db sqlExecQuerier, from int64, batch int64) error {
-	var pb postingBuilder
+// writeEach inserts the batch's postings one statement each (the
+// conversions at open, which run in a database/sql transaction).
+func (p *postingBuilder) writeEach(d execer) error {
+	p.sortKeys()
 	var buf []byte
-	for lo := from; ; lo += batch {
-		pb.reset()
-		rs, err := db.QueryContext(ctx, "SELECT id, domain, client, status FROM queries WHERE id >= ? AND id < ? ORDER BY id", lo, lo+batch)
-		if err != nil {
-			return fmt.Errorf("build postings: %w", err)
+	for i := range p.keys {
+		var key, first int64
+		key, first, buf = p.encode(i, buf)
+		var blob any
+		if len(buf) > 0 {
+			blob = buf
 		}
-		n := 0
-		for rs.Next() {
-			var id int64
-			var domain, client sql.NullString
-			var status any
-			if err := rs.Scan(&id, &domain, &client, &status); err != nil {
-				rs.Close()
-				return fmt.Errorf("build postings: %w", err)
-			}
-			pb.addRow(id, domain.String, client.String, status)
-			n++
-		}
-		err = rs.Err()
-		rs.Close()
-		if err != nil {
-			return fmt.Errorf("build postings: %w", err)
-		}
-		pb.sortKeys()
-		for i := range pb.keys {
-			var key, first int64
-			key, first, buf = pb.encode(i, buf)
-			var blob any
-			if len(buf) > 0 {
-				blob = buf
-			}
-			if _, err := db.ExecContext(ctx, postingsSQL, key, first, blob); err != nil {
-				return fmt.Errorf("build postings: %w", err)
-			}
-		}
-		if n == 0 {
-			var more int
-			if err := queryRowInt(ctx, db, "SELECT count(*) FROM (SELECT 1 FROM queries WHERE id >= ? LIMIT 1)", &more, lo+batch); err != nil {
-				return fmt.Errorf("build postings: %w", err)
-			}
-			if more == 0 {
-				return nil
-			}
+		if err := d.exec(postingsSQL, key, first, blob); err != nil {
+			return fmt.Errorf("insert postings: %w", err)
 		}
 	}
-}
-
-func queryRowInt(ctx context.Context, db sqlExecQuerier, q string, dst *int, args ...any) error {
-	rs, err := db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	if rs.Next() {
-		if err := rs.Scan(dst); err != nil {
-			return err
-		}
-	}
-	return rs.Err()
+	return nil
 }
 
 // dropPostingsBelow deletes the postings of the buckets wholly below minID

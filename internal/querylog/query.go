@@ -114,15 +114,12 @@ type rowStore interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-const (
-	idRangeSQL   = "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)"
-	rowAtSQL     = "SELECT id, ts FROM queries WHERE id >= ? ORDER BY id LIMIT 1"
-	rowAtDescSQL = "SELECT id, ts FROM queries WHERE id <= ? ORDER BY id DESC LIMIT 1"
-)
+// idRangeSQL reads the smallest and largest id.
+const idRangeSQL = "SELECT (SELECT min(first) FROM blocks), (SELECT last FROM blocks ORDER BY first DESC LIMIT 1)"
 
 // stmtCache prepares the frequent small statements once per *sql.DB (a
 // prepared *sql.Stmt works on every connection of the pool), so the
-// binary searches of since/until do not parse SQL ~50 times per page.
+// block lookups of a page do not parse SQL each time.
 type stmtCache struct {
 	db *sql.DB
 	mu sync.Mutex
@@ -145,7 +142,7 @@ func (c *stmtCache) QueryContext(ctx context.Context, query string, args ...any)
 
 func (c *stmtCache) get(ctx context.Context, query string) *sql.Stmt {
 	switch query {
-	case idRangeSQL, rowAtSQL, rowAtDescSQL:
+	case idRangeSQL, blockAtSQL, blockAfterSQL, sinceSQL, untilSQL:
 	default:
 		return nil
 	}
@@ -183,103 +180,37 @@ func idRange(ctx context.Context, db rowStore) (lo, hi int64, err error) {
 	return a.Int64, b.Int64, nil
 }
 
-// rowAt returns the id and ts of the first row with id >= x (desc: the last
-// row with id <= x).
-func rowAt(ctx context.Context, db rowStore, x int64, desc bool) (id, ts int64, ok bool, err error) {
-	q := rowAtSQL
-	if desc {
-		q = rowAtDescSQL
+// idSince returns the smallest id of the rows at or after t: the first id
+// of the oldest block with a row that late (ok false: no such row).
+func idSince(ctx context.Context, db rowStore, t int64) (int64, bool, error) {
+	var id sql.NullInt64
+	if err := db.QueryRowContext(ctx, sinceSQL, t).Scan(&id); err != nil {
+		return 0, false, fmt.Errorf("query log since bound: %w", err)
 	}
-	err = db.QueryRowContext(ctx, q, x).Scan(&id, &ts)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, false, nil
-	}
-	return id, ts, err == nil, err
+	return id.Int64, id.Valid, nil
 }
 
-// Rows are written in about time order: a row's ts precedes the ts of rows
-// written before it by at most disorder. Time bounds become id bounds by a
-// binary search over the primary key (about 25 lookups at 10^7 rows), so
-// no index on ts is kept.
-
-// idUpper returns an id bound for rows before t: every row with ts < t has
-// an id < the bound (ok false: no bound, every row may qualify). The
-// search only relies on the row it returns having ts >= t + disorder, so
-// it is correct whatever the disorder of the rows around it.
-func idUpper(ctx context.Context, db rowStore, t time.Time, minID, maxID int64) (int64, bool, error) {
-	target := t.Add(disorder).UnixMicro()
-	p := func(x int64) (bool, int64, error) {
-		id, ts, ok, err := rowAt(ctx, db, x, false)
-		return ok && ts >= target, id, err
+// idUntil returns an id bound for the rows before t: every such row has an
+// id below it (0: there is none).
+func idUntil(ctx context.Context, db rowStore, t int64) (int64, error) {
+	var id sql.NullInt64
+	if err := db.QueryRowContext(ctx, untilSQL, t).Scan(&id); err != nil {
+		return 0, fmt.Errorf("query log until bound: %w", err)
 	}
-	if minID == 0 && maxID == 0 {
-		return 0, false, nil
-	}
-	if ok, id, err := p(minID); err != nil || ok {
-		return id, ok, err
-	}
-	if ok, _, err := p(maxID); err != nil || !ok {
-		return 0, false, err
-	}
-	lo, hi := minID, maxID // p(lo) false, p(hi) true
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, _, err := p(mid)
-		if err != nil {
-			return 0, false, err
-		}
-		if ok {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	_, id, err := p(hi)
-	return id, err == nil, err
-}
-
-// idLower returns an id bound for rows at or after t: every row with ts >=
-// t has an id >= the bound.
-func idLower(ctx context.Context, db rowStore, t time.Time, minID, maxID int64) (int64, error) {
-	target := t.Add(-disorder).UnixMicro()
-	q := func(x int64) (bool, int64, error) {
-		id, ts, ok, err := rowAt(ctx, db, x, true)
-		return ok && ts < target, id, err
-	}
-	if minID == 0 && maxID == 0 {
+	if !id.Valid {
 		return 0, nil
 	}
-	if ok, _, err := q(minID); err != nil || !ok {
-		return minID, err
-	}
-	if ok, _, err := q(maxID); err != nil || ok {
-		return maxID + 1, err
-	}
-	lo, hi := minID, maxID // q(lo) true, q(hi) false
-	for hi-lo > 1 {
-		mid := lo + (hi-lo)/2
-		ok, _, err := q(mid)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	_, id, err := q(lo)
-	return id + 1, err
+	return id.Int64 + 1, nil
 }
 
-// plan is a filter turned into SQL over the compact layout.
+// plan is a filter turned into id bounds and postings sources; the rows
+// found are checked against the whole filter (Filter.Match).
 type plan struct {
-	conds []string
-	args  []any
 	// sources are the filter's conditions that postings answer (client,
-	// exact domain, status, status class); conds check them again.
+	// exact domain, status, status class).
 	sources []postSource
 	lo, hi  int64 // id window [lo, hi)
+	keep    func(*Row) bool
 }
 
 // stored returns the stored form of a filter value of kind k.
@@ -290,81 +221,72 @@ func (s *store) stored(k int, v string) any {
 	return v
 }
 
-// plan builds the conditions of a filter with keyset bound beforeID.
+// plan builds the sources and bounds of a filter with keyset bound beforeID.
 func (w *Writer) plan(ctx context.Context, db rowStore, f *Filter, beforeID int64) (*plan, error) {
-	p := &plan{}
+	p := &plan{keep: f.Match}
 	st := w.store
-	cond := func(c string, a ...any) {
-		p.conds = append(p.conds, c)
-		p.args = append(p.args, a...)
-	}
 	if f.Client != "" {
-		cond("client = ?", f.Client)
 		p.sources = append(p.sources, nameSource(postClient, f.Client))
 	}
-	if f.Domain != "" {
-		if f.DomainMatch == MatchSubstring {
-			cond("instr(domain, ?) > 0", f.Domain)
-		} else {
-			cond("domain = ?", f.Domain)
-			p.sources = append(p.sources, nameSource(postDomain, f.Domain))
-		}
+	if f.Domain != "" && f.DomainMatch != MatchSubstring {
+		p.sources = append(p.sources, nameSource(postDomain, f.Domain))
 	}
 	if f.Status != "" {
 		p.sources = append(p.sources, postSource{dim: postStatus, vals: []uint32{statusPostValue(st.stored(kStatus, f.Status))}})
-	}
-	for _, e := range []struct {
-		k int
-		v string
-	}{{kList, f.List}, {kQType, f.QType}, {kStatus, f.Status}, {kUpstream, f.Upstream}, {kZone, f.Zone}, {kPolicy, f.Policy}} {
-		if e.v != "" {
-			cond(kindCols[e.k]+" = ?", st.stored(e.k, e.v))
-		}
 	}
 	if f.StatusClass != "" {
 		sts, ok := statusesOfClass(f.StatusClass)
 		if !ok {
 			return nil, fmt.Errorf("%w: unknown status class %q", ErrInvalid, f.StatusClass)
 		}
-		var in []any
 		src := postSource{dim: postStatus}
 		for _, s := range sts {
-			v := st.stored(kStatus, s)
-			in = append(in, v)
-			src.vals = append(src.vals, statusPostValue(v))
+			src.vals = append(src.vals, statusPostValue(st.stored(kStatus, s)))
 		}
-		cond("status IN ("+strings.TrimSuffix(strings.Repeat("?,", len(in)), ",")+")", in...)
 		if f.Status == "" {
 			p.sources = append(p.sources, src)
 		}
 	}
-	minID, maxID, err := idRange(ctx, db)
-	if err != nil {
+	var err error
+	if p.lo, p.hi, err = w.idWindow(ctx, db, f.Since, f.Until); err != nil {
 		return nil, err
 	}
-	p.lo, p.hi = minID, maxID+1
 	if beforeID > 0 && beforeID < p.hi {
 		p.hi = beforeID
 	}
-	if !f.Until.IsZero() {
-		id, ok, err := idUpper(ctx, db, f.Until, minID, maxID)
-		if err != nil {
-			return nil, fmt.Errorf("query log until bound: %w", err)
-		}
-		if ok && id < p.hi {
-			p.hi = id
-		}
-		cond("ts < ?", f.Until.UnixMicro())
-	}
-	if !f.Since.IsZero() {
-		id, err := idLower(ctx, db, f.Since, minID, maxID)
-		if err != nil {
-			return nil, fmt.Errorf("query log since bound: %w", err)
-		}
-		p.lo = max(p.lo, id)
-		cond("ts >= ?", f.Since.UnixMicro())
-	}
 	return p, nil
+}
+
+// idWindow turns a time window (zero: open) into ids [lo, hi); rows hidden
+// by the retention cut are left out too.
+func (w *Writer) idWindow(ctx context.Context, db rowStore, since, until time.Time) (lo, hi int64, err error) {
+	minID, maxID, err := idRange(ctx, db)
+	if err != nil {
+		return 0, 0, err
+	}
+	lo, hi = minID, maxID+1
+	from := w.store.cut.v.Load()
+	if !since.IsZero() {
+		from = max(from, since.UnixMicro())
+	}
+	if from > 0 && maxID > 0 {
+		id, ok, err := idSince(ctx, db, from)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok {
+			return 0, 0, nil
+		}
+		lo = max(lo, id)
+	}
+	if !until.IsZero() && maxID > 0 {
+		id, err := idUntil(ctx, db, until.UnixMicro())
+		if err != nil {
+			return 0, 0, err
+		}
+		hi = min(hi, id)
+	}
+	return lo, hi, nil
 }
 
 // scanBounded reports whether the filter has no indexed equality (client,
@@ -376,60 +298,11 @@ func (f *Filter) scanBounded() bool {
 	return f.Domain != "" || f.List != "" || f.QType != "" || f.Upstream != "" || f.Zone != "" || f.Policy != ""
 }
 
-// hasRowsBefore reports whether a row below id is at or after since.
+// hasRowsBefore reports whether a block below id has a row at or after since.
 func (w *Writer) hasRowsBefore(ctx context.Context, db *sql.DB, id int64, since time.Time) bool {
-	var ts sql.NullInt64
-	_ = db.QueryRowContext(ctx, "SELECT ts FROM queries WHERE id < ? ORDER BY id DESC LIMIT 1", id).Scan(&ts)
-	return ts.Valid && ts.Int64 >= since.Add(-disorder).UnixMicro()
-}
-
-// scanRow decodes a row selected with selectColumns.
-func (s *store) scanRow(sc interface{ Scan(...any) error }) (Row, error) {
-	var r Row
-	var ts, dur int64
-	var domain, client sql.NullString
-	var enc [nKinds]any
-	dest := make([]any, 0, 17)
-	dest = append(dest, &r.ID, &ts, &enc[kStatus], &domain, &client)
-	for k := kQType; k < nKinds; k++ {
-		dest = append(dest, &enc[k])
-	}
-	dest = append(dest, &dur)
-	if err := sc.Scan(dest...); err != nil {
-		return r, err
-	}
-	r.Domain, r.Client = domain.String, client.String
-	for k := range enc {
-		*rowField(&r, k) = s.names.decode(enc[k])
-	}
-	r.Time = time.UnixMicro(ts).UTC()
-	r.Duration = time.Duration(dur) * time.Microsecond
-	return r, nil
-}
-
-// selectRows runs one page query and appends its rows.
-func (w *Writer) selectRows(ctx context.Context, db rowStore, from string, conds []string, args []any, limit int, out []Row) ([]Row, error) {
-	q := "SELECT " + selectColumns + " FROM " + from
-	if len(conds) > 0 {
-		q += " WHERE " + strings.Join(conds, " AND ")
-	}
-	q += " ORDER BY id DESC LIMIT ?"
-	rs, err := db.QueryContext(ctx, q, append(args, limit)...)
-	if err != nil {
-		return out, fmt.Errorf("query log list: %w", err)
-	}
-	defer rs.Close()
-	for rs.Next() {
-		r, err := w.store.scanRow(rs)
-		if err != nil {
-			return out, fmt.Errorf("query log list: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rs.Err(); err != nil {
-		return out, fmt.Errorf("query log list: %w", err)
-	}
-	return out, nil
+	var n int
+	_ = db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM blocks WHERE first < ? AND ts_max >= ? LIMIT 1)", id, since.UnixMicro()).Scan(&n)
+	return n > 0
 }
 
 // maxChunkBuckets bounds the buckets one postings statement reads.
@@ -455,8 +328,8 @@ func sortSources(srcs []postSource) {
 // first: the newest bucket first, then growing chunks of buckets while they
 // yield fewer rows than the page wants (a rare name costs a few statements
 // over the whole table, a common one a single bucket). The candidates of
-// all sources are intersected, then fetched by id and checked against the
-// conditions.
+// all sources are intersected, then read from their blocks and checked
+// against the filter.
 func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit int) ([]Row, error) {
 	rows := make([]Row, 0, limit)
 	if p.hi <= p.lo {
@@ -486,21 +359,9 @@ func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit i
 			}
 		}
 		before := len(rows)
-		for m := limit - len(rows); len(cand) > 0 && len(rows) < limit; m = min(m*2, 4096) {
-			take := cand[:min(m, len(cand))]
-			cand = cand[len(take):]
-			var in strings.Builder
-			for i, id := range take {
-				if i > 0 {
-					in.WriteByte(',')
-				}
-				in.WriteString(strconv.FormatInt(id, 10))
-			}
-			var err error
-			conds := append(append([]string{}, p.conds...), "id IN ("+in.String()+")")
-			if rows, err = w.selectRows(ctx, db, "queries", conds, p.args, limit-len(rows), rows); err != nil {
-				return nil, err
-			}
+		var err error
+		if rows, err = w.store.rowsByID(ctx, db, cand, p.keep, limit, rows); err != nil {
+			return nil, err
 		}
 		b -= n
 		if len(rows)-before < limit/2 && most < 1<<16 {
@@ -547,7 +408,7 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 	case len(p.sources) > 0:
 		rows, err = w.walkPostings(ctx, rdb, p, limit)
 	default:
-		rows, err = w.selectRows(ctx, rdb, "queries", append(p.conds, "id < ?", "id >= ?"), append(p.args, p.hi, p.lo), limit, make([]Row, 0, limit))
+		rows, err = w.store.scanRows(ctx, rdb, p.lo, p.hi, p.keep, limit, make([]Row, 0, limit))
 	}
 	if err != nil {
 		return nil, "", err
@@ -879,73 +740,44 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 		ck.Name = w.cl.overlay(k, c).name
 		body.Clients = append(body.Clients, ck)
 	}
-	// The oldest row by id stands for the oldest ts (rows are written in
-	// about time order; there is no ts index).
+	// The oldest block's oldest row (or the retention cut, when later)
+	// stands for the oldest ts.
 	var oldest sql.NullInt64
-	if err := db.QueryRowContext(ctx, "SELECT ts FROM queries ORDER BY id LIMIT 1").Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
+	if err := db.QueryRowContext(ctx, "SELECT ts_min FROM blocks ORDER BY first LIMIT 1").Scan(&oldest); err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("client timeseries: %w", err)
 	}
+	oldest.Int64 = max(oldest.Int64, w.store.cut.v.Load())
 	body.Partial = !oldest.Valid || oldest.Int64 > from
 	points := map[int64][]int64{}
 	if len(keys) > 0 && oldest.Valid {
 		rdb := &w.store.rstmts
-		minID, maxID, err := idRange(ctx, rdb)
+		lo, hi, err := w.idWindow(ctx, rdb, time.UnixMicro(from), req.Until)
 		if err != nil {
 			return nil, fmt.Errorf("client timeseries: %w", err)
-		}
-		lo, err := idLower(ctx, rdb, time.UnixMicro(from), minID, maxID)
-		if err != nil {
-			return nil, fmt.Errorf("client timeseries: %w", err)
-		}
-		hi, ok, err := idUpper(ctx, rdb, req.Until, minID, maxID)
-		if err != nil {
-			return nil, fmt.Errorf("client timeseries: %w", err)
-		}
-		if !ok {
-			hi = maxID + 1
 		}
 		// Per client: its ids from the postings, chunk by chunk of
 		// buckets, then their rows counted per step.
 		for _, k := range keys {
 			src := nameSource(postClient, k)
+			count := func(r *Row) bool {
+				if ts := r.Time.UnixMicro(); r.Client == k && ts >= from && ts < until {
+					bt := ts / step * step
+					p := points[bt]
+					if p == nil {
+						p = make([]int64, len(keys))
+						points[bt] = p
+					}
+					p[idx[k]]++
+				}
+				return false // counted, not collected
+			}
 			for b := bucketOf(max(hi-1, 0)); hi > lo && b >= bucketOf(lo); b -= maxChunkBuckets {
 				ids, err := postingIDs(ctx, db, src, b, min(maxChunkBuckets, b-bucketOf(lo)+1), lo, hi)
 				if err != nil {
 					return nil, fmt.Errorf("client timeseries: %w", err)
 				}
-				for len(ids) > 0 {
-					take := ids[:min(len(ids), 4096)]
-					ids = ids[len(take):]
-					var in strings.Builder
-					for i, id := range take {
-						if i > 0 {
-							in.WriteByte(',')
-						}
-						in.WriteString(strconv.FormatInt(id, 10))
-					}
-					rs, err := db.QueryContext(ctx, "SELECT (ts/?)*? AS b, count(*) FROM queries WHERE id IN ("+in.String()+
-						") AND client = ? AND ts >= ? AND ts < ? GROUP BY b", step, step, k, from, until)
-					if err != nil {
-						return nil, fmt.Errorf("client timeseries: %w", err)
-					}
-					for rs.Next() {
-						var bt, n int64
-						if err := rs.Scan(&bt, &n); err != nil {
-							rs.Close()
-							return nil, fmt.Errorf("client timeseries: %w", err)
-						}
-						p := points[bt]
-						if p == nil {
-							p = make([]int64, len(keys))
-							points[bt] = p
-						}
-						p[idx[k]] += n
-					}
-					err = rs.Err()
-					rs.Close()
-					if err != nil {
-						return nil, fmt.Errorf("client timeseries: %w", err)
-					}
+				if _, err := w.store.rowsByID(ctx, rdb, ids, count, len(ids), nil); err != nil {
+					return nil, fmt.Errorf("client timeseries: %w", err)
 				}
 			}
 		}

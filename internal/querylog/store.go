@@ -107,17 +107,19 @@ CREATE INDEX IF NOT EXISTS queries_status ON queries(status);`
 // legacyV2Columns are the queries columns of the legacy layout, in order.
 var legacyV2Columns = []string{"id", "ts", "client", "domain", "qtype", "status", "node", "client_name", "rcode", "reason", "list", "rule", "policy", "upstream", "zone", "transport", "duration_us", "dh", "ch"}
 
-// layoutCompact names the compact layout of schema 2 in meta ('layout').
+// layoutCompact names the compact layout of schema 2 in meta ('layout'):
+// one table row per query. Files in it are converted to the block layout
+// at open; the legacy layout and schema 1 go through it.
 const layoutCompact = "compact-1"
 
 // bucketBits: postings carry the row id >> bucketBits in their key, so a
 // read walks buckets of 16384 ids newest first (see postings.go).
 const bucketBits = 14
 
-// schemaV2Queries is the compact layout: dictionary-encoded columns (see
-// names.go), NULL for empty values, no secondary index: postings (see
-// postings.go) answer client, domain and status filters.
-const schemaV2Queries = `
+// schemaV2CompactQueries is the queries table of the compact layout:
+// dictionary-encoded columns (see names.go), NULL for empty values, no
+// secondary index. Kept for the conversions and the benchmarks' baseline.
+const schemaV2CompactQueries = `
 CREATE TABLE queries (
   id INTEGER PRIMARY KEY,
   ts INTEGER NOT NULL,       -- unix microseconds
@@ -126,7 +128,12 @@ CREATE TABLE queries (
   client TEXT,
   qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, -- like status
   duration_us INTEGER NOT NULL
-);
+);`
+
+// schemaV2Names is the names dictionary and the postings (see postings.go:
+// they answer client, domain and status filters) of the compact and the
+// block layout.
+const schemaV2Names = `
 CREATE TABLE names (
   id INTEGER PRIMARY KEY,
   kind INTEGER NOT NULL,     -- which column (names.go)
@@ -140,13 +147,10 @@ CREATE TABLE postings (
   PRIMARY KEY (k, first)
 ) WITHOUT ROWID;`
 
-// rowColumns is the insert/select column order of queries.
+// rowColumns is the insert/select column order of the compact queries table.
 const rowColumns = "id, ts, status, domain, client, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
 
 const nRowColumns = 17
-
-// selectColumns are the columns a read decodes.
-const selectColumns = rowColumns
 
 // hashFunc is the SQL name of nameHash (used by the upgrades).
 const hashFunc = "svc_querylog_hash"
@@ -176,7 +180,9 @@ type store struct {
 	path   string
 	w, r   *sql.DB
 	names  *names
-	rstmts stmtCache // prepared statements on r
+	rstmts stmtCache  // prepared statements on r
+	cache  blockCache // decoded blocks of recent reads
+	cut    rawCut     // rows older than the last retention cut are hidden
 }
 
 // DBPath returns the path of the query log in dataDir.
@@ -225,7 +231,12 @@ func openStore(ctx context.Context, path string) (*store, error) {
 	}
 	r.SetMaxOpenConns(4)
 	r.SetMaxIdleConns(4)
-	return &store{path: path, w: w, r: r, names: nm, rstmts: stmtCache{db: r}}, nil
+	st := &store{path: path, w: w, r: r, names: nm, rstmts: stmtCache{db: r}}
+	if err := st.loadRawCut(ctx); err != nil {
+		st.close()
+		return nil, fmt.Errorf("open querylog %s: %w", path, err)
+	}
+	return st, nil
 }
 
 func (s *store) close() error {
@@ -239,6 +250,7 @@ const (
 	migCreate
 	migV1
 	migLegacyV2
+	migCompact
 )
 
 // inspect decides what opening a file must do, and refuses files it does
@@ -257,8 +269,10 @@ func inspect(ctx context.Context, db *sql.DB) (int, error) {
 			return 0, err
 		}
 		switch layout {
-		case layoutCompact:
+		case layoutBlocks:
 			return migNone, nil
+		case layoutCompact:
+			return migCompact, nil
 		case "":
 			cols, err := tableColumns(ctx, db, "queries")
 			if err != nil {
@@ -311,8 +325,9 @@ func precheck(ctx context.Context, path string) error {
 	return err
 }
 
-// migrate creates schema 2 (compact layout), upgrades a version 1 file or
-// converts a version 2 file of the legacy layout, each in one transaction.
+// migrate creates schema 2 (block layout), or converts a version 1 file or
+// a version 2 file of the legacy or the compact layout, each in one
+// transaction: version 1 and the legacy layout become compact first.
 func migrate(ctx context.Context, db *sql.DB) error {
 	m, err := inspect(ctx, db)
 	if err != nil {
@@ -330,7 +345,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			}
 		}
 		return inTx(ctx, db, func(tx *sql.Tx) error {
-			for _, q := range []string{schemaV2Queries, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
+			for _, q := range []string{schemaV2Blocks, schemaV2Names, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
 				if _, err := tx.ExecContext(ctx, q); err != nil {
 					return fmt.Errorf("create schema: %w", err)
 				}
@@ -338,7 +353,14 @@ func migrate(ctx context.Context, db *sql.DB) error {
 			return nil
 		})
 	case migV1, migLegacyV2:
-		return inTx(ctx, db, func(tx *sql.Tx) error { return convertLegacy(ctx, tx, m == migV1) })
+		return inTx(ctx, db, func(tx *sql.Tx) error {
+			if err := convertLegacy(ctx, tx, m == migV1); err != nil {
+				return err
+			}
+			return convertCompact(ctx, tx)
+		})
+	case migCompact:
+		return inTx(ctx, db, func(tx *sql.Tx) error { return convertCompact(ctx, tx) })
 	}
 	return nil
 }
@@ -347,7 +369,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 // writes to the WAL) small.
 const pageSize = 4096
 
-var layoutSQL = "INSERT OR REPLACE INTO meta (k, v) VALUES ('layout', '" + layoutCompact + "')"
+var layoutSQL = "INSERT OR REPLACE INTO meta (k, v) VALUES ('layout', '" + layoutBlocks + "')"
 
 // readLayout returns meta 'layout' ("" when there is none).
 func readLayout(ctx context.Context, db *sql.DB) (string, error) {
@@ -384,11 +406,12 @@ func tableColumns(ctx context.Context, db *sql.DB, table string) ([]string, erro
 }
 
 // convertLegacy rewrites the queries table of a version 1 file or of a
-// version 2 file of the legacy layout into the compact layout, keeping ids
+// version 2 file of the legacy layout into the compact layout's queries
+// table and names (convertCompact then makes blocks of it), keeping ids
 // and values. For version 1 it also creates the rollup tables and rebuilds
 // the rollups from the rows; a legacy version 2 file keeps its rollups.
 func convertLegacy(ctx context.Context, tx *sql.Tx, v1 bool) error {
-	stmts := []string{"ALTER TABLE queries RENAME TO queries_old", schemaV2Queries, schemaV2Rollups}
+	stmts := []string{"ALTER TABLE queries RENAME TO queries_old", schemaV2CompactQueries, schemaV2Names, schemaV2Rollups}
 	if v1 {
 		for _, r := range resolutions {
 			stmts = append(stmts, fmt.Sprintf(`INSERT INTO totals (res, ts, status, count, dur_us)
@@ -427,22 +450,13 @@ SELECT (ts/3600000000)*3600 AS h, '%s', %s, count(*), sum(status = 'blocked') FR
 		sel = append(sel, "duration_us")
 	}
 	stmts = append(stmts, "INSERT INTO queries ("+rowColumns+") SELECT "+strings.Join(sel, ", ")+" FROM queries_old ORDER BY id",
-		"DROP TABLE queries_old", layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion))
+		"DROP TABLE queries_old")
 	from := "2 (legacy layout)"
 	if v1 {
 		from = "1"
 	}
 	for _, q := range stmts {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
-		}
-	}
-	var minID sql.NullInt64
-	if err := tx.QueryRowContext(ctx, "SELECT min(id) FROM queries").Scan(&minID); err != nil {
-		return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
-	}
-	if minID.Valid {
-		if err := buildPostings(ctx, tx, minID.Int64, 5000); err != nil {
 			return fmt.Errorf("upgrade querylog schema %s to 2: %w", from, err)
 		}
 	}
@@ -484,7 +498,7 @@ func (s *store) pseudonymKey(ctx context.Context) ([]byte, error) {
 
 func (s *store) maxID(ctx context.Context) (int64, error) {
 	var id sql.NullInt64
-	if err := s.w.QueryRowContext(ctx, "SELECT max(id) FROM queries").Scan(&id); err != nil {
+	if err := s.w.QueryRowContext(ctx, "SELECT max(last) FROM blocks").Scan(&id); err != nil {
 		return 0, fmt.Errorf("read last id: %w", err)
 	}
 	return id.Int64, nil

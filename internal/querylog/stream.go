@@ -17,8 +17,6 @@ var ErrSlowClient = errors.New("querylog: stream reader too slow; reconnect with
 // errOverflow: the subscription overflowed while fn kept up (a replay hand-over).
 var errOverflow = errors.New("querylog: subscription overflowed")
 
-const replayPage = 1000
-
 // Stream calls fn for every row with id > after in id order: first the
 // stored rows (replay), then live rows, without gaps or duplicates. after
 // < 0 starts live. f filters rows (nil: all). It returns when ctx ends, fn
@@ -65,38 +63,27 @@ func (w *Writer) catchUpGuard(ctx context.Context) error {
 	}
 }
 
+// replay calls fn for the stored rows with id > last that pass f, in id
+// order, block by block.
 func (w *Writer) replay(ctx context.Context, last int64, f *Filter, fn func(Row) error) (int64, error) {
+	st := w.store
+	var r Row
 	for {
-		rs, err := w.store.r.QueryContext(ctx, "SELECT "+selectColumns+" FROM queries WHERE id > ? ORDER BY id LIMIT ?", last, replayPage)
+		b, err := st.blockAtOrAfter(ctx, &st.rstmts, last+1)
 		if err != nil {
 			return last, fmt.Errorf("stream replay: %w", err)
 		}
-		n := 0
-		var rows []Row
-		for rs.Next() {
-			r, err := w.store.scanRow(rs)
-			if err != nil {
-				rs.Close()
-				return last, fmt.Errorf("stream replay: %w", err)
-			}
-			rows = append(rows, r)
+		if b == nil {
+			return last, nil
 		}
-		err = rs.Err()
-		rs.Close()
-		if err != nil {
-			return last, fmt.Errorf("stream replay: %w", err)
-		}
-		for i := range rows {
-			n++
-			last = rows[i].ID
-			if f.Match(&rows[i]) {
-				if err := fn(rows[i]); err != nil {
+		for id := max(last+1, b.first); id <= b.last; id++ {
+			b.row(id, &r)
+			last = id
+			if st.cut.visible(&r) && f.Match(&r) {
+				if err := fn(r); err != nil {
 					return last, err
 				}
 			}
-		}
-		if n < replayPage {
-			return last, nil
 		}
 	}
 }

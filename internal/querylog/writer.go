@@ -69,6 +69,11 @@ type Writer struct {
 	cl    clientsPending // clients table changes not written yet
 	agg   rollup         // the writer goroutine's batch aggregate
 	posts postingBuilder // the writer goroutine's batch postings
+	enc   blockEncoder   // the writer goroutine's batch block
+
+	// storeRows writes a batch's rows: insertBlock; the benchmarks swap in
+	// the compact layout's row inserts as a same-run baseline.
+	storeRows func(d *dconn, rows []Row) error
 }
 
 // Dimensions of the top lists.
@@ -154,6 +159,9 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 		}
 	}
 	w.hour.reset(0)
+	w.storeRows = func(d *dconn, rows []Row) error {
+		return insertBlock(d, w.store.names, &w.enc, &w.posts, rows)
+	}
 	if cfg.Sink == SinkSQLite {
 		if cfg.DataDir == "" {
 			return nil, fmt.Errorf("querylog: dataDir is required for the sqlite sink")
@@ -362,7 +370,7 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 	} else {
 		nm := w.store.names
 		err := w.store.writeTx(ctx, func(d *dconn) error {
-			if err := d.insertRows(nm, &w.posts, rows); err != nil {
+			if err := w.storeRows(d, rows); err != nil {
 				return err
 			}
 			return w.writeRollups(d, agg)
@@ -697,34 +705,8 @@ func (w *Writer) maintain(ctx context.Context) error {
 	now := w.now()
 	db := w.store.w
 	if p.cfg.RetentionRaw > 0 {
-		// No ts index: every row below lo is older than the cut, rows from
-		// lo to hi are checked one by one (see idLower, idUpper).
-		cut := now.Add(-p.cfg.RetentionRaw)
-		minID, maxID, err := idRange(ctx, db)
-		if err != nil {
+		if err := w.expireRaw(ctx, now.Add(-p.cfg.RetentionRaw).UnixMicro()); err != nil {
 			return fmt.Errorf("raw retention: %w", err)
-		}
-		if maxID > 0 {
-			lo, err := idLower(ctx, db, cut, minID, maxID)
-			if err != nil {
-				return fmt.Errorf("raw retention: %w", err)
-			}
-			hi, ok, err := idUpper(ctx, db, cut, minID, maxID)
-			if err != nil {
-				return fmt.Errorf("raw retention: %w", err)
-			}
-			if !ok {
-				hi = maxID + 1
-			}
-			if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo); err != nil {
-				return fmt.Errorf("raw retention: %w", err)
-			}
-			if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id >= ? AND id < ? AND ts < ?", lo, hi, cut.UnixMicro()); err != nil {
-				return fmt.Errorf("raw retention: %w", err)
-			}
-			if err := dropPostingsBelow(ctx, db, lo); err != nil {
-				return fmt.Errorf("raw retention: %w", err)
-			}
 		}
 	}
 	for _, r := range resolutions {
@@ -756,24 +738,25 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 		if used <= maxBytes && !deleted || used <= maxBytes*9/10 {
 			break
 		}
-		var n int64
-		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM (SELECT 1 FROM queries LIMIT 1)").Scan(&n); err != nil || n == 0 {
+		var lo, hi sql.NullInt64
+		if err := db.QueryRowContext(ctx, "SELECT min(first), max(last) FROM blocks").Scan(&lo, &hi); err != nil {
+			return fmt.Errorf("size cap: %w", err)
+		}
+		if !lo.Valid {
 			break // nothing left to delete: rollups alone exceed the cap
 		}
-		// Delete about a twentieth of the rows, oldest first.
-		var lo, hi sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT (SELECT min(id) FROM queries), (SELECT max(id) FROM queries)").Scan(&lo, &hi); err != nil {
-			return fmt.Errorf("size cap: %w", err)
-		}
+		// Delete about a twentieth of the rows, oldest first, in whole
+		// blocks (at least the oldest one).
 		step := max((hi.Int64-lo.Int64)/20, 100)
-		if _, err := db.ExecContext(ctx, "DELETE FROM queries WHERE id < ?", lo.Int64+step); err != nil {
+		if _, err := db.ExecContext(ctx, "DELETE FROM blocks WHERE first < ? AND (last < ? OR first = ?)", lo.Int64+step, lo.Int64+step, lo.Int64); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
-		if err := dropPostingsBelow(ctx, db, lo.Int64+step); err != nil {
+		w.store.cache.purge()
+		if err := w.dropPostings(ctx); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		// Clients last seen before the oldest raw row left go with the rows.
-		if _, err := db.ExecContext(ctx, "DELETE FROM clients WHERE last_seen < coalesce((SELECT ts FROM queries ORDER BY id LIMIT 1), 0)"); err != nil {
+		if _, err := db.ExecContext(ctx, "DELETE FROM clients WHERE last_seen < coalesce((SELECT ts_min FROM blocks ORDER BY first LIMIT 1), 0)"); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		deleted = true
@@ -794,4 +777,36 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 		}
 	}
 	return nil
+}
+
+// expireRaw applies raw retention: blocks whose newest row is older than
+// cut are deleted, and reads hide the older rows of the blocks left (a
+// block is written in about 250 ms, so few rows wait for their block).
+func (w *Writer) expireRaw(ctx context.Context, cut int64) error {
+	db := w.store.w
+	if err := w.store.setRawCut(ctx, db, cut); err != nil {
+		return err
+	}
+	res, err := db.ExecContext(ctx, "DELETE FROM blocks WHERE ts_max < ?", cut)
+	if err != nil {
+		return fmt.Errorf("delete blocks: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		w.store.cache.purge()
+	}
+	return w.dropPostings(ctx)
+}
+
+// dropPostings deletes the postings of the buckets wholly below the
+// oldest block (all of them when no block is left).
+func (w *Writer) dropPostings(ctx context.Context) error {
+	db := w.store.w
+	var lo sql.NullInt64
+	if err := db.QueryRowContext(ctx, "SELECT min(first) FROM blocks").Scan(&lo); err != nil {
+		return fmt.Errorf("oldest block: %w", err)
+	}
+	if !lo.Valid {
+		lo.Int64 = w.nextID
+	}
+	return dropPostingsBelow(ctx, db, lo.Int64)
 }
