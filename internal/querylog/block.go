@@ -12,22 +12,26 @@ import (
 // of a row and 17 bound values per query (the per-row insert and bind were
 // three quarters of the writer's CPU).
 //
-// Encoding (all integers varints, encoding/binary):
+// Encoding (varints as in encoding/binary, fixed-width integers little
+// endian):
 //
 //	byte    version (blockVersion)
 //	uvarint n, the number of rows
-//	varint  ts of row 0 (unix microseconds), then n-1 varint deltas
-//	n varint durations (microseconds)
+//	ts:       varint base (unix microseconds), byte width, then per row
+//	          the ts minus base in width bytes (width 0: all equal base)
+//	duration: the same, in microseconds
 //	per text column (domain, client, then the names kinds in kind order):
 //	  uvarint m, the number of distinct values in the block, then each value:
 //	    0: "", odd x: the names dictionary id x>>1,
 //	    even x >= 2: (x>>1)-1 bytes of text follow;
-//	  when m > 1, n uvarint indexes into those values, one per row
-//	  (m <= 1: every row has the single value, or "" when m is 0).
+//	  when m > 1: byte width, then per row the index of its value in width
+//	  bytes (m <= 1: every row has the single value, or "" when m is 0).
 //
 // Columns that do not change within a batch (node, transport, mostly rcode
 // and qtype) cost a few bytes per block; a domain seen many times in a
-// batch is stored once.
+// batch is stored once. The per-row parts have a fixed width so a read
+// takes one row of a block without decoding the others: decoding a block
+// parses only its value lists.
 const blockVersion = 1
 
 // Text columns of a block: domain, client, then the dictionary kinds.
@@ -112,18 +116,26 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	}
 	b := append(e.buf[:0], blockVersion)
 	b = binary.AppendUvarint(b, uint64(len(rows)))
-	var prev int64
+	var durMin, durMax int64
 	for i := range rows {
-		ts := rows[i].Time.UnixMicro()
+		ts, dur := rows[i].Time.UnixMicro(), rows[i].Duration.Microseconds()
 		if i == 0 {
-			tsMin, tsMax = ts, ts
+			tsMin, tsMax, durMin, durMax = ts, ts, dur, dur
 		}
 		tsMin, tsMax = min(tsMin, ts), max(tsMax, ts)
-		b = binary.AppendVarint(b, ts-prev)
-		prev = ts
+		durMin, durMax = min(durMin, dur), max(durMax, dur)
 	}
+	b = binary.AppendVarint(b, tsMin)
+	w := widthOf(uint64(tsMax - tsMin))
+	b = append(b, byte(w))
 	for i := range rows {
-		b = binary.AppendVarint(b, rows[i].Duration.Microseconds())
+		b = appendFixed(b, uint64(rows[i].Time.UnixMicro()-tsMin), w)
+	}
+	b = binary.AppendVarint(b, durMin)
+	w = widthOf(uint64(durMax - durMin))
+	b = append(b, byte(w))
+	for i := range rows {
+		b = appendFixed(b, uint64(rows[i].Duration.Microseconds()-durMin), w)
 	}
 	for i := range e.cols {
 		c := &e.cols[i]
@@ -140,8 +152,10 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 			}
 		}
 		if len(c.vals) > 1 {
+			w := widthOf(uint64(len(c.vals) - 1))
+			b = append(b, byte(w))
 			for _, x := range c.rows {
-				b = binary.AppendUvarint(b, uint64(x))
+				b = appendFixed(b, uint64(x), w)
 			}
 		}
 	}
@@ -149,26 +163,80 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	return b, tsMin, tsMax
 }
 
-// rowBlock is a decoded block. Its strings share one copy of the blob.
-type rowBlock struct {
-	first, last int64
-	ts, dur     []int64
-	cols        [nCols]blockCol
+// widthOf is the bytes a fixed-width field needs for values up to v.
+func widthOf(v uint64) int {
+	switch {
+	case v == 0:
+		return 0
+	case v <= 0xff:
+		return 1
+	case v <= 0xffff:
+		return 2
+	case v <= 0xffffffff:
+		return 4
+	}
+	return 8
 }
 
-// blockCol is a decoded text column: idx nil means every row has vals[0]
-// ("" when vals is empty).
+func appendFixed(b []byte, v uint64, w int) []byte {
+	switch w {
+	case 1:
+		return append(b, byte(v))
+	case 2:
+		return binary.LittleEndian.AppendUint16(b, uint16(v))
+	case 4:
+		return binary.LittleEndian.AppendUint32(b, uint32(v))
+	case 8:
+		return binary.LittleEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+// fixedCol is a per-row fixed-width field of a block: row i is at off +
+// i*w in the blob.
+type fixedCol struct {
+	off, w int
+}
+
+func (f fixedCol) at(b []byte, i int) uint64 {
+	p := f.off + i*f.w
+	switch f.w {
+	case 1:
+		return uint64(b[p])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b[p:]))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b[p:]))
+	case 8:
+		return binary.LittleEndian.Uint64(b[p:])
+	}
+	return 0
+}
+
+// rowBlock is a decoded block: the value lists are decoded (their strings
+// share one copy of the blob), the per-row fields are read in place.
+type rowBlock struct {
+	first, last     int64
+	data            []byte
+	tsBase, durBase int64
+	ts, dur         fixedCol
+	cols            [nCols]blockCol
+}
+
+// blockCol is a decoded text column: with idx.w == 0 every row has
+// vals[0] ("" when vals is empty).
 type blockCol struct {
 	vals []string
-	idx  []uint32
+	idx  fixedCol
 }
 
-func (c *blockCol) at(i int) string {
+func (b *rowBlock) text(c int, i int) string {
+	col := &b.cols[c]
 	switch {
-	case c.idx != nil:
-		return c.vals[c.idx[i]]
-	case len(c.vals) > 0:
-		return c.vals[0]
+	case col.idx.w != 0:
+		return col.vals[col.idx.at(b.data, i)]
+	case len(col.vals) > 0:
+		return col.vals[0]
 	}
 	return ""
 }
@@ -179,10 +247,11 @@ func (b *rowBlock) contains(id int64) bool { return id >= b.first && id <= b.las
 // row fills r with the row id (b.contains(id) must hold).
 func (b *rowBlock) row(id int64, r *Row) {
 	i := int(id - b.first)
-	*r = Row{ID: id, Time: time.UnixMicro(b.ts[i]).UTC(), Duration: time.Duration(b.dur[i]) * time.Microsecond,
-		Domain: b.cols[colDomain].at(i), Client: b.cols[colClient].at(i)}
+	*r = Row{ID: id, Time: time.UnixMicro(b.tsBase + int64(b.ts.at(b.data, i))).UTC(),
+		Duration: time.Duration(b.durBase+int64(b.dur.at(b.data, i))) * time.Microsecond,
+		Domain:   b.text(colDomain, i), Client: b.text(colClient, i)}
 	for k := range nKinds {
-		*rowField(r, k) = b.cols[colKinds+k].at(i)
+		*rowField(r, k) = b.text(colKinds+k, i)
 	}
 }
 
@@ -227,6 +296,26 @@ func (r *blockReader) varint(what string) int64 {
 	return v
 }
 
+// fixed reads a width byte and skips n values of that width.
+func (r *blockReader) fixed(what string, n int) fixedCol {
+	if r.err != nil {
+		return fixedCol{}
+	}
+	if r.off >= len(r.b) {
+		r.fail(what)
+		return fixedCol{}
+	}
+	w := int(r.b[r.off])
+	r.off++
+	if w != 0 && w != 1 && w != 2 && w != 4 && w != 8 || n*w > r.left() {
+		r.fail(what)
+		return fixedCol{}
+	}
+	f := fixedCol{off: r.off, w: w}
+	r.off += n * w
+	return f
+}
+
 // left is how many bytes are unread: every count is checked against it
 // before anything is allocated, so a corrupt block cannot ask for more
 // memory than a few times its own size.
@@ -239,28 +328,25 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 		return nil, fmt.Errorf("%w: unknown version", errBlockCorrupt)
 	}
 	r := &blockReader{b: data, s: string(data), off: 1}
-	n := r.uvarint("row count")
-	// Each row takes at least one byte for its ts and one for its duration.
-	if r.err != nil || n == 0 || n > uint64(r.left()/2+1) {
+	n64 := r.uvarint("row count")
+	if r.err != nil || n64 == 0 || n64 > uint64(r.left()) {
 		r.fail("row count")
 		return nil, r.err
 	}
-	b := &rowBlock{first: first, last: first + int64(n) - 1, ts: make([]int64, n), dur: make([]int64, n)}
-	var ts int64
-	for i := range b.ts {
-		ts += r.varint("ts")
-		b.ts[i] = ts
-	}
-	for i := range b.dur {
-		b.dur[i] = r.varint("duration")
-	}
+	n := int(n64)
+	b := &rowBlock{first: first, last: first + int64(n) - 1}
+	b.tsBase = r.varint("ts base")
+	b.ts = r.fixed("ts", n)
+	b.durBase = r.varint("duration base")
+	b.dur = r.fixed("durations", n)
 	if r.err != nil {
 		return nil, r.err
 	}
-	var ids []struct {
+	type dictRef struct {
 		col, val int
 		id       int64
 	}
+	var ids []dictRef
 	for ci := range b.cols {
 		c := &b.cols[ci]
 		m := r.uvarint("value count")
@@ -276,10 +362,7 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 				return nil, r.err
 			case x == 0:
 			case x&1 == 1:
-				ids = append(ids, struct {
-					col, val int
-					id       int64
-				}{ci, vi, int64(x >> 1)})
+				ids = append(ids, dictRef{ci, vi, int64(x >> 1)})
 			default:
 				l := x>>1 - 1
 				if l > uint64(r.left()) {
@@ -293,24 +376,23 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 		if m <= 1 {
 			continue
 		}
-		if n > uint64(r.left()) {
+		c.idx = r.fixed("row indexes", n)
+		if r.err != nil || c.idx.w == 0 {
 			r.fail("row indexes")
 			return nil, r.err
 		}
-		c.idx = make([]uint32, n)
-		for i := range c.idx {
-			x := r.uvarint("row index")
-			if r.err != nil || x >= m {
+		for i := range n {
+			if c.idx.at(data, i) >= m {
 				r.fail("row index")
 				return nil, r.err
 			}
-			c.idx[i] = uint32(x)
 		}
 	}
 	if r.off != len(data) {
 		r.fail("trailing bytes")
 		return nil, r.err
 	}
+	b.data = data
 	if nm != nil && len(ids) > 0 {
 		nm.mu.RLock()
 		for _, e := range ids {

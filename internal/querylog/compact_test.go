@@ -20,6 +20,7 @@ func useCompactPath(tb testing.TB, w *Writer) {
 	if _, err := w.store.w.Exec(schemaV2CompactQueries); err != nil {
 		tb.Fatal(err)
 	}
+	w.posts.bits = 10 // the compact layout's 1024 groups
 	w.storeRows = func(d *dconn, rows []Row) error { return d.insertCompactRows(w.store.names, &w.posts, rows) }
 }
 

@@ -310,8 +310,9 @@ const maxChunkBuckets = 256
 
 // fetchOverIntersect: with at most this many candidates from the sparser
 // sources, the rows are fetched and checked rather than the denser
-// sources' postings read (a dense status lists most ids of a bucket).
-const fetchOverIntersect = 256
+// sources' postings read (a dense status lists most ids of a bucket). A
+// fetch may read and decode a whole block, so the bound is low.
+const fetchOverIntersect = 64
 
 // sortSources puts the usually sparser sources first: a domain, a client,
 // one status, a status class.
