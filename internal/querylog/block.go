@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // A block holds the rows of one batch (contiguous ids first..last) in one
@@ -21,9 +22,15 @@ import (
 //	          the ts minus base in width bytes (width 0: all equal base)
 //	duration: the same, in microseconds
 //	per text column (domain, client, then the names kinds in kind order):
-//	  uvarint m, the number of distinct values in the block, then each value:
-//	    0: "", odd x: the names dictionary id x>>1,
-//	    even x >= 2: (x>>1)-1 bytes of text follow;
+//	  uvarint m, the number of distinct values in the block, then
+//	    domain and client (text only, thousands of values per block):
+//	      when m > 0: byte width, m end offsets of that width, then the
+//	      values' bytes one after the other (value j is bytes
+//	      end[j-1]..end[j]), so a read takes one value without parsing
+//	      the others;
+//	    the names kinds (a few values each): each value:
+//	      0: "", odd x: the names dictionary id x>>1,
+//	      even x >= 2: (x>>1)-1 bytes of text follow;
 //	  when m > 1: byte width, then per row the index of its value in width
 //	  bytes (m <= 1: every row has the single value, or "" when m is 0).
 //
@@ -140,7 +147,13 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	for i := range e.cols {
 		c := &e.cols[i]
 		b = binary.AppendUvarint(b, uint64(len(c.vals)))
+		if i < colKinds {
+			b = appendTexts(b, c.vals)
+		}
 		for _, v := range c.stored {
+			if i < colKinds {
+				break
+			}
 			switch x := v.(type) {
 			case nil:
 				b = append(b, 0)
@@ -161,6 +174,28 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	}
 	e.buf = b
 	return b, tsMin, tsMax
+}
+
+// appendTexts appends a text column's values with their end offsets.
+func appendTexts(b []byte, vals []string) []byte {
+	if len(vals) == 0 {
+		return b
+	}
+	total := 0
+	for _, v := range vals {
+		total += len(v)
+	}
+	w := widthOf(uint64(total))
+	b = append(b, byte(w))
+	end := 0
+	for _, v := range vals {
+		end += len(v)
+		b = appendFixed(b, uint64(end), w)
+	}
+	for _, v := range vals {
+		b = append(b, v...)
+	}
+	return b
 }
 
 // widthOf is the bytes a fixed-width field needs for values up to v.
@@ -218,27 +253,50 @@ func (f fixedCol) at(b []byte, i int) uint64 {
 type rowBlock struct {
 	first, last     int64
 	data            []byte
+	str             string // data as a string: values are substrings of it
 	tsBase, durBase int64
 	ts, dur         fixedCol
 	cols            [nCols]blockCol
 }
 
-// blockCol is a decoded text column: with idx.w == 0 every row has
-// vals[0] ("" when vals is empty).
+// blockCol is a decoded text column: with idx.w == 0 every row has value
+// 0 ("" when there is none). The names kinds' values are in vals; the
+// domain and client values are read in place (ends, text).
 type blockCol struct {
-	vals []string
-	idx  fixedCol
+	vals  []string
+	m     uint64
+	ends  fixedCol
+	text  int // offset of the values' bytes in the blob
+	total uint64
+	idx   fixedCol
 }
 
 func (b *rowBlock) text(c int, i int) string {
 	col := &b.cols[c]
+	var x uint64
 	switch {
 	case col.idx.w != 0:
-		return col.vals[col.idx.at(b.data, i)]
-	case len(col.vals) > 0:
-		return col.vals[0]
+		// Indexes are not checked at decode (that cost as much as the rest
+		// of decoding): an index out of range, only in a corrupt block,
+		// reads as "".
+		if x = col.idx.at(b.data, i); x >= col.m {
+			return ""
+		}
+	case col.m == 0:
+		return ""
 	}
-	return ""
+	if c >= colKinds {
+		return col.vals[x]
+	}
+	var start uint64
+	if x > 0 {
+		start = col.ends.at(b.data, int(x-1))
+	}
+	end := col.ends.at(b.data, int(x))
+	if start > end || end > col.total {
+		return "" // a corrupt block
+	}
+	return b.str[col.text+int(start) : col.text+int(end)]
 }
 
 // contains reports whether id is one of the block's rows.
@@ -323,11 +381,13 @@ func (r *blockReader) left() int { return len(r.b) - r.off }
 
 // decodeBlock decodes the block of rows first..; dictionary ids are
 // resolved through nm (nil: they decode as "", for tests and fuzzing).
+// The block keeps data, which must not change afterwards.
 func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 	if len(data) == 0 || data[0] != blockVersion {
 		return nil, fmt.Errorf("%w: unknown version", errBlockCorrupt)
 	}
-	r := &blockReader{b: data, s: string(data), off: 1}
+	// data is the caller's and never changes after: the values share it.
+	r := &blockReader{b: data, s: unsafe.String(unsafe.SliceData(data), len(data)), off: 1}
 	n64 := r.uvarint("row count")
 	if r.err != nil || n64 == 0 || n64 > uint64(r.left()) {
 		r.fail("row count")
@@ -354,7 +414,25 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 			r.fail("value count")
 			return nil, r.err
 		}
-		c.vals = make([]string, m)
+		c.m = m
+		if ci < colKinds {
+			if m > 0 {
+				c.ends = r.fixed("text ends", int(m))
+				if r.err != nil || c.ends.w == 0 && m > 1 {
+					r.fail("text ends")
+					return nil, r.err
+				}
+				c.total = c.ends.at(data, int(m-1))
+				if c.total > uint64(r.left()) {
+					r.fail("text length")
+					return nil, r.err
+				}
+				c.text = r.off
+				r.off += int(c.total)
+			}
+		} else {
+			c.vals = make([]string, m)
+		}
 		for vi := range c.vals {
 			x := r.uvarint("value")
 			switch {
@@ -381,18 +459,12 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 			r.fail("row indexes")
 			return nil, r.err
 		}
-		for i := range n {
-			if c.idx.at(data, i) >= m {
-				r.fail("row index")
-				return nil, r.err
-			}
-		}
 	}
 	if r.off != len(data) {
 		r.fail("trailing bytes")
 		return nil, r.err
 	}
-	b.data = data
+	b.data, b.str = data, r.s
 	if nm != nil && len(ids) > 0 {
 		nm.mu.RLock()
 		for _, e := range ids {

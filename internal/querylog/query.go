@@ -40,9 +40,6 @@ type Filter struct {
 const (
 	defaultLimit = 50
 	maxLimit     = 1000
-	// disorder bounds how far a row's ts may precede rows written before it
-	// (query start vs. commit order); time bounds become id bounds with it.
-	disorder = 30 * time.Second
 )
 
 // ErrInvalid marks a bad filter or request value.
