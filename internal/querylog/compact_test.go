@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The write path of the compact layout (compact-1: one queries row per
@@ -148,4 +151,33 @@ func nullable(s string) any {
 		return nil
 	}
 	return s
+}
+
+// BenchmarkConvertCompact times opening (converting to blocks) a compact
+// layout file of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains,
+// 50 clients).
+func BenchmarkConvertCompact(b *testing.B) {
+	n := 200_000
+	if v, err := strconv.Atoi(os.Getenv("SVC_BENCH_ROWS")); err == nil && v > 0 {
+		n = v
+	}
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		makeCompactFile(b, dir, benchRowsSpread(n, time.Now(), 1000, 0))
+		b.StartTimer()
+		start, c0 := time.Now(), cpuTime()
+		cfg := DefaultConfig()
+		cfg.DataDir, cfg.RetentionRaw = dir, 0
+		w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		el, cpu := time.Since(start), cpuTime()-c0
+		b.StopTimer()
+		w.Close()
+		b.ReportMetric(float64(n)/cpu.Seconds(), "rows/cpu-s")
+		b.ReportMetric(el.Seconds(), "s")
+		b.StartTimer()
+	}
 }

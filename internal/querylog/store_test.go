@@ -278,3 +278,57 @@ func TestUnindexedFilterPagesAreBounded(t *testing.T) {
 		t.Fatalf("indexed: %d rows %v", len(rows), err)
 	}
 }
+
+// Retention deletes whole blocks; the rows of a partly expired block that
+// are older than the cut are hidden from every read (pages, the stream's
+// replay, after a reopen too), so nothing older than the retention shows.
+func TestRetentionHidesOldRowsOfPartlyExpiredBlock(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c := &clock{t: base}
+	cfg := DefaultConfig()
+	cfg.DataDir, cfg.RetentionRaw = t.TempDir(), time.Hour
+	w, err := Open(context.Background(), cfg, Options{Now: c.now, MaintainEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []Row
+	for i := range 120 { // one block: a row a minute for two hours
+		batch = append(batch, row(base.Add(time.Duration(i)*time.Minute), fmt.Sprintf("d%d.example", i), "10.0.0.1", "cached"))
+	}
+	if err := w.write(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	c.set(base.Add(150 * time.Minute)) // cut at 90 minutes: rows 90..119 stay
+	if err := w.Maintain(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check := func(w *Writer) {
+		t.Helper()
+		rows, _, err := w.Rows(context.Background(), Filter{Limit: 1000})
+		if err != nil || len(rows) != 30 || rows[29].ID != 91 {
+			t.Fatalf("rows after retention: %d %v", len(rows), err)
+		}
+		if rows, _, _ := w.Rows(context.Background(), Filter{Client: "10.0.0.1", Limit: 1000}); len(rows) != 30 {
+			t.Fatalf("client rows after retention: %d", len(rows))
+		}
+		var ids []int64
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		_ = w.Stream(ctx, 0, 10, nil, func(r Row) error {
+			ids = append(ids, r.ID)
+			if r.ID == 120 {
+				cancel()
+			}
+			return nil
+		})
+		if len(ids) != 30 || ids[0] != 91 {
+			t.Fatalf("stream replay after retention: %v", ids)
+		}
+	}
+	check(w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	w2 := openTest(t, cfg, Options{Now: c.now})
+	check(w2)
+}
