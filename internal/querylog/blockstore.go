@@ -157,9 +157,6 @@ func (s *store) blockAtOrAfter(ctx context.Context, db rowStore, id int64) (*row
 	if err != nil || b != nil && b.contains(id) {
 		return b, err
 	}
-	if b = s.cache.find(id); b != nil {
-		return b, nil
-	}
 	return s.readBlock(ctx, db, blockAfterSQL, id)
 }
 

@@ -498,7 +498,8 @@ func (s *store) pseudonymKey(ctx context.Context) ([]byte, error) {
 
 func (s *store) maxID(ctx context.Context) (int64, error) {
 	var id sql.NullInt64
-	if err := s.w.QueryRowContext(ctx, "SELECT max(last) FROM blocks").Scan(&id); err != nil {
+	err := s.w.QueryRowContext(ctx, "SELECT last FROM blocks ORDER BY first DESC LIMIT 1").Scan(&id)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("read last id: %w", err)
 	}
 	return id.Int64, nil

@@ -739,7 +739,7 @@ func (w *Writer) enforceCap(ctx context.Context, maxBytes int64) error {
 			break
 		}
 		var lo, hi sql.NullInt64
-		if err := db.QueryRowContext(ctx, "SELECT min(first), max(last) FROM blocks").Scan(&lo, &hi); err != nil {
+		if err := db.QueryRowContext(ctx, idRangeSQL).Scan(&lo, &hi); err != nil {
 			return fmt.Errorf("size cap: %w", err)
 		}
 		if !lo.Valid {
