@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +41,9 @@ type Options struct {
 	Stderr         io.Writer
 	// Ready, when set, receives the bound addresses once every listener is up.
 	Ready func(Addrs)
+	// OpsUp, when set, receives the ops listener's address as soon as it
+	// serves: health checks answer there while the node is still starting.
+	OpsUp func(addr string)
 	// Role is all (default), operator or dataplane (`svc serve --role`).
 	Role string
 }
@@ -80,12 +84,17 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Ready != nil {
 		opts.Ready(p.addrs)
 	}
+	// Only now ready: the snapshot is often built before the DNS and API
+	// listeners are bound, and a query sent on the first "ready" must be
+	// answered (a probe or a load generator starts right away).
+	p.started.Store(true)
 	return p.wait(ctx)
 }
 
 // proc is the state of one Run.
 type proc struct {
 	opts     Options
+	started  atomic.Bool // every start step done: ready (with the checks)
 	logger   *slog.Logger
 	mgr      *settings.Manager
 	cfg      *settings.Config
@@ -156,8 +165,17 @@ func (p *proc) startOps(context.Context) error {
 	p.life = NewLifecycle(func(ld bool) { p.logger.Info("lameduck", "on", ld) })
 	p.ops = NewOps(p.life, p.cfg.Node.Lameduck)
 	var err error
+	p.ops.AddCheck("listeners", func() error {
+		if !p.started.Load() {
+			return errors.New("starting: listeners not open yet")
+		}
+		return nil
+	})
 	if p.addrs.Ops, err = p.serveHTTP("ops", p.cfg.Listeners.Ops.Address, p.ops.Handler()); err != nil {
 		return err
+	}
+	if p.opts.OpsUp != nil {
+		p.opts.OpsUp(p.addrs.Ops)
 	}
 	if p.cfg.Listeners.Metrics.Address != "" {
 		mux := http.NewServeMux()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,4 +365,54 @@ func TestNodeDataRoutes(t *testing.T) {
 	if code, body := apiCall(t, tn, "POST", "/blocklists/default/ads/refresh", ""); code/100 != 2 {
 		t.Errorf("refresh = %d %s", code, body)
 	}
+}
+
+// TestNotReadyUntilListening: /healthz/ready answers 503 until every
+// listener is up, so the first query after "ready" is answered (the
+// snapshot used to be ready ~100 ms before the DNS sockets were bound, and
+// a query sent then was lost).
+func TestNotReadyUntilListening(t *testing.T) {
+	cfg := nodetest.WriteConfig(t, t.TempDir())
+	opsUp := make(chan string, 1)
+	var listening atomic.Bool
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- node.Run(ctx, node.Options{ConfigPath: cfg, ConfigExplicit: true, Stderr: io.Discard,
+			OpsUp: func(a string) { opsUp <- a }, Ready: func(node.Addrs) { listening.Store(true) }})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Error("node did not stop")
+		}
+	})
+	var addr string
+	select {
+	case addr = <-opsUp:
+	case err := <-done:
+		t.Fatalf("node stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no ops listener within 30s")
+	}
+	c := &http.Client{Timeout: 2 * time.Second}
+	notReady := 0
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		resp, err := c.Get("http://" + addr + "/healthz/ready")
+		if err != nil {
+			continue
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			notReady++
+			continue
+		}
+		if !listening.Load() {
+			t.Fatalf("ready after %d polls, before every listener was up", notReady)
+		}
+		return
+	}
+	t.Fatal("not ready within 30s")
 }
