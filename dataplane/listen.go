@@ -78,6 +78,7 @@ func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) e
 					break
 				}
 				uc := pc.(*net.UDPConn)
+				growReadBuffer(uc)
 				conns = append(conns, uc)
 				bound = uc.LocalAddr().String()
 			}
