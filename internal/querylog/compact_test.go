@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -157,27 +155,7 @@ func nullable(s string) any {
 // layout file of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains,
 // 50 clients).
 func BenchmarkConvertCompact(b *testing.B) {
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("SVC_BENCH_ROWS")); err == nil && v > 0 {
-		n = v
-	}
-	for range b.N {
-		b.StopTimer()
-		dir := b.TempDir()
+	benchConvert(b, func(b *testing.B, dir string, n int) {
 		makeCompactFile(b, dir, benchRowsSpread(n, time.Now(), 1000, 0))
-		b.StartTimer()
-		start, c0 := time.Now(), cpuTime()
-		cfg := DefaultConfig()
-		cfg.DataDir, cfg.RetentionRaw = dir, 0
-		w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		el, cpu := time.Since(start), cpuTime()-c0
-		b.StopTimer()
-		w.Close()
-		b.ReportMetric(float64(n)/cpu.Seconds(), "rows/cpu-s")
-		b.ReportMetric(el.Seconds(), "s")
-		b.StartTimer()
-	}
+	})
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -175,13 +173,7 @@ func (lw *legacyWriter) countHour(r *Row) {
 // BenchmarkConvertLegacy times opening (converting) a legacy schema 2 file
 // of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains, 50 clients).
 func BenchmarkConvertLegacy(b *testing.B) {
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("SVC_BENCH_ROWS")); err == nil && v > 0 {
-		n = v
-	}
-	for range b.N {
-		b.StopTimer()
-		dir := b.TempDir()
+	benchConvert(b, func(b *testing.B, dir string, n int) {
 		lw := newLegacyWriter(b, dir)
 		t0 := time.Now()
 		for i := 0; i < n; i += 5000 {
@@ -191,19 +183,5 @@ func BenchmarkConvertLegacy(b *testing.B) {
 			}
 		}
 		lw.db.Close()
-		b.StartTimer()
-		start, c0 := time.Now(), cpuTime()
-		cfg := DefaultConfig()
-		cfg.DataDir, cfg.RetentionRaw = dir, 0
-		w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		el, cpu := time.Since(start), cpuTime()-c0
-		b.StopTimer()
-		w.Close()
-		b.ReportMetric(float64(n)/cpu.Seconds(), "rows/cpu-s")
-		b.ReportMetric(el.Seconds(), "s")
-		b.StartTimer()
-	}
+	})
 }
