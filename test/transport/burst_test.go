@@ -87,34 +87,12 @@ const burstQueries, burstSegments = 16, 3
 func TestBurstAnsweredInOneWrite(t *testing.T) {
 	st := newStack(t, stackOpts{})
 
-	t.Run("dot", func(t *testing.T) {
-		c, h := dialHeld(t, st.addr("dot").String(), st.pki.clientTLS("dot"))
-		ask := func(id uint16) {
-			q := query(t, id)
-			if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
-				t.Fatal(err)
-			}
-		}
-		read := func() {
-			b := readDoT(t, c)
-			checkAnswer(t, b)
-		}
-		ask(1) // a first round trip takes the session tickets in
-		read()
-		time.Sleep(50 * time.Millisecond) // delayed ACKs of the warm-up are out
-		before := h.segsIn(t)
-		h.hold = true
-		for i := range burstQueries {
-			ask(uint16(10 + i))
-		}
-		h.release(t)
-		for range burstQueries {
-			read()
-		}
-		if n := h.segsIn(t) - before; n > burstSegments {
-			t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
-		}
-	})
+	for _, v := range []struct {
+		name       string
+		maxVersion uint16
+	}{{"dot", 0}, {"dot-tls1.2", tls.VersionTLS12}} {
+		t.Run(v.name, func(t *testing.T) { burstDoT(t, st, v.maxVersion) })
+	}
 
 	t.Run("doh-h2", func(t *testing.T) {
 		c, h := dialHeld(t, st.addr("doh").String(), st.pki.clientTLS("h2"))
@@ -178,4 +156,37 @@ func TestBurstAnsweredInOneWrite(t *testing.T) {
 			t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
 		}
 	})
+}
+
+// burstDoT sends a DoT burst (TLS version at most maxVersion; 0: the default)
+// and counts the segments of the answers.
+func burstDoT(t *testing.T, st *stack, maxVersion uint16) {
+	cfg := st.pki.clientTLS("dot")
+	cfg.MaxVersion = maxVersion
+	c, h := dialHeld(t, st.addr("dot").String(), cfg)
+	ask := func(id uint16) {
+		q := query(t, id)
+		if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func() {
+		b := readDoT(t, c)
+		checkAnswer(t, b)
+	}
+	ask(1) // a first round trip takes the session tickets in
+	read()
+	time.Sleep(50 * time.Millisecond) // delayed ACKs of the warm-up are out
+	before := h.segsIn(t)
+	h.hold = true
+	for i := range burstQueries {
+		ask(uint16(10 + i))
+	}
+	h.release(t)
+	for range burstQueries {
+		read()
+	}
+	if n := h.segsIn(t) - before; n > burstSegments {
+		t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
+	}
 }
