@@ -120,18 +120,7 @@ func (lw *legacyWriter) write(ctx context.Context, batch []Row) error {
 		}
 		defer st.Close()
 		for _, res := range resolutions {
-			m := agg.totals
-			if res.step != 60 {
-				m = agg.coarse
-				clear(m)
-				for k, v := range agg.totals {
-					k.min -= k.min % res.step
-					c := m[k]
-					c.count += v.count
-					c.durUS += v.durUS
-					m[k] = c
-				}
-			}
+			m := agg.totalsAt(res.step)
 			for k, v := range m {
 				if _, err := st.ExecContext(ctx, res.step, k.min, k.status, v.count, v.durUS); err != nil {
 					return err

@@ -433,6 +433,24 @@ func (a *rollup) reset() {
 	a.rows, a.dims = nil, false
 }
 
+// totalsAt returns the batch's totals in buckets of step seconds: the
+// per-minute map itself, or the minutes summed into the scratch map.
+func (a *rollup) totalsAt(step int64) map[totalKey]totalVal {
+	if step == 60 {
+		return a.totals
+	}
+	m := a.coarse
+	clear(m)
+	for k, v := range a.totals {
+		k.min -= k.min % step
+		c := m[k]
+		c.count += v.count
+		c.durUS += v.durUS
+		m[k] = c
+	}
+	return m
+}
+
 func (a *rollup) add(r *Row, dimsToo bool) {
 	sec := r.Time.Unix()
 	k := totalKey{sec - sec%60, r.Status}
@@ -471,18 +489,7 @@ ON CONFLICT (key) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
 func (w *Writer) writeRollups(d *dconn, a *rollup) error {
 	if len(a.totals) > 0 {
 		for _, res := range resolutions {
-			m := a.totals
-			if res.step != 60 {
-				m = a.coarse
-				clear(m)
-				for k, v := range a.totals {
-					k.min -= k.min % res.step
-					c := m[k]
-					c.count += v.count
-					c.durUS += v.durUS
-					m[k] = c
-				}
-			}
+			m := a.totalsAt(res.step)
 			for k, v := range m {
 				if err := d.exec(totalsSQL, res.step, k.min, k.status, v.count, v.durUS); err != nil {
 					return fmt.Errorf("write totals: %w", err)
