@@ -4,18 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
@@ -33,6 +26,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/test/testpki"
 )
 
 // fakeHandler answers every query with one A record (TTL 300) and
@@ -720,7 +714,7 @@ func TestDoH2IdleTimeout(t *testing.T) {
 // HTTP/1.1 to net/http, both answered; Shutdown ends both.
 func TestDoH2TLS(t *testing.T) {
 	fh := &fakeHandler{}
-	s, _, pool := startTLSDoH(t, fh)
+	s, certs := startTLSDoH(t, fh)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -730,7 +724,7 @@ func TestDoH2TLS(t *testing.T) {
 	addr := s.Addrs("doh")[0].String()
 	q := testQuery(t, "tls.example.")
 	for _, proto := range []string{"h2", "http/1.1"} {
-		tc := &tls.Config{RootCAs: pool, ServerName: "doh.test", NextProtos: []string{proto}}
+		tc := certs.ClientTLS(proto)
 		var rt http.RoundTripper
 		if proto == "h2" {
 			rt = &http2.Transport{TLSClientConfig: tc, DialTLSContext: func(ctx context.Context, _, _ string, cfg *tls.Config) (net.Conn, error) {
@@ -768,49 +762,19 @@ func TestDoH2TLS(t *testing.T) {
 	}
 }
 
-// startTLSDoH starts a DoH listener with a certificate made for the test;
-// the caller shuts it down.
-func startTLSDoH(t *testing.T, h Handler) (s *Server, dir string, pool *x509.CertPool) {
+// startTLSDoH starts a DoH listener with a certificate made for the test
+// (for testpki.ServerName); the caller shuts it down.
+func startTLSDoH(t *testing.T, h Handler) (*Server, *testpki.PKI) {
 	t.Helper()
-	dir = t.TempDir()
-	certFile, keyFile, pool := writeTestCert(t, dir)
-	s, err := New(h, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}}}, Options{})
+	p := testpki.New(t)
+	s, err := New(h, Config{DoH: []Listener{{Address: "127.0.0.1:0", CertFile: p.CertFile, KeyFile: p.KeyFile}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	return s, dir, pool
-}
-
-func writeTestCert(t testing.TB, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "doh.test"},
-		DNSNames: []string{"doh.test"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	return s, p
 }
 
 // TestH2Spec runs the h2spec conformance suite against the lean server
@@ -823,7 +787,7 @@ func TestH2Spec(t *testing.T) {
 	if bin == "" {
 		t.Skip("SVC_H2SPEC not set")
 	}
-	s, _, _ := startTLSDoH(t, &fakeHandler{})
+	s, _ := startTLSDoH(t, &fakeHandler{})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -851,7 +815,8 @@ func TestH2Load(t *testing.T) {
 	if bin == "" {
 		t.Skip("SVC_H2LOAD not set")
 	}
-	s, dir, _ := startTLSDoH(t, &fakeHandler{})
+	s, certs := startTLSDoH(t, &fakeHandler{})
+	dir := certs.Dir
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

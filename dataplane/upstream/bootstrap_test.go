@@ -67,7 +67,7 @@ func TestBootstrapResolvesUpstreamNames(t *testing.T) {
 			r := newResolver(t, Config{
 				Groups:    map[string]GroupConfig{DefaultGroup: {Servers: []string{tc.server}, Strategy: Strict, Timeout: 2 * time.Second}},
 				Bootstrap: []string{bootAddr},
-				TLS:       &tls.Config{RootCAs: pki.roots},
+				TLS:       &tls.Config{RootCAs: pki.Pool},
 			})
 			resp, up, err := r.Forward(context.Background(), "", query("www.example.org", dns.TypeA), clientAddr)
 			if err != nil {

@@ -2,16 +2,9 @@ package upstream
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/quic-go/quic-go"
+
+	"github.com/svcdns/svc/test/testpki"
 )
 
 // responder builds the answer to a query; nil drops it.
@@ -158,71 +153,16 @@ func startUDPAndTCP(t testing.TB, udp, tcp responder) string {
 	return ""
 }
 
-// testPKI is a CA and a leaf certificate for 127.0.0.1 and dns.test.
-type testPKI struct {
-	roots *x509.CertPool
-	leaf  tls.Certificate
-	caPEM []byte
-}
+// testPKI is the test CA and its certificate for dns.test and 127.0.0.1,
+// with the upstream tests' server config.
+type testPKI struct{ *testpki.PKI }
 
-func newTestPKI(t *testing.T) *testPKI {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "upstream test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "dns.test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"dns.test"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
-	return &testPKI{
-		roots: roots,
-		leaf:  tls.Certificate{Certificate: [][]byte{leafDER}, PrivateKey: key},
-		caPEM: pemEncode(caDER),
-	}
-}
-
-func pemEncode(der []byte) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
-}
+func newTestPKI(t *testing.T) *testPKI { return &testPKI{testpki.New(t)} }
 
 // serverTLS records the SNI names the server saw.
 func (p *testPKI) serverTLS(sni *sync.Map, protos ...string) *tls.Config {
 	return &tls.Config{
-		Certificates: []tls.Certificate{p.leaf},
+		Certificates: []tls.Certificate{p.Leaf},
 		NextProtos:   protos,
 		MinVersion:   tls.VersionTLS12,
 		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {

@@ -45,7 +45,7 @@ func TestForwardTransports(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := newResolver(t, Config{
 				Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{tc.server}, Strategy: Strict, Timeout: 3 * time.Second}},
-				TLS:    &tls.Config{RootCAs: pki.roots},
+				TLS:    &tls.Config{RootCAs: pki.Pool},
 			})
 			before := int64(0)
 			if tc.conns != nil {
@@ -242,7 +242,7 @@ func TestDoHErrors(t *testing.T) {
 	failing := startDoH(t, pki, nil, drop) // 503
 	r := newResolver(t, Config{
 		Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{"https://" + failing.hostPort() + "/dns-query"}, Strategy: Strict, Timeout: time.Second}},
-		TLS:    &tls.Config{RootCAs: pki.roots},
+		TLS:    &tls.Config{RootCAs: pki.Pool},
 	})
 	_, _, err := r.Forward(context.Background(), "", query("x.example", dns.TypeA), clientAddr)
 	if !errors.Is(err, errHTTP) {
@@ -263,7 +263,7 @@ func TestDoTCertificateTrust(t *testing.T) {
 	}
 
 	caFile := t.TempDir() + "/ca.pem"
-	if err := writeFile(caFile, pki.caPEM); err != nil {
+	if err := writeFile(caFile, pki.CAPEM); err != nil {
 		t.Fatal(err)
 	}
 	trusted := newResolver(t, Config{Groups: groups, CAFile: caFile})
@@ -284,7 +284,7 @@ func TestDoQRedialsAfterServerRestart(t *testing.T) {
 	addr := first.hostPort()
 	r := newResolver(t, Config{
 		Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{"quic://" + addr}, Strategy: Strict, Timeout: 300 * time.Millisecond}},
-		TLS:    &tls.Config{RootCAs: pki.roots},
+		TLS:    &tls.Config{RootCAs: pki.Pool},
 	})
 	if _, _, err := r.Forward(context.Background(), "", query("q.example", dns.TypeA), clientAddr); err != nil {
 		t.Fatal(err)
@@ -327,7 +327,7 @@ func TestDoHOversizedBody(t *testing.T) {
 	t.Cleanup(srv.Close)
 	r := newResolver(t, Config{
 		Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{"https://" + srv.Listener.Addr().String() + "/dns-query"}, Strategy: Strict, Timeout: 2 * time.Second}},
-		TLS:    &tls.Config{RootCAs: pki.roots},
+		TLS:    &tls.Config{RootCAs: pki.Pool},
 	})
 	_, _, err := r.Forward(context.Background(), "", query("big.example", dns.TypeA), clientAddr)
 	if !errors.Is(err, errMalformed) {

@@ -3,19 +3,11 @@ package blocking_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +25,7 @@ import (
 	"github.com/svcdns/svc/dataplane/safesearch"
 	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/testpki"
 )
 
 const safeSearchIP = "216.239.38.120"
@@ -110,43 +103,6 @@ func (l *recLog) last(t *testing.T, name string, n int) dataplane.QueryRecord {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// selfSigned writes a certificate for dns.test, *.dns.test and 127.0.0.1.
-func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dns.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{"dns.test", "*.dns.test"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(c)
-	return certFile, keyFile, pool
 }
 
 func inlineList(t *testing.T, name, mode string, rules ...string) policy.List {
@@ -240,8 +196,8 @@ func newRig(t *testing.T) *rig {
 			t.Error(err)
 		}
 	})
-	certFile, keyFile, pool := selfSigned(t)
-	l := transport.Listener{Address: "127.0.0.1:0", CertFile: certFile, KeyFile: keyFile}
+	certs := testpki.New(t)
+	l := transport.Listener{Address: "127.0.0.1:0", CertFile: certs.CertFile, KeyFile: certs.KeyFile}
 	tr, err := transport.New(dp, transport.Config{DoT: []transport.Listener{l}, DoH: []transport.Listener{l}, ClientIDDomain: "dns.test"}, transport.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -256,7 +212,7 @@ func newRig(t *testing.T) *rig {
 			t.Error(err)
 		}
 	})
-	r.dp, r.tr, r.pool, r.udp = dp, tr, pool, dp.UDPAddrs()[0].String()
+	r.dp, r.tr, r.pool, r.udp = dp, tr, certs.Pool, dp.UDPAddrs()[0].String()
 	r.lanUDP = &dns.Client{Net: "udp", Timeout: 3 * time.Second,
 		Dialer: &net.Dialer{LocalAddr: &net.UDPAddr{IP: net.IPv4(127, 0, 0, 2)}}}
 	r.otherUDP = &dns.Client{Net: "udp", Timeout: 3 * time.Second}

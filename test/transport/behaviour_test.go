@@ -24,10 +24,10 @@ import (
 
 func dohClient(st *stack) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig:   st.pki.clientTLS(),
+		TLSClientConfig:   st.pki.ClientTLS(),
 		ForceAttemptHTTP2: true,
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := &tls.Dialer{Config: st.pki.clientTLS("h2")}
+			d := &tls.Dialer{Config: st.pki.ClientTLS("h2")}
 			return d.DialContext(ctx, "tcp", st.addr("doh").String())
 		},
 	}}
@@ -108,7 +108,7 @@ func dotConn(t testing.TB, st *stack, cfg *tls.Config) *tls.Conn {
 // without a restart.
 func TestDoTPipelineResumeReload(t *testing.T) {
 	st := newStack(t, stackOpts{})
-	cfg := st.pki.clientTLS("dot")
+	cfg := st.pki.ClientTLS("dot")
 	cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 	c := dotConn(t, st, cfg)
 	if p := c.ConnectionState().NegotiatedProtocol; p != "dot" {
@@ -150,10 +150,10 @@ func TestDoTPipelineResumeReload(t *testing.T) {
 	}
 	c3.Close()
 
-	st.pki.issue(t, 77)
+	st.pki.Issue(t, 77)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c := dotConn(t, st, st.pki.clientTLS("dot"))
+		c := dotConn(t, st, st.pki.ClientTLS("dot"))
 		serial := c.ConnectionState().PeerCertificates[0].SerialNumber.Int64()
 		c.Close()
 		if serial == 77 {
@@ -199,7 +199,7 @@ func TestProxyProtocol(t *testing.T) {
 		}
 		return raw
 	}
-	dc := tls.Client(proxied("dot", "203.0.113.20"), st.pki.clientTLS("dot"))
+	dc := tls.Client(proxied("dot", "203.0.113.20"), st.pki.ClientTLS("dot"))
 	_ = dc.SetDeadline(time.Now().Add(3 * time.Second))
 	q := query(t, 9)
 	if _, err := dc.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
@@ -211,7 +211,7 @@ func TestProxyProtocol(t *testing.T) {
 	dc.Close()
 	waitClient(t, st, "203.0.113.20")
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		ForceAttemptHTTP2: true, TLSClientConfig: st.pki.clientTLS(),
+		ForceAttemptHTTP2: true, TLSClientConfig: st.pki.ClientTLS(),
 		DialContext: func(context.Context, string, string) (net.Conn, error) { return proxied("doh", "203.0.113.21"), nil },
 	}}
 	resp, err := hc.Post("https://"+serverName+"/dns-query", "application/dns-message", bytes.NewReader(query(t, 0)))
@@ -274,7 +274,7 @@ func waitClient(t *testing.T, st *stack, src string) {
 // closed.
 func TestDoTIdle(t *testing.T) {
 	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.IdleTimeout = 2500 * time.Millisecond }})
-	c := dotConn(t, st, st.pki.clientTLS("dot"))
+	c := dotConn(t, st, st.pki.ClientTLS("dot"))
 	defer c.Close()
 	q := query(t, 7)
 	frame := append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)

@@ -71,7 +71,7 @@ func BenchmarkTransportRatio(b *testing.B) {
 	}
 	for r := range rounds {
 		for _, c := range cases {
-			args := helperArgs{Mode: "load", Kind: c.kind, Addr: st.addr(c.kind).String(), CAFile: st.pki.caFile,
+			args := helperArgs{Mode: "load", Kind: c.kind, Addr: st.addr(c.kind).String(), CAFile: st.pki.CAFile,
 				Flows: c.flows, Window: c.window, Duration: dur}
 			cmd, out, in := startHelper(b, args, procs)
 			// The child dials first (not measured), prints "start", runs
@@ -159,7 +159,7 @@ func BenchmarkIdleConns(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			g0 := runtime.NumGoroutine()
-			args := helperArgs{Mode: "idle", Kind: kind, Addr: st.addr(kind).String(), CAFile: st.pki.caFile, Flows: n}
+			args := helperArgs{Mode: "idle", Kind: kind, Addr: st.addr(kind).String(), CAFile: st.pki.CAFile, Flows: n}
 			cmd, out, in := startHelper(b, args, 2)
 			defer func() { in.Close(); _ = cmd.Wait() }()
 			line, err := out.ReadString('\n')

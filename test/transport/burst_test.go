@@ -95,7 +95,7 @@ func TestBurstAnsweredInOneWrite(t *testing.T) {
 	}
 
 	t.Run("doh-h2", func(t *testing.T) {
-		c, h := dialHeld(t, st.addr("doh").String(), st.pki.clientTLS("h2"))
+		c, h := dialHeld(t, st.addr("doh").String(), st.pki.ClientTLS("h2"))
 		fr := http2.NewFramer(c, c)
 		var hb bytes.Buffer
 		enc := hpack.NewEncoder(&hb)
@@ -161,7 +161,7 @@ func TestBurstAnsweredInOneWrite(t *testing.T) {
 // burstDoT sends a DoT burst (TLS version at most maxVersion; 0: the default)
 // and counts the segments of the answers.
 func burstDoT(t *testing.T, st *stack, maxVersion uint16) {
-	cfg := st.pki.clientTLS("dot")
+	cfg := st.pki.ClientTLS("dot")
 	cfg.MaxVersion = maxVersion
 	c, h := dialHeld(t, st.addr("dot").String(), cfg)
 	ask := func(id uint16) {

@@ -41,7 +41,7 @@ func TestThirdPartyClients(t *testing.T) {
 	st := newStack(t, stackOpts{})
 	kdig, dig := tool(t, "kdig"), tool(t, "dig")
 	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
-	ca := st.pki.caFile
+	ca := st.pki.CAFile
 	cases := []struct {
 		name string
 		bin  string
@@ -135,7 +135,7 @@ func TestDoQ(t *testing.T) {
 	st := newStack(t, stackOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	tc := st.pki.clientTLS("doq")
+	tc := st.pki.ClientTLS("doq")
 	tc.ServerName = "quic7." + serverName
 	conn, err := quic.DialAddr(ctx, st.addr("doq").String(), tc, &quic.Config{})
 	if err != nil {
@@ -167,7 +167,7 @@ func TestDoQ(t *testing.T) {
 // TestDoH3 uses quic-go's HTTP/3 client with net/http.
 func TestDoH3(t *testing.T) {
 	st := newStack(t, stackOpts{})
-	rt := &http3.Transport{TLSClientConfig: st.pki.clientTLS()}
+	rt := &http3.Transport{TLSClientConfig: st.pki.ClientTLS()}
 	defer rt.Close()
 	c := &http.Client{Transport: rt, Timeout: 5 * time.Second}
 	base := fmt.Sprintf("https://%s:%d/dns-query", serverName, st.addr("doh3").Port())
@@ -244,7 +244,7 @@ func TestQClient(t *testing.T) {
 			args := append([]string{"@" + tc.server, "A", "www.example.com", "--tls-server-name=" + tc.sni,
 				"--timeout=5s", "--format=json"}, tc.flags...)
 			cmd := exec.CommandContext(ctx, q, args...)
-			cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+st.pki.caFile, "SSL_CERT_DIR=/nonexistent")
+			cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+st.pki.CAFile, "SSL_CERT_DIR=/nonexistent")
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("q %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -6,21 +6,10 @@ package transport_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/binary"
-	"encoding/pem"
 	"io"
-	"math/big"
-	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -31,87 +20,10 @@ import (
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/transport"
+	"github.com/svcdns/svc/test/testpki"
 )
 
-const serverName = "dns.test"
-
-// pki is a CA made by the test and a server certificate for dns.test,
-// *.dns.test and 127.0.0.1, written to files.
-type pki struct {
-	dir               string
-	caFile            string
-	certFile, keyFile string
-	pool              *x509.CertPool
-	caCert            *x509.Certificate
-	caKey             *ecdsa.PrivateKey
-}
-
-func newPKI(t testing.TB) *pki {
-	t.Helper()
-	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(der)
-	p := &pki{dir: dir, caFile: filepath.Join(dir, "ca.pem"), certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem"),
-		pool: x509.NewCertPool(), caCert: ca, caKey: key}
-	p.pool.AddCert(ca)
-	writePEM(t, p.caFile, "CERTIFICATE", der)
-	p.issue(t, 2)
-	return p
-}
-
-// issue writes a new server certificate with the given serial number,
-// replacing the files atomically (rename).
-func (p *pki) issue(t testing.TB, serial int64) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: serverName},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		DNSNames: []string{serverName, "*." + serverName}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.caCert, &key.PublicKey, p.caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, p.keyFile+".tmp", "PRIVATE KEY", kb)
-	writePEM(t, p.certFile+".tmp", "CERTIFICATE", der)
-	for _, f := range []string{p.keyFile, p.certFile} {
-		if err := os.Rename(f+".tmp", f); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-func writePEM(t testing.TB, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *pki) clientTLS(protos ...string) *tls.Config {
-	return &tls.Config{RootCAs: p.pool, ServerName: serverName, NextProtos: protos}
-}
+const serverName = testpki.ServerName
 
 // memLog keeps query records.
 type memLog struct {
@@ -182,7 +94,7 @@ type stack struct {
 	tr  *transport.Server
 	rec *idRecorder
 	log *memLog
-	pki *pki
+	pki *testpki.PKI
 }
 
 type stackOpts struct {
@@ -240,8 +152,8 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.noTLS {
 		return st
 	}
-	st.pki = newPKI(t)
-	l := transport.Listener{Address: "127.0.0.1:0", CertFile: st.pki.certFile, KeyFile: st.pki.keyFile}
+	st.pki = testpki.New(t)
+	l := transport.Listener{Address: "127.0.0.1:0", CertFile: st.pki.CertFile, KeyFile: st.pki.KeyFile}
 	cfg := transport.Config{
 		DoT: []transport.Listener{l}, DoH: []transport.Listener{l}, DoQ: []transport.Listener{l}, DoH3: []transport.Listener{l},
 		ClientIDDomain: serverName, ProxyProtocol: o.proxy, CertReloadInterval: 50 * time.Millisecond,

@@ -59,7 +59,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 	defer release()
 
 	t.Run("dot", func(t *testing.T) {
-		conn, err := tls.Dial("tcp", st.addr("dot").String(), st.pki.clientTLS("dot"))
+		conn, err := tls.Dial("tcp", st.addr("dot").String(), st.pki.ClientTLS("dot"))
 		if err != nil {
 			t.Fatal(err)
 		}
