@@ -145,7 +145,7 @@ type dotConn struct {
 	s         *Server
 	raw       net.Conn
 	conn      *tls.Conn
-	batch     *batchConn      // under conn: counts the records that arrive
+	batch     *batchConn      // under conn (always): counts the records that arrive
 	rc        syscall.RawConn // nil: never park
 	idleSince time.Time
 	rdl       time.Time // the read deadline set (reader only)
@@ -191,7 +191,7 @@ func (c *dotConn) readLoop() (park bool) {
 		}
 		// crypto/tls returns one record per Read: records it already holds
 		// join this batch (a poll, no syscall) before the answers go out.
-		poll := c.batch != nil && c.batch.held()
+		poll := c.batch.held()
 		if !poll {
 			c.flushQueued() // the answers of this read batch, in one record
 		}
@@ -240,9 +240,7 @@ func (c *dotConn) readLoop() (park bool) {
 		n, err := c.conn.Read((*rb)[end:cap(*rb)])
 		end += n
 		if n > 0 {
-			if c.batch != nil {
-				c.batch.took()
-			}
+			c.batch.took()
 			c.idleSince = time.Now()
 			continue
 		}
