@@ -7,23 +7,9 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/forwardtest"
 )
-
-// gateForwarder answers every query with 198.51.100.7 once gate is closed.
-type gateForwarder struct{ gate chan struct{} }
-
-func (f *gateForwarder) Forward(ctx context.Context, _ string, req *dns.Msg, _ netip.Addr) (*dns.Msg, string, error) {
-	select {
-	case <-f.gate:
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-		A: netip.MustParseAddr("198.51.100.7").AsSlice()}}
-	return m, "192.0.2.53:53", nil
-}
 
 type wireResult struct {
 	msg *dns.Msg
@@ -46,7 +32,7 @@ func (c chanCallback) AnswerWire(resp []byte, ok bool) {
 // goroutine; a cache miss is finished by a worker and arrives through the
 // callback once the upstream answers, and Shutdown waits for it.
 func TestServeWireNow(t *testing.T) {
-	fwd := &gateForwarder{gate: make(chan struct{})}
+	fwd := forwardtest.New()
 	s, err := New(testConfig(), Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -88,10 +74,10 @@ func TestServeWireNow(t *testing.T) {
 		t.Fatalf("Shutdown returned with a query in flight: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
-	close(fwd.gate)
+	close(fwd.Gate)
 	select {
 	case r := <-cb:
-		if !r.ok || len(r.msg.Answer) != 1 || r.msg.Answer[0].(*dns.A).A.String() != "198.51.100.7" {
+		if !r.ok || len(r.msg.Answer) != 1 || r.msg.Answer[0].(*dns.A).A.String() != forwardtest.Answer.String() {
 			t.Fatalf("detached answer %v", r.msg)
 		}
 	case <-time.After(5 * time.Second):

@@ -2,34 +2,18 @@ package transport_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/forwardtest"
 )
-
-// gatedForwarder answers 198.51.100.7 for every name once gate is closed.
-type gatedForwarder struct{ gate chan struct{} }
-
-func (f *gatedForwarder) Forward(ctx context.Context, _ string, req *dns.Msg, _ netip.Addr) (*dns.Msg, string, error) {
-	select {
-	case <-f.gate:
-	case <-ctx.Done():
-		return nil, "", ctx.Err()
-	}
-	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-		A: netip.MustParseAddr("198.51.100.7").AsSlice()}}
-	return m, "192.0.2.53:53", nil
-}
 
 func packQuery(t *testing.T, name string, id uint16) []byte {
 	m := new(dns.Msg)
@@ -47,13 +31,13 @@ func packQuery(t *testing.T, name string, id uint16) []byte {
 // authoritative answer asked second arrives first, and the forwarded one
 // follows once the upstream answers.
 func TestNoHeadOfLineBlocking(t *testing.T) {
-	fwd := &gatedForwarder{gate: make(chan struct{})}
+	fwd := forwardtest.New()
 	st := newStack(t, stackOpts{forwarder: fwd})
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			close(fwd.gate)
+			close(fwd.Gate)
 		}
 	}
 	defer release()
@@ -98,13 +82,13 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 		}
 	})
 
-	fwd2 := &gatedForwarder{gate: make(chan struct{})}
+	fwd2 := forwardtest.New()
 	st2 := newStack(t, stackOpts{forwarder: fwd2})
 	defer func() {
 		select {
-		case <-fwd2.gate:
+		case <-fwd2.Gate:
 		default:
-			close(fwd2.gate)
+			close(fwd2.Gate)
 		}
 	}()
 	t.Run("doh", func(t *testing.T) {
@@ -140,7 +124,7 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 			t.Fatalf("forwarded query finished before its upstream answered: %v", err)
 		default:
 		}
-		close(fwd2.gate)
+		close(fwd2.Gate)
 		select {
 		case err := <-slow:
 			if err != nil {
