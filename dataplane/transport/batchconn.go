@@ -1,10 +1,12 @@
 package transport
 
 import (
-	"encoding/binary"
+	"errors"
+	"io"
 	"net"
+	"os"
 	"sync"
-	"time"
+	"syscall"
 )
 
 // batchConn sits under a TLS connection so that several TLS records can
@@ -17,77 +19,39 @@ import (
 // record the TLS stack writes on its own (an alert, a key update) can never
 // overtake records already batched: their sequence numbers stay in order.
 //
-// It also counts the TLS records that arrive (see held), for the readers
-// (DoT and h2 DoH): crypto/tls returns one record per Read, so a burst of
-// queries that arrived in one segment would otherwise be answered one
-// write per query instead of one write per burst.
+// After the handshake the readers (DoT and h2 DoH) feed it (see feeder):
+// they read the socket themselves and Read hands crypto/tls only what it
+// was fed. An empty feed is a timeout, which crypto/tls treats as
+// temporary: it keeps a partial record and returns what it has. So a
+// reader decrypts a whole burst of queries that arrived together and
+// answers it in one write, though crypto/tls returns one record per Read.
 type batchConn struct {
 	net.Conn
 	mu  sync.Mutex
 	on  bool
 	buf []byte
 
-	// Read side: only the connection's reader (one goroutine at a time)
-	// touches these.
-	recs  uint64  // complete records received from the socket
-	taken uint64  // records the reader has read (or given up on)
-	hdr   [5]byte // a record header split across reads
-	hn    int     // bytes of hdr filled
-	left  int     // bytes of the current record's body still to come
+	// Fed mode; only the connection's reader touches these.
+	fed   bool
+	in    []byte
+	inErr error // the socket's end (EOF, reset), after in is consumed
 }
 
-// Read counts the complete TLS records that pass on to crypto/tls.
+// Read returns what was fed, or reads the socket before the reader feeds.
 func (b *batchConn) Read(p []byte) (int, error) {
-	n, err := b.Conn.Read(p)
-	b.count(p[:n])
-	return n, err
-}
-
-func (b *batchConn) count(p []byte) {
-	for len(p) > 0 {
-		if b.left > 0 {
-			k := min(b.left, len(p))
-			b.left -= k
-			p = p[k:]
-			if b.left == 0 {
-				b.recs++
-			}
-			continue
-		}
-		k := copy(b.hdr[b.hn:], p)
-		b.hn += k
-		p = p[k:]
-		if b.hn == len(b.hdr) {
-			b.hn = 0
-			b.left = int(binary.BigEndian.Uint16(b.hdr[3:]))
-			if b.left == 0 {
-				b.recs++
-			}
-		}
+	if !b.fed {
+		return b.Conn.Read(p)
 	}
-}
-
-// held reports whether crypto/tls may hold complete records the reader has
-// not read yet: then a read with a deadline in the past (poll) returns
-// data without a syscall, and the reader answers it in the same burst.
-// The count is a hint: handshake records and records larger than the
-// reader's buffer skew it, which costs one poll or one early flush, never
-// data.
-func (b *batchConn) held() bool { return b.recs > b.taken }
-
-// took records that a Read of the TLS connection returned data.
-func (b *batchConn) took() {
-	if b.taken < b.recs {
-		b.taken++
+	if len(b.in) == 0 {
+		if b.inErr != nil {
+			return 0, b.inErr
+		}
+		return 0, os.ErrDeadlineExceeded
 	}
+	n := copy(p, b.in)
+	b.in = b.in[n:]
+	return n, nil
 }
-
-// drained records that a poll found nothing buffered.
-func (b *batchConn) drained() { b.taken = b.recs }
-
-// pollDeadline is a read deadline in the past: a Read with it returns
-// what crypto/tls has buffered, or a timeout at once without a syscall.
-var pollDeadline = time.Unix(1, 0)
 
 func (b *batchConn) Write(p []byte) (int, error) {
 	b.mu.Lock()
@@ -121,4 +85,86 @@ func (b *batchConn) end() error {
 		b.buf = b.buf[:0]
 	}
 	return err
+}
+
+// feeder drives a connection's reads after the handshake. It reads the
+// socket itself, inside one RawConn.Read for as long as the connection is
+// busy, and feeds what it read to crypto/tls through the batchConn.
+//
+// Go's own Read, after every answer, reads again only to find the socket
+// empty (EAGAIN) and then parks: with one query in flight per connection
+// that is a wasted syscall per query. A read that returned less than it
+// asked for left the socket empty, so the feeder goes straight to waiting
+// for readability. Waiting inside the same RawConn.Read keeps readiness
+// that arrives in between (the runtime forgets it only when a Read
+// begins), so no wake-up is lost; a spurious one costs one EAGAIN.
+type feeder struct {
+	rc    syscall.RawConn // the socket; nil: blocking reads of b.Conn
+	b     *batchConn
+	stage *[]byte // ciphertext being fed; nil while waiting
+}
+
+// run reads until onData returns false or the socket ends, calling onData
+// after each read with the bytes fed (onData must consume them: read the
+// TLS connection until it times out). It returns the wait's error (a read
+// deadline, a closed socket) or nil when onData or the socket ended it.
+func (f *feeder) run(onData func() bool) error {
+	f.b.fed = true
+	if f.rc == nil {
+		for {
+			buf := f.buf()
+			n, err := f.b.Conn.Read(buf)
+			if n == 0 && err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() {
+					return err
+				}
+				f.b.inErr = err
+			}
+			f.b.in = buf[:n]
+			if !onData() || f.b.inErr != nil {
+				return nil
+			}
+		}
+	}
+	return f.rc.Read(func(fd uintptr) bool {
+		for {
+			buf := f.buf()
+			n, err := syscall.Read(int(fd), buf)
+			switch {
+			case err == syscall.EINTR:
+				continue
+			case err == syscall.EAGAIN:
+				f.release()
+				return false
+			case err != nil:
+				f.b.inErr, n = err, 0
+			case n == 0:
+				f.b.inErr = io.EOF
+			}
+			f.b.in = buf[:n]
+			if !onData() || f.b.inErr != nil {
+				return true
+			}
+			if n < len(buf) {
+				f.release()  // a waiting connection holds no buffer
+				return false // the socket is empty: wait for more
+			}
+		}
+	})
+}
+
+func (f *feeder) buf() []byte {
+	if f.stage == nil {
+		f.stage = getBuf()
+	}
+	return (*f.stage)[:cap(*f.stage)]
+}
+
+// release gives the read buffer back (a parked connection holds none).
+func (f *feeder) release() {
+	if f.stage != nil {
+		putBuf(f.stage)
+		f.stage = nil
+	}
 }

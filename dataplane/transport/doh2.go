@@ -44,6 +44,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -186,6 +187,8 @@ type h2conn struct {
 	fr        *http2.Framer // reads only
 	hdec      *hdecoder     // header blocks (reader only)
 	hr        bytes.Reader  // frame header peeks
+	rdl       time.Time     // the read deadline set (reader only)
+	readErr   error         // the read side ended (reader only)
 	client    netip.AddrPort
 
 	wg sync.WaitGroup // responders
@@ -250,11 +253,7 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 		c.batch, _ = tc.NetConn().(*batchConn)
 	}
 	c.rc = rawConnOf(raw)
-	var r io.Reader = conn
-	if c.batch != nil {
-		r = tlsReads{conn, c.batch}
-	}
-	c.br = bufio.NewReaderSize(r, h2ReadBuffer)
+	c.br = bufio.NewReaderSize(conn, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
@@ -459,69 +458,68 @@ func (c *h2conn) run() {
 		}
 		return
 	}
-	var deadline time.Time
+	// Then the feeder reads the socket (see feeder); on plain connections
+	// (tests) the reader blocks in frameReady.
+	var f *feeder
+	if c.batch != nil {
+		f = &feeder{rc: c.rc, b: c.batch}
+		c.batch.fed = true
+		defer func() {
+			f.release()
+			c.batch.fed = false // the linger above reads the socket again
+		}()
+	}
+	if !c.serveBatch() { // what arrived with the preface
+		return
+	}
+	for {
+		var err error
+		if f != nil {
+			err = f.run(c.serveBatch)
+		} else if _, err = c.frameReady(true); err == nil {
+			if !c.serveBatch() {
+				return
+			}
+			continue
+		}
+		var ne net.Error
+		switch {
+		case err == nil:
+			return // serveBatch stopped, or the socket ended
+		case errors.As(err, &ne) && ne.Timeout():
+			c.rdl = time.Time{}
+			if c.timeout() && c.serveBatch() {
+				continue
+			}
+		case errors.Is(err, errHeaderBlock):
+			c.mu.Lock()
+			c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
+			c.mu.Unlock()
+		}
+		return
+	}
+}
+
+// serveBatch handles every frame that has arrived, then ends the read
+// batch: what the reader queued (and answered itself) goes out in one
+// write, and the read deadline is set. False ends the connection.
+func (c *h2conn) serveBatch() bool {
 	for {
 		ready, err := c.frameReady(false)
 		if err != nil {
 			c.mu.Lock()
 			c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
 			c.mu.Unlock()
-			return
-		}
-		if !ready && c.pollHeld(&deadline) {
-			continue // records crypto/tls held join this batch
+			return false
 		}
 		if !ready {
-			// End of a read batch: send what the reader queued (and
-			// answered itself), and wait while the peer lags behind.
-			c.mu.Lock()
-			c.returnConnWindowLocked(true)
-			if c.bodyAwaited {
-				// A client with Nagle's algorithm on (dnsperf) sends a
-				// POST's body only once its headers are acknowledged.
-				// An answer written now carries the ACK; with nothing
-				// to write, the kernel's delayed ACK would hold the
-				// request up to 40 ms: acknowledge at once.
-				c.bodyAwaited = false
-				if c.bodyDeadlines > 0 && (c.wbuf == nil || len(*c.wbuf) == 0) {
-					quickAck(c.rc)
-				}
+			if c.pull() {
+				continue
 			}
-			c.flushLocked()
-			for !c.failed && c.wbuf != nil && len(*c.wbuf) > h2MaxPendingOut {
-				if !c.writing {
-					c.flushLocked()
-					continue
-				}
-				c.cond.Wait()
+			if c.readErr != nil {
+				return false // EOF, reset or a TLS error
 			}
-			if c.failed || c.closeAfter && !c.writing && c.wbuf == nil {
-				c.mu.Unlock()
-				return
-			}
-			dl := c.readDeadlineLocked()
-			c.mu.Unlock()
-			// A deadline that fires early only re-arms (timeout): keep
-			// the current one unless it is later or due soon.
-			if now := time.Now(); dl.Before(deadline) || deadline.Sub(now) < c.d.idle/2 {
-				deadline = dl
-				_ = c.conn.SetReadDeadline(dl)
-			}
-			if _, err := c.frameReady(true); err != nil {
-				var ne net.Error
-				switch {
-				case errors.As(err, &ne) && ne.Timeout():
-					deadline = time.Time{}
-					if c.timeout() {
-						continue
-					}
-				case errors.Is(err, errHeaderBlock):
-					c.mu.Lock()
-					c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
-					c.mu.Unlock()
-				}
-				return
-			}
+			break
 		}
 		f, err := c.fr.ReadFrame()
 		if hf, ok := f.(*http2.HeadersFrame); ok && err == nil {
@@ -551,46 +549,65 @@ func (c *h2conn) run() {
 		stop := c.failed || c.closeAfter
 		c.mu.Unlock()
 		if stop {
-			return
+			return false
 		}
 	}
-}
-
-// tlsReads counts the TLS connection's Reads that return data (one record
-// each) for batchConn.held.
-type tlsReads struct {
-	conn  net.Conn
-	batch *batchConn
-}
-
-func (r tlsReads) Read(p []byte) (int, error) {
-	n, err := r.conn.Read(p)
-	if n > 0 {
-		r.batch.took()
+	// End of a read batch: send what the reader queued (and answered
+	// itself), and wait while the peer lags behind.
+	c.mu.Lock()
+	c.returnConnWindowLocked(true)
+	if c.bodyAwaited {
+		// A client with Nagle's algorithm on (dnsperf) sends a POST's body
+		// only once its headers are acknowledged. An answer written now
+		// carries the ACK; with nothing to write, the kernel's delayed ACK
+		// would hold the request up to 40 ms: acknowledge at once.
+		c.bodyAwaited = false
+		if c.bodyDeadlines > 0 && (c.wbuf == nil || len(*c.wbuf) == 0) {
+			quickAck(c.rc)
+		}
 	}
-	return n, err
+	c.flushLocked()
+	for !c.failed && c.wbuf != nil && len(*c.wbuf) > h2MaxPendingOut {
+		if !c.writing {
+			c.flushLocked()
+			continue
+		}
+		c.cond.Wait()
+	}
+	if c.failed || c.closeAfter && !c.writing && c.wbuf == nil {
+		c.mu.Unlock()
+		return false
+	}
+	dl := c.readDeadlineLocked()
+	c.mu.Unlock()
+	// A deadline that fires early only re-arms (timeout): keep the current
+	// one unless it is later or due soon.
+	if now := time.Now(); dl.Before(c.rdl) || c.rdl.Sub(now) < c.d.idle/2 {
+		c.rdl = dl
+		_ = c.conn.SetReadDeadline(dl)
+	}
+	return true
 }
 
-// pollHeld reads, without blocking, a record crypto/tls already holds
-// (crypto/tls returns one per Read), so that a burst of requests that
-// arrived together is answered in one write. It reports whether the read
-// buffer grew; the read deadline is then in the past and *deadline is
-// cleared so that the blocking read sets it again.
-func (c *h2conn) pollHeld(deadline *time.Time) bool {
-	if c.batch == nil || !c.batch.held() {
+// pull moves what crypto/tls can return without waiting (what the feeder
+// fed it, records it holds) into the read buffer; it reports whether the
+// buffer grew. crypto/tls returns one record per Read. An error other
+// than "nothing more for now" ends the connection (readErr).
+func (c *h2conn) pull() bool {
+	if c.batch == nil || !c.batch.fed {
 		return false
 	}
 	n := c.br.Buffered()
 	if n >= h2ReadBuffer {
 		return false
 	}
-	_ = c.conn.SetReadDeadline(pollDeadline)
-	*deadline = time.Time{}
-	_, _ = c.br.Peek(n + 1)
+	_, err := c.br.Peek(n + 1)
 	if c.br.Buffered() > n {
 		return true
 	}
-	c.batch.drained()
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+		c.readErr = err
+	}
 	return false
 }
 

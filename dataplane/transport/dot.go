@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sync"
 	"syscall"
@@ -149,11 +150,16 @@ type dotConn struct {
 	rc        syscall.RawConn // nil: never park
 	idleSince time.Time
 	rdl       time.Time // the read deadline set (reader only)
-	wdl       time.Time // the write deadline set (the writer only)
-	client    netip.AddrPort
-	clientID  string
-	idle      time.Duration
-	max       int
+	// The reader's buffer: unparsed bytes are (*rb)[start:end]; rb is nil
+	// while parked, &big for a frame larger than a pool buffer.
+	rb         *[]byte
+	big        []byte
+	start, end int
+	wdl        time.Time // the write deadline set (the writer only)
+	client     netip.AddrPort
+	clientID   string
+	idle       time.Duration
+	max        int
 
 	pending sync.WaitGroup
 	sem     chan struct{} // in-flight queries; made on the first query
@@ -167,101 +173,106 @@ type dotConn struct {
 // readLoop reads and dispatches queries; true means the connection had
 // no data for dotBusyWait: the caller parks it (read deadline already set).
 func (c *dotConn) readLoop() (park bool) {
-	var (
-		rb    *[]byte // read buffer, nil while idle
-		big   []byte  // for a frame larger than a pool buffer
-		start int     // unparsed bytes are (*rb)[start:end]
-		end   int
-	)
+	f := feeder{rc: c.rc, b: c.batch}
 	defer func() {
-		if rb != nil {
-			putBuf(rb)
+		f.release()
+		if c.rb != nil && c.rb != &c.big {
+			putBuf(c.rb)
 		}
+		c.rb, c.big = nil, nil
 	}()
+	f.b.fed = true
+	if !c.onData() { // what crypto/tls read along with the handshake
+		return false
+	}
 	for {
-		// Dispatch every complete frame in the buffer.
-		for rb != nil && end-start >= 2 {
-			b := (*rb)[start:end]
-			n := int(binary.BigEndian.Uint16(b))
-			if len(b) < 2+n {
-				break
-			}
-			c.dispatch(b[2 : 2+n])
-			start += 2 + n
-		}
-		// crypto/tls returns one record per Read: records it already holds
-		// join this batch (a poll, no syscall) before the answers go out.
-		poll := c.batch.held()
-		if !poll {
-			c.flushQueued() // the answers of this read batch, in one record
-		}
-		if rb != nil {
-			if start == end {
-				start, end = 0, 0
-			} else if start > 0 {
-				end = copy(*rb, (*rb)[start:end])
-				start = 0
-			}
-			if end >= 2 {
-				if need := 2 + int(binary.BigEndian.Uint16(*rb)); need > cap(*rb) {
-					big = make([]byte, need) // rare: larger than a pool buffer
-					copy(big, (*rb)[:end])
-					putBuf(rb)
-					rb = &big
-				}
-			}
-		}
-		// Read more: inside crypto/tls for dotBusyWait, then parked on the
-		// socket without a buffer.
-		if poll {
-			_ = c.conn.SetReadDeadline(pollDeadline)
-			c.rdl = time.Time{}
-		} else {
-			// Re-armed only when due within half the wait (or later than
-			// the idle limit): each change is a runtime timer update.
-			now := time.Now()
-			wait := dotBusyWait
-			if left := c.idle - now.Sub(c.idleSince); left < wait {
-				wait = left
-			}
-			if dl := now.Add(wait); dl.Before(c.rdl) || c.rdl.Sub(now) < wait/2 {
-				c.rdl = dl
-				_ = c.conn.SetReadDeadline(dl)
-			}
-		}
-		if c.s.draining.Load() {
-			return false
-		}
-		if rb == nil {
-			rb = getBuf()
-			*rb = (*rb)[:cap(*rb)]
-			start, end = 0, 0
-		}
-		n, err := c.conn.Read((*rb)[end:cap(*rb)])
-		end += n
-		if n > 0 {
-			c.batch.took()
-			c.idleSince = time.Now()
-			continue
-		}
-		if poll {
-			c.batch.drained() // nothing held after all: flush, then wait
-			continue
-		}
+		err := f.run(c.onData)
 		var ne net.Error
 		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.s.draining.Load() || time.Since(c.idleSince) >= c.idle {
 			return false
 		}
-		if end > 0 || c.rc == nil {
+		if c.end > 0 || c.rc == nil {
+			c.armRead()
 			continue // a partial frame: keep the buffer and read again
 		}
-		if rb != &big {
-			putBuf(rb)
-		}
-		rb, big = nil, nil
 		c.rdl = c.idleSince.Add(c.idle)
 		_ = c.conn.SetReadDeadline(c.rdl)
 		return !c.s.draining.Load()
+	}
+}
+
+// onData decrypts and answers what the feeder read; the answers of one
+// read leave together (one TLS record, one write). False ends the
+// connection.
+func (c *dotConn) onData() bool {
+	for {
+		if c.rb == nil {
+			c.rb = getBuf()
+			*c.rb = (*c.rb)[:cap(*c.rb)]
+			c.start, c.end = 0, 0
+		}
+		n, err := c.conn.Read((*c.rb)[c.end:cap(*c.rb)])
+		if n > 0 {
+			c.end += n
+			c.frames()
+		}
+		if err != nil {
+			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				c.flushQueued()
+				return false // EOF, reset or a TLS error
+			}
+			break // all that was read is decrypted
+		}
+	}
+	c.flushQueued()
+	c.idleSince = time.Now()
+	c.armRead()
+	return !c.s.draining.Load()
+}
+
+// frames dispatches every complete frame in the read buffer and makes
+// room for the rest of a partial one.
+func (c *dotConn) frames() {
+	for c.end-c.start >= 2 {
+		b := (*c.rb)[c.start:c.end]
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			break
+		}
+		c.dispatch(b[2 : 2+n])
+		c.start += 2 + n
+	}
+	if c.start == c.end {
+		c.start, c.end = 0, 0
+		return
+	}
+	if c.start > 0 {
+		c.end = copy(*c.rb, (*c.rb)[c.start:c.end])
+		c.start = 0
+	}
+	if c.end >= 2 {
+		if need := 2 + int(binary.BigEndian.Uint16(*c.rb)); need > cap(*c.rb) {
+			c.big = make([]byte, need) // rare: larger than a pool buffer
+			copy(c.big, (*c.rb)[:c.end])
+			putBuf(c.rb)
+			c.rb = &c.big
+		}
+	}
+}
+
+// armRead sets the read deadline of a busy connection: dotBusyWait (or
+// what is left of the idle limit) from now. It is re-armed only when due
+// within half the wait (or later than the limit): each change is a runtime
+// timer update.
+func (c *dotConn) armRead() {
+	now := time.Now()
+	wait := dotBusyWait
+	if left := c.idle - now.Sub(c.idleSince); left < wait {
+		wait = left
+	}
+	if dl := now.Add(wait); dl.Before(c.rdl) || c.rdl.Sub(now) < wait/2 {
+		c.rdl = dl
+		_ = c.conn.SetReadDeadline(dl)
 	}
 }
 
