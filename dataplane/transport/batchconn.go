@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -19,38 +20,102 @@ import (
 // record the TLS stack writes on its own (an alert, a key update) can never
 // overtake records already batched: their sequence numbers stay in order.
 //
+// Reads go through its own buffer and hand crypto/tls at most the rest of
+// the record being read, so crypto/tls never holds a record beyond the one
+// it returns: once the buffer is empty on a record boundary (drained), a
+// reader knows there is nothing more to decrypt without asking again.
+//
 // After the handshake the readers (DoT and h2 DoH) feed it (see feeder):
-// they read the socket themselves and Read hands crypto/tls only what it
-// was fed. An empty feed is a timeout, which crypto/tls treats as
-// temporary: it keeps a partial record and returns what it has. So a
-// reader decrypts a whole burst of queries that arrived together and
-// answers it in one write, though crypto/tls returns one record per Read.
+// they read the socket themselves and Read hands crypto/tls only what was
+// fed. An empty feed is a timeout, which crypto/tls treats as temporary:
+// it keeps a partial record and returns what it has. So a reader decrypts
+// a whole burst of queries that arrived together and answers it in one
+// write, though crypto/tls returns one record per Read.
 type batchConn struct {
 	net.Conn
 	mu  sync.Mutex
 	on  bool
 	buf []byte
 
-	// Fed mode; only the connection's reader touches these.
-	fed   bool
-	in    []byte
-	inErr error // the socket's end (EOF, reset), after in is consumed
+	// The read side; only the connection's reader touches these.
+	fed   bool    // the reader feeds in; Read never reads the socket
+	stage *[]byte // holds in; nil when empty
+	in    []byte  // read from the socket, not yet handed to crypto/tls
+	inErr error   // the socket's end (EOF, reset), after in is consumed
+	hdr   [5]byte // a record header, possibly split across reads
+	hn    int     // bytes of hdr taken
+	left  int     // bytes of the current record's body not yet taken
 }
 
-// Read returns what was fed, or reads the socket before the reader feeds.
+// Read hands crypto/tls what was read from the socket, at most to the
+// end of the current record.
 func (b *batchConn) Read(p []byte) (int, error) {
-	if !b.fed {
-		return b.Conn.Read(p)
-	}
 	if len(b.in) == 0 {
 		if b.inErr != nil {
 			return 0, b.inErr
 		}
-		return 0, os.ErrDeadlineExceeded
+		if b.fed {
+			return 0, os.ErrDeadlineExceeded
+		}
+		buf := b.buffer()
+		n, err := b.Conn.Read(buf)
+		if n == 0 {
+			b.release()
+			return 0, err
+		}
+		b.in = buf[:n]
 	}
-	n := copy(p, b.in)
+	n := 0
+	for n < len(p) && n < len(b.in) {
+		if b.left == 0 {
+			k := min(len(b.hdr)-b.hn, len(b.in)-n, len(p)-n)
+			copy(b.hdr[b.hn:], b.in[n:n+k])
+			b.hn += k
+			n += k
+			if b.hn < len(b.hdr) {
+				break
+			}
+			b.hn = 0
+			b.left = int(binary.BigEndian.Uint16(b.hdr[3:]))
+			if b.left == 0 {
+				break
+			}
+			continue
+		}
+		k := min(b.left, len(b.in)-n, len(p)-n)
+		b.left -= k
+		n += k
+		if b.left == 0 {
+			break
+		}
+	}
+	copy(p, b.in[:n])
 	b.in = b.in[n:]
+	if len(b.in) == 0 {
+		b.release() // an idle connection holds no read buffer
+	}
 	return n, nil
+}
+
+// drained reports that everything read from the socket has reached
+// crypto/tls and ended on a record boundary: a Read of the TLS connection
+// that did not fill its buffer returned the last record there was.
+func (b *batchConn) drained() bool {
+	return len(b.in) == 0 && b.left == 0 && b.hn == 0
+}
+
+func (b *batchConn) buffer() []byte {
+	if b.stage == nil {
+		b.stage = getBuf()
+	}
+	return (*b.stage)[:cap(*b.stage)]
+}
+
+func (b *batchConn) release() {
+	if b.stage != nil {
+		putBuf(b.stage)
+		b.stage, b.in = nil, nil
+	}
 }
 
 func (b *batchConn) Write(p []byte) (int, error) {
@@ -98,73 +163,63 @@ func (b *batchConn) end() error {
 // for readability. Waiting inside the same RawConn.Read keeps readiness
 // that arrives in between (the runtime forgets it only when a Read
 // begins), so no wake-up is lost; a spurious one costs one EAGAIN.
+//
+// onData, called after each read, must take everything fed: read the TLS
+// connection until it times out or the batchConn is drained. The reader
+// must not Close the socket from inside onData (Close would wait for this
+// Read to return): see abortConn.
 type feeder struct {
-	rc    syscall.RawConn // the socket; nil: blocking reads of b.Conn
-	b     *batchConn
-	stage *[]byte // ciphertext being fed; nil while waiting
+	rc syscall.RawConn // the socket; nil: blocking reads of b.Conn
+	b  *batchConn
 }
 
-// run reads until onData returns false or the socket ends, calling onData
-// after each read with the bytes fed (onData must consume them: read the
-// TLS connection until it times out). It returns the wait's error (a read
-// deadline, a closed socket) or nil when onData or the socket ended it.
+// run reads until onData returns false or the socket ends. It returns the
+// wait's error (a read deadline, a closed socket) or nil when onData or
+// the socket ended it.
 func (f *feeder) run(onData func() bool) error {
-	f.b.fed = true
+	b := f.b
+	b.fed = true
 	if f.rc == nil {
 		for {
-			buf := f.buf()
-			n, err := f.b.Conn.Read(buf)
+			buf := b.buffer()
+			n, err := b.Conn.Read(buf)
 			if n == 0 && err != nil {
 				var ne net.Error
 				if errors.As(err, &ne) && ne.Timeout() {
+					b.release()
 					return err
 				}
-				f.b.inErr = err
+				b.inErr = err
 			}
-			f.b.in = buf[:n]
-			if !onData() || f.b.inErr != nil {
+			b.in = buf[:n]
+			if !onData() || b.inErr != nil {
 				return nil
 			}
 		}
 	}
 	return f.rc.Read(func(fd uintptr) bool {
 		for {
-			buf := f.buf()
+			buf := b.buffer()
 			n, err := syscall.Read(int(fd), buf)
 			switch {
 			case err == syscall.EINTR:
 				continue
 			case err == syscall.EAGAIN:
-				f.release()
+				b.release()
 				return false
 			case err != nil:
-				f.b.inErr, n = err, 0
+				b.inErr, n = err, 0
 			case n == 0:
-				f.b.inErr = io.EOF
+				b.inErr = io.EOF
 			}
-			f.b.in = buf[:n]
-			if !onData() || f.b.inErr != nil {
+			b.in = buf[:n]
+			if !onData() || b.inErr != nil {
 				return true
 			}
 			if n < len(buf) {
-				f.release()  // a waiting connection holds no buffer
+				b.release()  // a waiting connection holds no buffer
 				return false // the socket is empty: wait for more
 			}
 		}
 	})
-}
-
-func (f *feeder) buf() []byte {
-	if f.stage == nil {
-		f.stage = getBuf()
-	}
-	return (*f.stage)[:cap(*f.stage)]
-}
-
-// release gives the read buffer back (a parked connection holds none).
-func (f *feeder) release() {
-	if f.stage != nil {
-		putBuf(f.stage)
-		f.stage = nil
-	}
 }

@@ -188,6 +188,7 @@ type h2conn struct {
 	hdec      *hdecoder     // header blocks (reader only)
 	hr        bytes.Reader  // frame header peeks
 	rdl       time.Time     // the read deadline set (reader only)
+	tr        sizedReads    // under br
 	readErr   error         // the read side ended (reader only)
 	client    netip.AddrPort
 
@@ -253,7 +254,8 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 		c.batch, _ = tc.NetConn().(*batchConn)
 	}
 	c.rc = rawConnOf(raw)
-	c.br = bufio.NewReaderSize(conn, h2ReadBuffer)
+	c.tr.conn = conn
+	c.br = bufio.NewReaderSize(&c.tr, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
@@ -370,7 +372,9 @@ func (c *h2conn) failLocked() {
 		c.wbuf = nil
 		c.cuts = c.cuts[:0]
 	}
-	_ = c.raw.Close()
+	// Not Close: the reader may call this from inside the feeder's
+	// RawConn.Read, which Close would wait for. run closes at the end.
+	abortConn(c.raw)
 	c.cond.Broadcast()
 }
 
@@ -423,6 +427,7 @@ func (c *h2conn) run() {
 		c.mu.Lock()
 		c.failLocked()
 		c.mu.Unlock()
+		_ = c.raw.Close()
 		c.wg.Wait()
 		c.mu.Lock()
 		for _, st := range c.streams {
@@ -465,7 +470,7 @@ func (c *h2conn) run() {
 		f = &feeder{rc: c.rc, b: c.batch}
 		c.batch.fed = true
 		defer func() {
-			f.release()
+			c.batch.release()
 			c.batch.fed = false // the linger above reads the socket again
 		}()
 	}
@@ -601,6 +606,9 @@ func (c *h2conn) pull() bool {
 	if n >= h2ReadBuffer {
 		return false
 	}
+	if c.tr.last < c.tr.asked && c.batch.drained() {
+		return false // the last record fed was read: nothing more now
+	}
 	_, err := c.br.Peek(n + 1)
 	if c.br.Buffered() > n {
 		return true
@@ -609,6 +617,18 @@ func (c *h2conn) pull() bool {
 		c.readErr = err
 	}
 	return false
+}
+
+// sizedReads remembers the size of its last Read (see pull).
+type sizedReads struct {
+	conn        net.Conn
+	asked, last int
+}
+
+func (r *sizedReads) Read(p []byte) (int, error) {
+	n, err := r.conn.Read(p)
+	r.asked, r.last = len(p), n
+	return n, err
 }
 
 // frameReady reports whether the next frame (for HEADERS without

@@ -175,7 +175,7 @@ type dotConn struct {
 func (c *dotConn) readLoop() (park bool) {
 	f := feeder{rc: c.rc, b: c.batch}
 	defer func() {
-		f.release()
+		c.batch.release()
 		if c.rb != nil && c.rb != &c.big {
 			putBuf(c.rb)
 		}
@@ -211,7 +211,8 @@ func (c *dotConn) onData() bool {
 			*c.rb = (*c.rb)[:cap(*c.rb)]
 			c.start, c.end = 0, 0
 		}
-		n, err := c.conn.Read((*c.rb)[c.end:cap(*c.rb)])
+		p := (*c.rb)[c.end:cap(*c.rb)]
+		n, err := c.conn.Read(p)
 		if n > 0 {
 			c.end += n
 			c.frames()
@@ -222,6 +223,9 @@ func (c *dotConn) onData() bool {
 				return false // EOF, reset or a TLS error
 			}
 			break // all that was read is decrypted
+		}
+		if n < len(p) && c.batch.drained() {
+			break
 		}
 	}
 	c.flushQueued()
@@ -453,6 +457,21 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
+}
+
+// abortConn ends a connection from any goroutine, even from inside a
+// RawConn.Read on it (where Close would wait for that Read to return):
+// shutdown fails blocked writes and wakes the reader with EOF; the
+// connection's owner closes it.
+func abortConn(c net.Conn) {
+	rc := rawConnOf(c)
+	if rc == nil {
+		_ = c.Close()
+		return
+	}
+	if err := rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) }); err != nil {
+		_ = c.Close()
+	}
 }
 
 // waitReadable parks until the socket has data (or EOF, or an error),

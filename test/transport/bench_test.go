@@ -68,6 +68,10 @@ func BenchmarkTransportRatio(b *testing.B) {
 		{name: "dot", kind: "dot", flows: 100, window: 4},
 		{name: "doh", kind: "doh", flows: 100, window: 4},
 		{name: "doh4x100", kind: "doh", flows: 4, window: 100},
+		// One query in flight per connection: dnsperf's default (-q 100
+		// over -c 100) and what a stub resolver does.
+		{name: "dot100x1", kind: "dot", flows: 100, window: 1},
+		{name: "doh100x1", kind: "doh", flows: 100, window: 1},
 	}
 	for r := range rounds {
 		for _, c := range cases {

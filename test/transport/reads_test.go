@@ -48,6 +48,9 @@ func dialBlocking(t *testing.T, addr netip.AddrPort) *blockingConn {
 
 func (c *blockingConn) Read(p []byte) (int, error) {
 	n, err := syscall.Read(c.fd, p)
+	for err == syscall.EINTR { // the runtime's preemption signal
+		n, err = syscall.Read(c.fd, p)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -60,6 +63,9 @@ func (c *blockingConn) Read(p []byte) (int, error) {
 func (c *blockingConn) Write(p []byte) (int, error) {
 	for off := 0; off < len(p); {
 		n, err := syscall.Write(c.fd, p[off:])
+		if err == syscall.EINTR {
+			continue
+		}
 		if err != nil {
 			return off, err
 		}
