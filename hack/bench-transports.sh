@@ -17,12 +17,15 @@
 #   shared  neither pinned: node, query-log writer and dnsperf share every
 #           CPU (the writer can use what dnsperf leaves).
 # On one CPU only the shared arrangement runs.
-# Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc).
+# Env: ROUNDS (3), SECONDS_PER_RUN (5), SVC (bin/svc), TLS_Q (400: dnsperf
+# -q for DoT and DoH, the queries in flight over the 100 connections; 100
+# is one per connection, dnsperf's default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v dnsperf >/dev/null || hack/install-bench-deps.sh
 rounds="${ROUNDS:-3}"
 secs="${SECONDS_PER_RUN:-5}"
+tls_q="${TLS_Q:-400}"
 svc="${SVC:-bin/svc}"
 [ -x "$svc" ] || go build -o "$svc" ./cmd/svc
 work="$(mktemp -d /tmp/svc-bench-transports.XXXXXX)"
@@ -115,9 +118,9 @@ for r in $(seq "$rounds"); do
     if [ "$a" = split ]; then nodepin="taskset -c 0" perfpin="taskset -c 1"; fi
     start false
     q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp/$a" "${q%% *}"; show "$r" "udp/$a" "$q"
-    q=$(perf -p "$p_dot" -m dot -c 100 -q 400); add "dot/$a" "${q%% *}"; show "$r" "dot/$a" "$q"
-    q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh/$a" "${q%% *}"; show "$r" "doh/$a" "$q"
-    q=$(perf -p "$p_doh" -m doh -c 100 -q 400 -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh-post/$a" "${q%% *}"; show "$r" "doh-post/$a" "$q"
+    q=$(perf -p "$p_dot" -m dot -c 100 -q "$tls_q"); add "dot/$a" "${q%% *}"; show "$r" "dot/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh/$a" "${q%% *}"; show "$r" "doh/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh-post/$a" "${q%% *}"; show "$r" "doh-post/$a" "$q"
     q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp-nolog/$a" "${q%% *}"; show "$r" "udp-nolog/$a" "$q"
     stop
     start true
