@@ -1,17 +1,12 @@
 package transport_test
 
 import (
-	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/binary"
-	"io"
 	"net"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,62 +91,17 @@ func TestBurstAnsweredInOneWrite(t *testing.T) {
 
 	t.Run("doh-h2", func(t *testing.T) {
 		c, h := dialHeld(t, st.addr("doh").String(), st.pki.ClientTLS("h2"))
-		fr := http2.NewFramer(c, c)
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-			t.Fatal(err)
-		}
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
-		get := func(sid uint32) {
-			hb.Reset()
-			for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", serverName},
-				{":path", "/dns-query?dns=" + base64.RawURLEncoding.EncodeToString(query(t, uint16(sid)))}, {"accept", "application/dns-message"}} {
-				_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-			}
-			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		// answers reads frames until n streams have ended, acknowledging
-		// the server's SETTINGS.
-		answers := func(n int) {
-			for n > 0 {
-				f, err := fr.ReadFrame()
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch f := f.(type) {
-				case *http2.SettingsFrame:
-					if !f.IsAck() {
-						_ = fr.WriteSettingsAck()
-					}
-				case *http2.HeadersFrame:
-					if f.StreamEnded() {
-						t.Fatalf("stream %d ended without a body", f.StreamID)
-					}
-				case *http2.DataFrame:
-					if f.StreamEnded() {
-						checkAnswer(t, f.Data())
-						n--
-					}
-				case *http2.GoAwayFrame:
-					t.Fatalf("GOAWAY %v", f.ErrCode)
-				}
-			}
-		}
-		get(1)
-		answers(1)
+		hc := newH2Client(t, c)
+		hc.mustGet(t, 1)
+		hc.answers(t, 1)
 		time.Sleep(50 * time.Millisecond)
 		before := h.segsIn(t)
 		h.hold = true
 		for i := range burstQueries {
-			get(uint32(3 + 2*i))
+			hc.mustGet(t, uint32(3+2*i))
 		}
 		h.release(t)
-		answers(burstQueries)
+		hc.answers(t, burstQueries)
 		if n := h.segsIn(t) - before; n > burstSegments {
 			t.Errorf("%d answers came in %d segments, want at most %d", burstQueries, n, burstSegments)
 		}

@@ -2,9 +2,7 @@ package transport_test
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/binary"
 	"io"
 	"net"
@@ -15,9 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // blockingConn is a TCP connection on a blocking socket, outside Go's
@@ -136,43 +131,10 @@ func TestOneReadPerQuery(t *testing.T) {
 
 	t.Run("doh-h2", func(t *testing.T) {
 		c := tls.Client(dialBlocking(t, st.addr("doh")), st.pki.ClientTLS("h2"))
-		fr := http2.NewFramer(c, c)
-		var hb bytes.Buffer
-		enc := hpack.NewEncoder(&hb)
-		if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
-			t.Fatal(err)
-		}
-		if err := fr.WriteSettings(); err != nil {
-			t.Fatal(err)
-		}
+		hc := newH2Client(t, c)
 		ask := func(sid uint32) {
-			hb.Reset()
-			for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", serverName},
-				{":path", "/dns-query?dns=" + base64.RawURLEncoding.EncodeToString(query(t, uint16(sid)))}, {"accept", "application/dns-message"}} {
-				_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-			}
-			if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: sid, BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				f, err := fr.ReadFrame()
-				if err != nil {
-					t.Fatal(err)
-				}
-				switch f := f.(type) {
-				case *http2.SettingsFrame:
-					if !f.IsAck() {
-						_ = fr.WriteSettingsAck()
-					}
-				case *http2.GoAwayFrame:
-					t.Fatalf("GOAWAY %v", f.ErrCode)
-				case *http2.DataFrame:
-					if f.StreamEnded() {
-						checkAnswer(t, f.Data())
-						return
-					}
-				}
-			}
+			hc.mustGet(t, sid)
+			hc.answers(t, 1)
 		}
 		ask(1)
 		ask(3) // the SETTINGS exchange and window updates are done

@@ -1,19 +1,15 @@
 package transport_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/base64"
 	"encoding/binary"
-	"io"
 	"net"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 // TestClientResetWhileServerWrites: a client that sends queries without
@@ -75,24 +71,9 @@ func queriesUntilBlocked(t *testing.T, c *tls.Conn, kind string) func(i int) err
 			return err
 		}
 	}
-	fr := http2.NewFramer(c, c)
-	if _, err := io.WriteString(c, http2.ClientPreface); err != nil {
+	hc := newH2Client(t, c, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	if err := hc.fr.WriteWindowUpdate(0, 1<<30); err != nil {
 		t.Fatal(err)
 	}
-	if err := fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30}); err != nil {
-		t.Fatal(err)
-	}
-	if err := fr.WriteWindowUpdate(0, 1<<30); err != nil {
-		t.Fatal(err)
-	}
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	return func(i int) error {
-		hb.Reset()
-		for _, f := range [][2]string{{":method", "GET"}, {":scheme", "https"}, {":authority", serverName},
-			{":path", "/dns-query?dns=" + base64.RawURLEncoding.EncodeToString(query(t, uint16(i)))}} {
-			_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-		}
-		return fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1), BlockFragment: hb.Bytes(), EndStream: true, EndHeaders: true})
-	}
+	return func(i int) error { return hc.get(t, uint32(2*i+1), uint16(i)) }
 }
