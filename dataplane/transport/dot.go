@@ -205,6 +205,7 @@ func (c *dotConn) readLoop() (park bool) {
 // read leave together (one TLS record, one write). False ends the
 // connection.
 func (c *dotConn) onData() bool {
+	active := false // bytes that complete no TLS record are not activity
 	for {
 		if c.rb == nil {
 			c.rb = getBuf()
@@ -214,6 +215,7 @@ func (c *dotConn) onData() bool {
 		p := (*c.rb)[c.end:cap(*c.rb)]
 		n, err := c.conn.Read(p)
 		if n > 0 {
+			active = true
 			c.end += n
 			c.frames()
 		}
@@ -229,7 +231,9 @@ func (c *dotConn) onData() bool {
 		}
 	}
 	c.flushQueued()
-	c.idleSince = time.Now()
+	if active {
+		c.idleSince = time.Now()
+	}
 	c.armRead()
 	return !c.s.draining.Load()
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -304,5 +305,72 @@ func TestDoTIdle(t *testing.T) {
 	}
 	if d := time.Since(start); d < 2*time.Second || d > 5*time.Second {
 		t.Fatalf("idle connection closed after %v, want ~2.5s", d)
+	}
+}
+
+// TestTrickleIsIdle: bytes that never complete a TLS record are not
+// activity. A client that opens a record and sends its body a byte at a
+// time is closed at the idle timeout, not kept for as long as it trickles
+// (DoT, and DoH over HTTP/2).
+func TestTrickleIsIdle(t *testing.T) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.IdleTimeout = 500 * time.Millisecond }})
+	for _, kind := range []string{"dot", "doh"} {
+		t.Run(kind, func(t *testing.T) {
+			raw, err := net.DialTimeout("tcp", st.addr(kind).String(), 3*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			if kind == "dot" {
+				c := tls.Client(raw, st.pki.ClientTLS("dot"))
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				q := query(t, 9)
+				if _, err := c.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(q))), q...)); err != nil {
+					t.Fatal(err)
+				}
+				checkAnswer(t, readDoT(t, c))
+			} else {
+				c := tls.Client(raw, st.pki.ClientTLS("h2"))
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				hc := newH2Client(t, c)
+				hc.mustGet(t, 1)
+				hc.answers(t, 1)
+			}
+			trickleUntilClosed(t, raw)
+		})
+	}
+}
+
+// trickleUntilClosed opens an application-data record of 1000 bytes on
+// raw and sends its body a byte per 100ms until the server closes the
+// connection, which must happen at about the 500ms idle timeout.
+func trickleUntilClosed(t *testing.T, raw net.Conn) {
+	t.Helper()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		if _, err := raw.Write([]byte{23, 3, 3, 0x03, 0xe8}); err != nil {
+			return
+		}
+		for range 60 {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if _, err := raw.Write([]byte{0}); err != nil {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	_ = raw.SetReadDeadline(time.Now().Add(4 * time.Second))
+	_, err := io.Copy(io.Discard, raw) // until the server closes (EOF or reset)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("still open after %v of trickle, idle timeout 500ms", time.Since(start))
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("closed after %v, want about the 500ms idle timeout", d)
 	}
 }
