@@ -374,3 +374,39 @@ func trickleUntilClosed(t *testing.T, raw net.Conn) {
 		t.Fatalf("closed after %v, want about the 500ms idle timeout", d)
 	}
 }
+
+// TestDoTLargeQuery: a query larger than the reader's pooled buffers and
+// than one TLS record (EDNS padding to 20,000 bytes, RFC 7830) arrives
+// over several socket reads and records and is answered, with a small
+// query pipelined behind it on the same connection.
+func TestDoTLargeQuery(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	c := dotConn(t, st, st.pki.ClientTLS("dot"))
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.com.", dns.TypeA)
+	m.Id = 77
+	m.SetEdns0(4096, false)
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_PADDING{Padding: make([]byte, 20000)})
+	big, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := query(t, 78)
+	var out []byte
+	for _, q := range [][]byte{big, small} {
+		out = binary.BigEndian.AppendUint16(out, uint16(len(q)))
+		out = append(out, q...)
+	}
+	if _, err := c.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint16]bool{}
+	for range 2 {
+		ids[checkAnswer(t, readDoT(t, c)).Id] = true
+	}
+	if !ids[77] || !ids[78] {
+		t.Fatalf("answered ids %v, want 77 and 78", ids)
+	}
+}
