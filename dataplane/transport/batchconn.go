@@ -2,7 +2,6 @@ package transport
 
 import (
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -169,7 +168,7 @@ func (b *batchConn) end() error {
 // must not Close the socket from inside onData (Close would wait for this
 // Read to return): see abortConn.
 type feeder struct {
-	rc syscall.RawConn // the socket; nil: blocking reads of b.Conn
+	rc syscall.RawConn // the socket
 	b  *batchConn
 }
 
@@ -179,24 +178,6 @@ type feeder struct {
 func (f *feeder) run(onData func() bool) error {
 	b := f.b
 	b.fed = true
-	if f.rc == nil {
-		for {
-			buf := b.buffer()
-			n, err := b.Conn.Read(buf)
-			if n == 0 && err != nil {
-				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() {
-					b.release()
-					return err
-				}
-				b.inErr = err
-			}
-			b.in = buf[:n]
-			if !onData() || b.inErr != nil {
-				return nil
-			}
-		}
-	}
 	return f.rc.Read(func(fd uintptr) bool {
 		for {
 			buf := b.buffer()

@@ -466,7 +466,7 @@ func (c *h2conn) run() {
 	// Then the feeder reads the socket (see feeder); on plain connections
 	// (tests) the reader blocks in frameReady.
 	var f *feeder
-	if c.batch != nil {
+	if c.batch != nil && c.rc != nil {
 		f = &feeder{rc: c.rc, b: c.batch}
 		c.batch.fed = true
 		defer func() {

@@ -103,6 +103,10 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 		c.max = 32
 	}
 	c.rc = rawConnOf(raw)
+	if c.rc == nil { // not a socket: the DoT listener only accepts TCP
+		c.finish()
+		return
+	}
 	c.idleSince = time.Now()
 	c.run()
 }
@@ -147,7 +151,7 @@ type dotConn struct {
 	raw       net.Conn
 	conn      *tls.Conn
 	batch     *batchConn      // under conn (always): counts the records that arrive
-	rc        syscall.RawConn // nil: never park
+	rc        syscall.RawConn // the socket (the feeder reads it)
 	idleSince time.Time
 	rdl       time.Time // the read deadline set (reader only)
 	// The reader's buffer: unparsed bytes are (*rb)[start:end]; rb is nil
@@ -191,7 +195,7 @@ func (c *dotConn) readLoop() (park bool) {
 		if err == nil || !errors.As(err, &ne) || !ne.Timeout() || c.s.draining.Load() || time.Since(c.idleSince) >= c.idle {
 			return false
 		}
-		if c.end > 0 || c.rc == nil {
+		if c.end > 0 {
 			c.armRead()
 			continue // a partial frame: keep the buffer and read again
 		}
