@@ -19,10 +19,13 @@ import (
 // record the TLS stack writes on its own (an alert, a key update) can never
 // overtake records already batched: their sequence numbers stay in order.
 //
-// Reads go through its own buffer and hand crypto/tls at most the rest of
-// the record being read, so crypto/tls never holds a record beyond the one
-// it returns: once the buffer is empty on a record boundary (drained), a
-// reader knows there is nothing more to decrypt without asking again.
+// Reads go through its own buffer, and it counts the TLS records it hands
+// to crypto/tls (recs) against those a reader saw returned whole (taken,
+// see took): when the two agree and nothing read is left, crypto/tls holds
+// no record the reader has not had (drained), so the reader need not ask
+// again just to be told so. Records a reader never sees (handshake
+// messages, alerts, empty records) keep the counts apart, which costs one
+// Read that times out (then sync), never a record left behind.
 //
 // After the handshake the readers (DoT and h2 DoH) feed it (see feeder):
 // they read the socket themselves and Read hands crypto/tls only what was
@@ -41,13 +44,14 @@ type batchConn struct {
 	stage *[]byte // holds in; nil when empty
 	in    []byte  // read from the socket, not yet handed to crypto/tls
 	inErr error   // the socket's end (EOF, reset), after in is consumed
+	recs  uint64  // complete records handed to crypto/tls
+	taken uint64  // records a reader saw returned whole (took)
 	hdr   [5]byte // a record header, possibly split across reads
-	hn    int     // bytes of hdr taken
-	left  int     // bytes of the current record's body not yet taken
+	hn    int     // bytes of hdr counted
+	left  int     // bytes of the current record's body still to come
 }
 
-// Read hands crypto/tls what was read from the socket, at most to the
-// end of the current record.
+// Read hands crypto/tls what was read from the socket.
 func (b *batchConn) Read(p []byte) (int, error) {
 	if len(b.in) == 0 {
 		if b.inErr != nil {
@@ -64,31 +68,8 @@ func (b *batchConn) Read(p []byte) (int, error) {
 		}
 		b.in = buf[:n]
 	}
-	n := 0
-	for n < len(p) && n < len(b.in) {
-		if b.left == 0 {
-			k := min(len(b.hdr)-b.hn, len(b.in)-n, len(p)-n)
-			copy(b.hdr[b.hn:], b.in[n:n+k])
-			b.hn += k
-			n += k
-			if b.hn < len(b.hdr) {
-				break
-			}
-			b.hn = 0
-			b.left = int(binary.BigEndian.Uint16(b.hdr[3:]))
-			if b.left == 0 {
-				break
-			}
-			continue
-		}
-		k := min(b.left, len(b.in)-n, len(p)-n)
-		b.left -= k
-		n += k
-		if b.left == 0 {
-			break
-		}
-	}
-	copy(p, b.in[:n])
+	n := copy(p, b.in)
+	b.count(b.in[:n])
 	b.in = b.in[n:]
 	if len(b.in) == 0 {
 		b.release() // an idle connection holds no read buffer
@@ -96,11 +77,48 @@ func (b *batchConn) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// drained reports that everything read from the socket has reached
-// crypto/tls and ended on a record boundary: a Read of the TLS connection
-// that did not fill its buffer returned the last record there was.
+// count counts the records that p completes.
+func (b *batchConn) count(p []byte) {
+	for len(p) > 0 {
+		if b.left > 0 {
+			k := min(b.left, len(p))
+			b.left -= k
+			p = p[k:]
+			if b.left == 0 {
+				b.recs++
+			}
+			continue
+		}
+		k := copy(b.hdr[b.hn:], p)
+		b.hn += k
+		p = p[k:]
+		if b.hn == len(b.hdr) {
+			b.hn = 0
+			b.left = int(binary.BigEndian.Uint16(b.hdr[3:]))
+			if b.left == 0 {
+				b.recs++
+			}
+		}
+	}
+}
+
+// took tells what a Read of the TLS connection returned: n bytes into a
+// buffer of size. Less than it asked for means one record's data,
+// returned whole (crypto/tls returns from one record per Read).
+func (b *batchConn) took(n, size int) {
+	if n > 0 && n < size && b.taken < b.recs {
+		b.taken++
+	}
+}
+
+// sync records that a Read of the TLS connection found nothing: every
+// complete record handed over has been had.
+func (b *batchConn) sync() { b.taken = b.recs }
+
+// drained reports that crypto/tls holds no complete record the reader
+// has not had and nothing read from the socket is waiting.
 func (b *batchConn) drained() bool {
-	return len(b.in) == 0 && b.left == 0 && b.hn == 0
+	return len(b.in) == 0 && b.taken == b.recs
 }
 
 func (b *batchConn) buffer() []byte {

@@ -188,7 +188,7 @@ type h2conn struct {
 	hdec      *hdecoder     // header blocks (reader only)
 	hr        bytes.Reader  // frame header peeks
 	rdl       time.Time     // the read deadline set (reader only)
-	tr        sizedReads    // under br
+	tr        tlsReads      // under br
 	readErr   error         // the read side ended (reader only)
 	client    netip.AddrPort
 
@@ -254,7 +254,7 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 		c.batch, _ = tc.NetConn().(*batchConn)
 	}
 	c.rc = rawConnOf(raw)
-	c.tr.conn = conn
+	c.tr = tlsReads{conn: conn, batch: c.batch}
 	c.br = bufio.NewReaderSize(&c.tr, h2ReadBuffer)
 	c.fr = http2.NewFramer(nil, c.br)
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
@@ -606,28 +606,33 @@ func (c *h2conn) pull() bool {
 	if n >= h2ReadBuffer {
 		return false
 	}
-	if c.tr.last < c.tr.asked && c.batch.drained() {
-		return false // the last record fed was read: nothing more now
+	if c.batch.drained() {
+		return false // every record fed was read: nothing more now
 	}
 	_, err := c.br.Peek(n + 1)
 	if c.br.Buffered() > n {
 		return true
 	}
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.batch.sync()
+	} else if err != nil {
 		c.readErr = err
 	}
 	return false
 }
 
-// sizedReads remembers the size of its last Read (see pull).
-type sizedReads struct {
-	conn        net.Conn
-	asked, last int
+// tlsReads tells the batchConn what each Read of the TLS connection
+// returned (see batchConn.took).
+type tlsReads struct {
+	conn  net.Conn
+	batch *batchConn
 }
 
-func (r *sizedReads) Read(p []byte) (int, error) {
+func (r *tlsReads) Read(p []byte) (int, error) {
 	n, err := r.conn.Read(p)
-	r.asked, r.last = len(p), n
+	if r.batch != nil {
+		r.batch.took(n, len(p))
+	}
 	return n, err
 }
 

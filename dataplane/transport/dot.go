@@ -218,6 +218,7 @@ func (c *dotConn) onData() bool {
 		}
 		p := (*c.rb)[c.end:cap(*c.rb)]
 		n, err := c.conn.Read(p)
+		c.batch.took(n, len(p))
 		if n > 0 {
 			active = true
 			c.end += n
@@ -228,9 +229,10 @@ func (c *dotConn) onData() bool {
 				c.flushQueued()
 				return false // EOF, reset or a TLS error
 			}
+			c.batch.sync()
 			break // all that was read is decrypted
 		}
-		if n < len(p) && c.batch.drained() {
+		if c.batch.drained() {
 			break
 		}
 	}
