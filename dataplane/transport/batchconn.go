@@ -190,12 +190,12 @@ type feeder struct {
 	b  *batchConn
 }
 
-// run reads until onData returns false or the socket ends. It returns the
-// wait's error (a read deadline, a closed socket) or nil when onData or
-// the socket ended it.
+// run reads until onData returns false or the socket ends; the caller has
+// put b in fed mode (and had crypto/tls return what it read before). It
+// returns the wait's error (a read deadline, a closed socket) or nil when
+// onData or the socket ended it.
 func (f *feeder) run(onData func() bool) error {
 	b := f.b
-	b.fed = true
 	return f.rc.Read(func(fd uintptr) bool {
 		for {
 			buf := b.buffer()

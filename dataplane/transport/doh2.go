@@ -583,11 +583,12 @@ func (c *h2conn) serveBatch() bool {
 		c.mu.Unlock()
 		return false
 	}
-	dl := c.readDeadlineLocked()
+	now := time.Now()
+	dl := c.readDeadlineLocked(now)
 	c.mu.Unlock()
 	// A deadline that fires early only re-arms (timeout): keep the current
 	// one unless it is later or due soon.
-	if now := time.Now(); dl.Before(c.rdl) || c.rdl.Sub(now) < c.d.idle/2 {
+	if dl.Before(c.rdl) || c.rdl.Sub(now) < c.d.idle/2 {
 		c.rdl = dl
 		_ = c.conn.SetReadDeadline(dl)
 	}
@@ -690,8 +691,7 @@ var errHeaderBlock = errors.New("http2: header block too large or in too many fr
 
 // readDeadlineLocked: idle timeout without streams, the oldest body's
 // deadline while bodies are read, else the idle timeout from now.
-func (c *h2conn) readDeadlineLocked() time.Time {
-	now := time.Now()
+func (c *h2conn) readDeadlineLocked(now time.Time) time.Time {
 	if len(c.streams) == 0 {
 		return c.idleSince.Add(c.d.idle)
 	}

@@ -185,7 +185,7 @@ func (c *dotConn) readLoop() (park bool) {
 		}
 		c.rb, c.big = nil, nil
 	}()
-	f.b.fed = true
+	c.batch.fed = true // from now on the feeder reads the socket
 	if !c.onData() { // what crypto/tls read along with the handshake
 		return false
 	}
@@ -196,7 +196,7 @@ func (c *dotConn) readLoop() (park bool) {
 			return false
 		}
 		if c.end > 0 {
-			c.armRead()
+			c.armRead(time.Now())
 			continue // a partial frame: keep the buffer and read again
 		}
 		c.rdl = c.idleSince.Add(c.idle)
@@ -237,10 +237,11 @@ func (c *dotConn) onData() bool {
 		}
 	}
 	c.flushQueued()
+	now := time.Now()
 	if active {
-		c.idleSince = time.Now()
+		c.idleSince = now
 	}
-	c.armRead()
+	c.armRead(now)
 	return !c.s.draining.Load()
 }
 
@@ -278,8 +279,7 @@ func (c *dotConn) frames() {
 // what is left of the idle limit) from now. It is re-armed only when due
 // within half the wait (or later than the limit): each change is a runtime
 // timer update.
-func (c *dotConn) armRead() {
-	now := time.Now()
+func (c *dotConn) armRead(now time.Time) {
 	wait := dotBusyWait
 	if left := c.idle - now.Sub(c.idleSince); left < wait {
 		wait = left
