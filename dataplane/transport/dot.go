@@ -186,7 +186,7 @@ func (c *dotConn) readLoop() (park bool) {
 		c.rb, c.big = nil, nil
 	}()
 	c.batch.fed = true // from now on the feeder reads the socket
-	if !c.onData() { // what crypto/tls read along with the handshake
+	if !c.onData() {   // what crypto/tls read along with the handshake
 		return false
 	}
 	for {
