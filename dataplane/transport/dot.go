@@ -185,8 +185,10 @@ func (c *dotConn) readLoop() (park bool) {
 		}
 		c.rb, c.big = nil, nil
 	}()
-	c.batch.fed = true // from now on the feeder reads the socket
-	if !c.onData() {   // what crypto/tls read along with the handshake
+	// From now on the feeder reads the socket; first, what crypto/tls
+	// read along with the handshake.
+	c.batch.fed = true
+	if !c.onData() {
 		return false
 	}
 	for {
