@@ -341,17 +341,10 @@ func (r *blockReader) uvarint(what string) uint64 {
 	return v
 }
 
+// varint reads what binary.AppendVarint wrote: a zigzag-encoded uvarint.
 func (r *blockReader) varint(what string) int64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(r.b[r.off:])
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.off += n
-	return v
+	u := r.uvarint(what)
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 // fixed reads a width byte and skips n values of that width.

@@ -105,25 +105,39 @@ func TestUpgradeFromLegacyV2(t *testing.T) {
 	if string(w.key) != "\x01\x02" {
 		t.Fatalf("pseudonym key lost: %x", w.key)
 	}
+	checkLayout(t, w)
+	checkConverted(t, w, cfg, c, want, 24*time.Hour, 300, base.Add(time.Hour), 301)
+}
+
+// checkLayout requires the blocks layout in the writer's meta.
+func checkLayout(t *testing.T, w *Writer) {
+	t.Helper()
 	var layout string
 	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutBlocks {
 		t.Fatalf("layout %q %v", layout, err)
 	}
+}
+
+// checkConverted checks a converted log (want: its rows) through every
+// filter and the summary over window (total queries), appends a row at
+// ts, closes, and requires the reopened log (nothing converted again) to
+// hold want and the new row, with id nextID, after it.
+func checkConverted(t *testing.T, w *Writer, cfg Config, c *clock, want []Row, window time.Duration, total int64, ts time.Time, nextID int64) {
+	t.Helper()
 	checkFilters(t, w, want)
-	sum, err := w.Summary(context.Background(), 24*time.Hour)
-	if err != nil || sum.Total != 300 {
+	sum, err := w.Summary(context.Background(), window)
+	if err != nil || sum.Total != total {
 		t.Fatalf("summary after conversion %+v %v", sum, err)
 	}
-	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.9", "cached"))
+	w.Enqueue(row(ts, "new.example", "10.0.0.9", "cached"))
 	flush(t, w)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
-
-	// Reopen: already compact, nothing converted again.
 	w2 := openTest(t, cfg, Options{Now: c.now})
 	got := allRows(t, w2)
-	if len(got) != 301 || got[300].ID != 301 || got[300].Domain != "new.example" || !reflect.DeepEqual(got[:300], want) {
+	n := len(want)
+	if len(got) != n+1 || got[n].ID != nextID || got[n].Domain != "new.example" || !reflect.DeepEqual(got[:n], want) {
 		t.Fatalf("after reopen: %d rows, last %+v", len(got), got[len(got)-1])
 	}
 }
@@ -548,10 +562,7 @@ func TestUpgradeFromCompact(t *testing.T) {
 	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
 		t.Fatalf("rows after conversion differ: %d rows, want %d", len(got), len(want))
 	}
-	var layout string
-	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutBlocks {
-		t.Fatalf("layout %q %v", layout, err)
-	}
+	checkLayout(t, w)
 	if string(w.key) != string(key) {
 		t.Fatal("pseudonym key changed")
 	}
@@ -563,19 +574,5 @@ func TestUpgradeFromCompact(t *testing.T) {
 	if err := w.store.r.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'queries'").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("queries table left: %d %v", n, err)
 	}
-	checkFilters(t, w, want)
-	sum, err := w.Summary(context.Background(), 48*time.Hour)
-	if err != nil || sum.Total != int64(len(src)) {
-		t.Fatalf("summary after conversion %+v %v", sum, err)
-	}
-	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.9", "cached"))
-	flush(t, w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	w2 := openTest(t, cfg, Options{Now: c.now})
-	got := allRows(t, w2)
-	if len(got) != len(want)+1 || got[len(got)-1].ID != 12_001 || !reflect.DeepEqual(got[:len(want)], want) {
-		t.Fatalf("after reopen: %d rows, last %+v", len(got), got[len(got)-1])
-	}
+	checkConverted(t, w, cfg, c, want, 48*time.Hour, int64(len(src)), base.Add(time.Hour), 12_001)
 }
