@@ -59,16 +59,8 @@ func TestNoHeadOfLineBlocking(t *testing.T) {
 		}
 		read := func() *dns.Msg {
 			_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
-			var l [2]byte
-			if _, err := io.ReadFull(conn, l[:]); err != nil {
-				t.Fatal(err)
-			}
-			b := make([]byte, binary.BigEndian.Uint16(l[:]))
-			if _, err := io.ReadFull(conn, b); err != nil {
-				t.Fatal(err)
-			}
 			m := new(dns.Msg)
-			if err := m.Unpack(b); err != nil {
+			if err := m.Unpack(readDoT(t, conn)); err != nil {
 				t.Fatal(err)
 			}
 			return m
