@@ -19,21 +19,38 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin="${SERVICE_TOOLS:-$HOME/.cache/service-tools}/bin"
 mkdir -p "$bin"
 
+# build_pinned module version h1-sum name: downloads module@version with the
+# checksum database off, checks its h1 hash, builds it inside its module
+# directory (its own go.sum pins the dependencies) as $bin/name-version.
+build_pinned() {
+  local mod=$1 version=$2 want=$3 name=$4
+  if [ ! -x "$bin/$name-$version" ]; then
+    echo "hack/install-dns-clients: building $name $version" >&2
+    local json sum dir
+    json="$(cd / && GOFLAGS=-mod=mod GOSUMDB=off go mod download -json "$mod@$version")"
+    sum="$(printf '%s' "$json" | sed -n 's/.*"Sum": "\(.*\)".*/\1/p')"
+    dir="$(printf '%s' "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
+    if [ "$sum" != "$want" ]; then
+      echo "hack/install-dns-clients: $name $version has hash '$sum', want $want" >&2
+      exit 1
+    fi
+    (cd "$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$bin/$name-$version.tmp" .)
+    mv "$bin/$name-$version.tmp" "$bin/$name-$version"
+  fi
+  ln -sf "$name-$version" "$bin/$name"
+}
+
 Q_VERSION=v0.19.2
 Q_SUM="h1:otsfc8BkdBggt/pWsCNmJvIUFp/0am/fivZzPL2iUTQ="
-if [ ! -x "$bin/q-$Q_VERSION" ]; then
-  echo "hack/install-dns-clients: building q $Q_VERSION" >&2
-  json="$(cd / && GOFLAGS=-mod=mod GOSUMDB=off go mod download -json "github.com/natesales/q@$Q_VERSION")"
-  sum="$(printf '%s' "$json" | sed -n 's/.*"Sum": "\(.*\)".*/\1/p')"
-  dir="$(printf '%s' "$json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')"
-  if [ "$sum" != "$Q_SUM" ]; then
-    echo "hack/install-dns-clients: q $Q_VERSION has hash '$sum', want $Q_SUM" >&2
-    exit 1
-  fi
-  (cd "$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$bin/q-$Q_VERSION.tmp" .)
-  mv "$bin/q-$Q_VERSION.tmp" "$bin/q-$Q_VERSION"
-fi
-ln -sf "q-$Q_VERSION" "$bin/q"
+build_pinned "github.com/natesales/q" "$Q_VERSION" "$Q_SUM" q
+
+# dnsproxy (github.com/AdguardTeam/dnsproxy): AdGuard's DNS proxy, whose
+# upstream clients are the ones AdGuard Home forwards through. The tests run
+# it with this server as its upstream over every transport. Same download and
+# check as q.
+DNSPROXY_VERSION=v0.78.0
+DNSPROXY_SUM="h1:HkshrCPbnciJzl8LLkOmaO6J+aWNSbatggCx2xBf4B8="
+build_pinned "github.com/AdguardTeam/dnsproxy" "$DNSPROXY_VERSION" "$DNSPROXY_SUM" dnsproxy
 
 for t in kdig dig; do
   command -v "$t" >/dev/null || { echo "hack/install-dns-clients: $t missing" >&2; exit 1; }

@@ -196,18 +196,19 @@ func TestDoH3(t *testing.T) {
 	checkAnswer(t, body)
 }
 
-// qTool finds q (github.com/natesales/q), built by hack/install-dns-clients.sh.
-func qTool(t *testing.T) string {
+// serviceTool finds a client that hack/install-dns-clients.sh builds from
+// the module proxy (q, dnsproxy) in $SERVICE_TOOLS/bin, else on PATH.
+func serviceTool(t *testing.T, name string) string {
 	t.Helper()
 	dir := os.Getenv("SERVICE_TOOLS")
 	if dir == "" {
 		home, _ := os.UserHomeDir()
 		dir = filepath.Join(home, ".cache", "service-tools")
 	}
-	p := filepath.Join(dir, "bin", "q")
+	p := filepath.Join(dir, "bin", name)
 	if _, err := os.Stat(p); err != nil {
-		if p, err = exec.LookPath("q"); err != nil {
-			t.Fatalf("q not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", dir)
+		if p, err = exec.LookPath(name); err != nil {
+			t.Fatalf("%s not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", name, dir)
 		}
 	}
 	return p
@@ -221,7 +222,7 @@ func qTool(t *testing.T) string {
 // kdig +quic in TestThirdPartyClients instead.
 func TestQClient(t *testing.T) {
 	st := newStack(t, stackOpts{})
-	q := qTool(t)
+	q := serviceTool(t, "q")
 	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
 	cases := []struct {
 		name   string

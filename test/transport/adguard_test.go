@@ -1,0 +1,159 @@
+package transport_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane"
+)
+
+// TestAdGuardDNSProxy puts AdGuard's dnsproxy, the forwarder inside AdGuard
+// Home, in front of this server with it as the only upstream, once per
+// encrypted transport, and asks dnsproxy over plain UDP. The answer has to
+// come back through dnsproxy's own DoT, DoH, DoQ and HTTP/3 clients, the
+// query has to reach the pipeline over that transport, and a client ID in
+// the DoH path has to arrive. dnsproxy verifies the certificate: Go reads
+// SSL_CERT_FILE, and without the test CA it must fail.
+func TestAdGuardDNSProxy(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	bin := serviceTool(t, "dnsproxy")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	cases := []struct {
+		name     string
+		upstream string
+		flags    []string
+		tr       dataplane.Transport
+		id       string
+	}{
+		{"dot", "tls://127.0.0.1:" + port("dot"), nil, dataplane.TransportDoT, ""},
+		{"doh2", "https://127.0.0.1:" + port("doh") + "/dns-query/agh1", nil, dataplane.TransportDoH, "agh1"},
+		{"doq", "quic://127.0.0.1:" + port("doq"), nil, dataplane.TransportDoQ, ""},
+		{"doh3", "h3://127.0.0.1:" + port("doh3") + "/dns-query/agh2", nil, dataplane.TransportDoH3, "agh2"},
+		// An https:// upstream with --http3 learns HTTP/3 from Alt-Svc or
+		// races it against HTTP/2; either way the answer must arrive.
+		{"doh-http3", "https://127.0.0.1:" + port("doh") + "/dns-query", []string{"--http3"}, 0, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := startDNSProxy(t, bin, st.pki.CAFile, append([]string{"-u", tc.upstream}, tc.flags...)...)
+			r, err := askUntilAnswered(addr, "www.example.com.", dns.TypeA, 10*time.Second)
+			if err != nil {
+				t.Fatalf("dnsproxy -u %s: %v\n%s", tc.upstream, err, addr.log())
+			}
+			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), "192.0.2.1") {
+				t.Fatalf("dnsproxy -u %s answered %v", tc.upstream, r)
+			}
+			if tc.tr != 0 && !st.rec.seenTransport(tc.tr) {
+				t.Errorf("no query reached the pipeline over %v", tc.tr)
+			}
+			if tc.id != "" && !st.rec.seen(tc.tr, tc.id) {
+				t.Errorf("client ID %q from the DoH path not passed to the pipeline", tc.id)
+			}
+			// A name the zone does not have: the NXDOMAIN comes through too.
+			r, err = askUntilAnswered(addr, "nosuch.example.com.", dns.TypeA, 5*time.Second)
+			if err != nil || r.Rcode != dns.RcodeNameError {
+				t.Fatalf("nosuch.example.com via %s: %v %v", tc.upstream, r, err)
+			}
+		})
+	}
+	t.Run("untrusted", func(t *testing.T) {
+		addr := startDNSProxy(t, bin, "/nonexistent", "-u", "tls://127.0.0.1:"+port("dot"))
+		r, err := askUntilAnswered(addr, "www.example.com.", dns.TypeA, 10*time.Second)
+		if err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) > 0 {
+			t.Fatalf("dnsproxy accepted the test certificate without the test CA: %v", r)
+		}
+	})
+}
+
+// proxyAddr is a running dnsproxy: its UDP address and its output.
+type proxyAddr struct {
+	addr string
+	mu   *sync.Mutex
+	out  *bytes.Buffer
+}
+
+func (p proxyAddr) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// startDNSProxy runs dnsproxy on a free loopback port with the given
+// upstream flags, trusting only caFile; the test stops it.
+func startDNSProxy(t *testing.T, bin, caFile string, args ...string) proxyAddr {
+	t.Helper()
+	port := freeUDPTCPPort(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "--timeout=3s"}, args...)...)
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=/nonexistent")
+	p := proxyAddr{addr: net.JoinHostPort("127.0.0.1", fmt.Sprint(port)), mu: &sync.Mutex{}, out: &bytes.Buffer{}}
+	w := lockedWriter{p.mu, p.out}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// freeUDPTCPPort finds a loopback port free for both UDP and TCP for a
+// program that takes a port number rather than port 0.
+func freeUDPTCPPort(t *testing.T) int {
+	t.Helper()
+	for range 20 {
+		u, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.LocalAddr().(*net.UDPAddr).Port
+		l, err := net.Listen("tcp", u.LocalAddr().String())
+		u.Close()
+		if err == nil {
+			l.Close()
+			return port
+		}
+	}
+	t.Fatal("no loopback port free for both UDP and TCP")
+	return 0
+}
+
+// askUntilAnswered asks p over UDP until it answers (it may still be
+// starting), for at most wait.
+func askUntilAnswered(p proxyAddr, name string, qtype uint16, wait time.Duration) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	c := &dns.Client{Net: "udp", Timeout: 4 * time.Second}
+	deadline := time.Now().Add(wait)
+	for {
+		r, _, err := c.Exchange(m, p.addr)
+		if err == nil || time.Now().After(deadline) {
+			return r, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
