@@ -3,8 +3,11 @@ package transport_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,8 +16,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/testpki"
 )
 
 // TestAdGuardDNSProxy puts AdGuard's dnsproxy, the forwarder inside AdGuard
@@ -156,4 +162,99 @@ func askUntilAnswered(p proxyAddr, name string, qtype uint16, wait time.Duration
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// TestForwardToAdGuardDNSProxy is the other direction: dnsproxy serves
+// DoT, DoH and DoQ (its servers, with the test certificate) in front of a
+// plain origin, and the node's forwarder (dataplane/upstream) asks it over
+// each, three queries per transport: every answer must be the origin's and
+// carry the client's message ID, and the forwarder must verify the
+// certificate against the configured CA.
+func TestForwardToAdGuardDNSProxy(t *testing.T) {
+	bin := serviceTool(t, "dnsproxy")
+	pki := testpki.New(t)
+	origin := startOrigin(t, "192.0.2.77")
+	dot, doh, doq := freeUDPTCPPort(t), freeUDPTCPPort(t), freeUDPTCPPort(t)
+	p := startDNSProxy(t, bin, pki.CAFile, "-p", "0",
+		"--tls-port", fmt.Sprint(dot), "--https-port", fmt.Sprint(doh), "--quic-port", fmt.Sprint(doq),
+		"--tls-crt", pki.CertFile, "--tls-key", pki.KeyFile, "-u", origin)
+	cases := []struct{ name, server string }{
+		{"dot", fmt.Sprintf("tls://127.0.0.1:%d", dot)},
+		{"doh", fmt.Sprintf("https://127.0.0.1:%d/dns-query", doh)},
+		{"doq", fmt.Sprintf("quic://127.0.0.1:%d", doq)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := upstream.New(upstream.Config{
+				Groups:    map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{tc.server}, Strategy: upstream.Strict, Timeout: 2 * time.Second}},
+				Bootstrap: []string{},
+				CAFile:    pki.CAFile,
+			}, nil, prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for i := range 3 {
+				req := new(dns.Msg)
+				req.SetQuestion(fmt.Sprintf("q%d.example.org.", i), dns.TypeA)
+				req.Id = uint16(4000 + i)
+				var resp *dns.Msg
+				// dnsproxy may still be binding its listeners: bounded retries.
+				for try := 0; ; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					resp, _, err = r.Forward(ctx, "", req, netip.MustParseAddr("192.0.2.9"))
+					cancel()
+					if err == nil || try == 30 {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if err != nil {
+					t.Fatalf("query %d via %s: %v\n%s", i, tc.server, err, p.log())
+				}
+				if resp.Id != req.Id || len(resp.Answer) != 1 || !strings.Contains(resp.Answer[0].String(), "192.0.2.77") {
+					t.Fatalf("query %d via %s: answer %v", i, tc.server, resp)
+				}
+			}
+		})
+	}
+	// Without the CA the forwarder refuses dnsproxy's certificate.
+	r, err := upstream.New(upstream.Config{
+		Groups:    map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{cases[0].server}, Strategy: upstream.Strict, Timeout: 2 * time.Second}},
+		Bootstrap: []string{},
+		TLS:       &tls.Config{RootCAs: x509.NewCertPool()},
+	}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	req := new(dns.Msg)
+	req.SetQuestion("untrusted.example.org.", dns.TypeA)
+	if resp, _, err := r.Forward(context.Background(), "", req, netip.MustParseAddr("192.0.2.9")); err == nil {
+		t.Fatalf("forwarded over DoT to an untrusted certificate: %v", resp)
+	}
+}
+
+// startOrigin serves every A question with addr over UDP on loopback.
+func startOrigin(t *testing.T, addr string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(req)
+		if len(req.Question) == 1 && req.Question[0].Qtype == dns.TypeA {
+			rr, _ := dns.NewRR(req.Question[0].Name + " 60 IN A " + addr)
+			m.Answer = append(m.Answer, rr)
+		}
+		_ = w.WriteMsg(m)
+	})}
+	started := make(chan struct{})
+	srv.NotifyStartedFunc = func() { close(started) }
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
 }
