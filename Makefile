@@ -17,6 +17,7 @@ build:
 ## run: a node with the SQLite store on unprivileged loopback ports (hack/dev/service.yaml).
 run: build
 	mkdir -p .run
+	$(GO) run ./hack/devcert .run/tls
 	$(BIN) serve --config hack/dev/service.yaml
 
 ## test: installs what the tests need (hack/), then runs every test.

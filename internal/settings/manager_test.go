@@ -388,10 +388,16 @@ func TestDevConfigLoads(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := m.Current()
+	// hack/devcert writes these under make run.
+	devTLS := TLSFiles{CertFile: ".run/tls/cert.pem", KeyFile: ".run/tls/key.pem"}
 	checks := map[string]bool{
 		"dataDir":     c.Node.DataDir == ".run/data",
 		"dns":         reflect.DeepEqual(c.Listeners.DNS, []DNSListener{{Address: "127.0.0.1:5353", Protocols: []string{"udp", "tcp"}}}),
 		"api":         c.Listeners.API.Address == "127.0.0.1:8080" && c.Listeners.API.TLS.Auto == "selfsigned",
+		"dot":         reflect.DeepEqual(c.Listeners.DoT, []TLSListener{{Address: "127.0.0.1:8853", TLS: devTLS}}),
+		"doq":         reflect.DeepEqual(c.Listeners.DoQ, []TLSListener{{Address: "127.0.0.1:8853", TLS: devTLS}}),
+		"doh":         len(c.Listeners.DoH) == 1 && c.Listeners.DoH[0].Address == "127.0.0.1:8443" && c.Listeners.DoH[0].TLS == devTLS && c.Listeners.DoH[0].Path == "/dns-query",
+		"doh3":        len(c.Listeners.DoH3) == 1 && c.Listeners.DoH3[0].Address == "127.0.0.1:8443" && c.Listeners.DoH3[0].TLS == devTLS,
 		"ops":         c.Listeners.Ops.Address == "127.0.0.1:8081",
 		"metrics":     c.Listeners.Metrics.Address == "127.0.0.1:9153",
 		"internal":    c.Listeners.Internal.Address == "127.0.0.1:8082",
