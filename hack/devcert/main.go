@@ -1,10 +1,12 @@
-// Command devcert writes the self-signed certificate that `make run` gives
-// the DoT, DoH, DoQ and DoH3 listeners of the dev config
-// (hack/dev/service.yaml): DIR/cert.pem and DIR/key.pem (0600), for
-// localhost, 127.0.0.1 and ::1. Clients trust it with the certificate
-// itself as CA (kdig +tls-ca=.run/tls/cert.pem). A certificate that is
-// still valid for a day is kept, so the node's reload of changed files
-// does not fire on every `make run`.
+// Command devcert writes the certificate that `make run` gives the DoT,
+// DoH, DoQ and DoH3 listeners of the dev config (hack/dev/service.yaml):
+// DIR/cert.pem and DIR/key.pem (0600), for localhost, 127.0.0.1 and ::1,
+// issued by a throwaway CA in DIR/ca.pem whose key is never written.
+// Clients trust ca.pem (kdig +tls-ca=.run/tls/ca.pem). A separate CA,
+// rather than one self-signed certificate, is what real deployments look
+// like, and kdig 3.2 crashes verifying a self-signed certificate over QUIC.
+// A certificate still valid for a day is kept, so the node's reload of
+// changed files does not fire on every `make run`.
 //
 //	go run ./hack/devcert .run/tls
 package main
@@ -37,34 +39,48 @@ func main() {
 }
 
 func run(dir string, now time.Time) error {
+	caPath := filepath.Join(dir, "ca.pem")
 	certPath, keyPath := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if valid(certPath, keyPath, now.Add(24*time.Hour)) {
+	if valid(caPath, certPath, keyPath, now.Add(24*time.Hour)) {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	ca := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "svc dev CA (make run)"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(1, 0, 7),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
+	if err != nil {
 		return err
 	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
-		Subject:               pkix.Name{CommonName: "svc dev (make run)"},
+	leaf := &x509.Certificate{
+		SerialNumber:          big.NewInt(2),
+		Subject:               pkix.Name{CommonName: "localhost"},
 		NotBefore:             now.Add(-time.Hour),
 		NotAfter:              now.AddDate(1, 0, 0),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		KeyUsage:              x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
-		IsCA:                  true, // its own CA: clients trust this one file
 		DNSNames:              []string{"localhost"},
 		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return err
 	}
@@ -72,28 +88,44 @@ func run(dir string, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	// The key first: the node reloads when the certificate changes.
+	if err := writeFile(caPath, "CERTIFICATE", caDER, 0o644); err != nil {
+		return err
+	}
+	// The key before the certificate: the node reloads when the
+	// certificate changes.
 	if err := writeFile(keyPath, "PRIVATE KEY", kder, 0o600); err != nil {
 		return err
 	}
 	return writeFile(certPath, "CERTIFICATE", der, 0o644)
 }
 
-// valid: the pair exists, parses, and the certificate is valid at t.
-func valid(certPath, keyPath string, t time.Time) bool {
-	b, err := os.ReadFile(certPath)
-	if err != nil {
-		return false
-	}
+// valid: the three files exist and the certificate, issued by the CA in
+// caPath, is valid at t.
+func valid(caPath, certPath, keyPath string, t time.Time) bool {
 	if _, err := os.Stat(keyPath); err != nil {
 		return false
 	}
-	blk, _ := pem.Decode(b)
-	if blk == nil {
+	ca, err1 := readCert(caPath)
+	c, err2 := readCert(certPath)
+	if err1 != nil || err2 != nil {
 		return false
 	}
-	c, err := x509.ParseCertificate(blk.Bytes)
-	return err == nil && t.Before(c.NotAfter)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	_, err := c.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: t})
+	return err == nil
+}
+
+func readCert(path string) (*x509.Certificate, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, fmt.Errorf("%s: no PEM block", path)
+	}
+	return x509.ParseCertificate(blk.Bytes)
 }
 
 // writeFile replaces path atomically (a temp file renamed over it).

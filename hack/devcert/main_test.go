@@ -25,8 +25,8 @@ func TestDevCert(t *testing.T) {
 	if fi, err := os.Stat(keyPath); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("key file: %v, mode %v; want 0600", err, fi.Mode())
 	}
-	// The pair loads, and the certificate, trusted as its own CA, verifies
-	// for each name the dev listeners are reached by.
+	// The pair loads, and the certificate verifies against ca.pem for
+	// each name the dev listeners are reached by.
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +35,17 @@ func TestDevCert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if leaf.IsCA {
+		t.Error("the served certificate is a CA")
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
+	if !roots.AppendCertsFromPEM(caPEM) {
+		t.Fatal("ca.pem holds no certificate")
+	}
 	for _, name := range []string{"localhost", "127.0.0.1", "::1"} {
 		if _, err := leaf.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, CurrentTime: now}); err != nil {
 			t.Errorf("verify for %s: %v", name, err)
