@@ -4,7 +4,7 @@
 // issued by a throwaway CA in DIR/ca.pem whose key is never written.
 // Clients trust ca.pem (kdig +tls-ca=.run/tls/ca.pem). A separate CA,
 // rather than one self-signed certificate, is what real deployments look
-// like, and kdig 3.2 crashes verifying a self-signed certificate over QUIC.
+// like.
 // A certificate still valid for a day is kept, so the node's reload of
 // changed files does not fire on every `make run`.
 //
