@@ -94,6 +94,7 @@ func decode(t *testing.T, data []byte) []*unstructured.Unstructured {
 func TestLint(t *testing.T) {
 	helm(t, "lint", chartDir(), "--strict")
 	helm(t, "lint", chartDir(), "--set", "dataplane.hostNetwork=true,metrics.serviceMonitor.enabled=true,encryptionKey.existingSecret=mine")
+	helm(t, "lint", chartDir(), "--strict", "--set", "tls.secretName=dns-tls")
 }
 
 func TestCRDsMatchGenerated(t *testing.T) {
@@ -124,7 +125,18 @@ func crClient(t *testing.T) client.Client {
 // TestServerSideDryRun applies every rendered object with a server-side dry
 // run: the real apiserver validates them.
 func TestServerSideDryRun(t *testing.T) {
-	objs := render(t, "--set", "dataplane.hostNetwork=true")
+	kinds := dryRun(t, render(t, "--set", "dataplane.hostNetwork=true"))
+	for _, k := range []string{"CustomResourceDefinition", "Deployment", "DaemonSet", "Service", "ServiceAccount", "ClusterRole", "Role", "PodDisruptionBudget", "ConfigMap", "Secret"} {
+		if kinds[k] == 0 {
+			t.Errorf("the chart renders no %s", k)
+		}
+	}
+}
+
+// dryRun applies objs with a server-side dry run (the real apiserver
+// validates them) and counts them by kind.
+func dryRun(t *testing.T, objs []*unstructured.Unstructured) map[string]int {
+	t.Helper()
 	if err := env.Namespaces(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +151,7 @@ func TestServerSideDryRun(t *testing.T) {
 			t.Fatalf("%s %s refused: %v", o.GetKind(), o.GetName(), err)
 		}
 	}
-	for _, k := range []string{"CustomResourceDefinition", "Deployment", "DaemonSet", "Service", "ServiceAccount", "ClusterRole", "Role", "PodDisruptionBudget", "ConfigMap", "Secret"} {
-		if kinds[k] == 0 {
-			t.Errorf("the chart renders no %s", k)
-		}
-	}
+	return kinds
 }
 
 // TestLeastPrivilege installs the chart's RBAC and asks SubjectAccessReview

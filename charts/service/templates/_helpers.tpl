@@ -13,12 +13,31 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- define "service.image" -}}{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{- end -}}
+{{- /* service.tlsListeners: the enabled encrypted listeners, as a list of
+  dicts {key (settings key and port name), port, proto (TCP or UDP)}; empty
+  without tls.secretName. */ -}}
+{{- define "service.tlsListeners" -}}
+{{- $out := list }}
+{{- if .Values.tls.secretName }}
+{{- range $k := list "dot" "doq" "doh" "doh3" }}
+{{- $l := get $.Values.tls $k }}
+{{- if $l.enabled }}
+{{- $out = append $out (dict "key" $k "port" $l.port "proto" (ternary "UDP" "TCP" (or (eq $k "doq") (eq $k "doh3")))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end -}}
 {{- define "service.keySecret" -}}{{ .Values.encryptionKey.existingSecret | default (printf "%s-encryption-key" (include "service.fullname" .)) }}{{- end -}}
 {{- define "service.podSpec" -}}
 serviceAccountName: {{ include "service.fullname" .root }}-{{ .component }}
 securityContext:
   runAsNonRoot: true
   runAsUser: 65532
+  # Secret volumes are root's; with fsGroup the kubelet gives them this
+  # group and group read, so the 0400 keys and certificates are readable by
+  # the unprivileged user (without it they are not).
+  fsGroup: 65532
   seccompProfile: {type: RuntimeDefault}
 containers:
   - name: service
@@ -46,6 +65,11 @@ containers:
       - {name: ops, containerPort: {{ .root.Values.ports.ops }}, protocol: TCP}
       - {name: internal, containerPort: {{ .root.Values.ports.internal }}, protocol: TCP}
       - {name: metrics, containerPort: {{ .root.Values.ports.metrics }}, protocol: TCP}
+      {{- if eq .component "dataplane" }}
+      {{- range include "service.tlsListeners" .root | fromJsonArray }}
+      - {name: {{ .key }}, containerPort: {{ .port }}, protocol: {{ .proto }}}
+      {{- end }}
+      {{- end }}
     livenessProbe:
       httpGet: {path: /healthz/live, port: ops}
       periodSeconds: 10
@@ -61,6 +85,10 @@ containers:
       - {name: config, mountPath: /etc/service/service.yaml, subPath: service.yaml, readOnly: true}
       - {name: keys, mountPath: /etc/service/keys, readOnly: true}
       - {name: data, mountPath: /var/lib/service}
+      {{- if and (eq .component "dataplane") .root.Values.tls.secretName }}
+      # a directory, not subPath: the kubelet's updates must reach the files
+      - {name: tls, mountPath: /etc/service/tls, readOnly: true}
+      {{- end }}
 volumes:
   - name: config
     configMap: {name: {{ include "service.fullname" .root }}-config}
@@ -68,4 +96,8 @@ volumes:
     secret: {secretName: {{ include "service.keySecret" .root }}, defaultMode: 0400}
   - name: data
     emptyDir: {}
+  {{- if and (eq .component "dataplane") .root.Values.tls.secretName }}
+  - name: tls
+    secret: {secretName: {{ .root.Values.tls.secretName }}, defaultMode: 0400}
+  {{- end }}
 {{- end -}}
