@@ -97,19 +97,26 @@ start() { # $1: querylog.enabled
 }
 stop() { kill -INT "$pid"; wait "$pid" 2>/dev/null || true; pid=""; }
 cputicks() { awk '{print $14+$15}' "/proc/$pid/stat"; } # the node's user+system time
-perf() { # mode args...: prints "qps lost µs-of-node-CPU-per-answer"
-  local out c0 c1
+perf() { # mode args...: prints "qps lost node-µs-per-answer node-%CPU dnsperf-%CPU"
+  local c0 c1 t0 t1 cpu
   c0=$(cputicks)
-  out="$($perfpin dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" 2>&1)"
+  t0=$(date +%s.%N)
+  # bash's time reports the user and system CPU dnsperf used: with the
+  # node's, it tells which side limited the rate (about 100% of a CPU: that
+  # side).
+  cpu="$( { TIMEFORMAT='%U %S'; time $perfpin dnsperf -s 127.0.0.1 -d "$work/queries.txt" -l "$secs" "$@" >"$work/dnsperf.out" 2>&1; } 2>&1 )"
+  t1=$(date +%s.%N)
   c1=$(cputicks)
+  local out; out="$(cat "$work/dnsperf.out")"
   local lost; lost="$(printf '%s\n' "$out" | sed -n 's/.*Queries lost: *\([0-9]*\).*/\1/p')"
   local done; done="$(printf '%s\n' "$out" | sed -n 's/.*Queries completed: *\([0-9]*\).*/\1/p')"
+  local wall; wall=$(echo "$t1 - $t0" | bc -l)
   printf '%s\n' "$out" | sed -n 's/.*Queries per second: *\([0-9.]*\).*/\1/p' | tr -d '\n'
-  echo " $lost $(echo "($c1 - $c0) * 10000 / ${done:-1}" | bc)"
+  echo " $lost $(echo "($c1 - $c0) * 10000 / ${done:-1}" | bc) $(echo "($c1 - $c0) / $wall" | bc) $(echo "$cpu" | awk -v w="$wall" '{printf "%.0f", ($1+$2)*100/w}')"
 }
-declare -A res
-add() { res[$1]="${res[$1]:-} $2"; }
-show() { echo "round $1 $(printf '%-16s' "$2") ${3%% *} qps (lost $(echo $3 | cut -d" " -f2), node CPU $(echo $3 | cut -d" " -f3) µs/answer)"; }
+declare -A res cpus
+add() { res[$1]="${res[$1]:-} $2"; cpus[$1]="${cpus[$1]:-} $(echo "$3" | cut -d" " -f4,5 | tr ' ' '/')"; }
+show() { echo "round $1 $(printf '%-16s' "$2") ${3%% *} qps (lost $(echo $3 | cut -d" " -f2), node CPU $(echo $3 | cut -d" " -f3) µs/answer, node $(echo $3 | cut -d" " -f4)% and dnsperf $(echo $3 | cut -d" " -f5)% of a CPU)"; }
 arrangements="shared"
 if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then arrangements="split shared"; fi
 for r in $(seq "$rounds"); do
@@ -117,14 +124,14 @@ for r in $(seq "$rounds"); do
     nodepin="" perfpin=""
     if [ "$a" = split ]; then nodepin="taskset -c 0" perfpin="taskset -c 1"; fi
     start false
-    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp/$a" "${q%% *}"; show "$r" "udp/$a" "$q"
-    q=$(perf -p "$p_dot" -m dot -c 100 -q "$tls_q"); add "dot/$a" "${q%% *}"; show "$r" "dot/$a" "$q"
-    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh/$a" "${q%% *}"; show "$r" "doh/$a" "$q"
-    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh-post/$a" "${q%% *}"; show "$r" "doh-post/$a" "$q"
-    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp-nolog/$a" "${q%% *}"; show "$r" "udp-nolog/$a" "$q"
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp/$a" "${q%% *}" "$q"; show "$r" "udp/$a" "$q"
+    q=$(perf -p "$p_dot" -m dot -c 100 -q "$tls_q"); add "dot/$a" "${q%% *}" "$q"; show "$r" "dot/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=GET -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh/$a" "${q%% *}" "$q"; show "$r" "doh/$a" "$q"
+    q=$(perf -p "$p_doh" -m doh -c 100 -q "$tls_q" -O doh-method=POST -O "doh-uri=https://127.0.0.1:$p_doh/dns-query"); add "doh-post/$a" "${q%% *}" "$q"; show "$r" "doh-post/$a" "$q"
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp-nolog/$a" "${q%% *}" "$q"; show "$r" "udp-nolog/$a" "$q"
     stop
     start true
-    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp+log/$a" "${q%% *}"; show "$r" "udp+log/$a" "$q"
+    q=$(perf -p "$p_dns" -m udp -c 10 -q 200); add "udp+log/$a" "${q%% *}" "$q"; show "$r" "udp+log/$a" "$q"
     echo "round $r query log: $(curl -s "http://127.0.0.1:$p_met/metrics" | grep -E '^service_querylog_(written|dropped)_rows_total' | tr '\n' ' ')"
     stop
   done
@@ -134,10 +141,10 @@ for a in $arrangements; do
   u=$(echo "${res[udp/$a]}" | median)
   nl=$(echo "${res[udp-nolog/$a]}" | median)
   echo
-  echo "$a: mode   qps (median of $rounds)   ratio"
+  echo "$a: mode   qps (median of $rounds)   ratio         CPU used, node/dnsperf (% of one CPU, each round)"
   for m in udp dot doh doh-post; do
     v=$(echo "${res[$m/$a]}" | median)
-    printf '%-10s %12.0f   %.2f of udp\n' "$m" "$v" "$(echo "$v / $u" | bc -l)"
+    printf '%-10s %12.0f   %.2f of udp   %s\n' "$m" "$v" "$(echo "$v / $u" | bc -l)" "${cpus[$m/$a]# }"
   done
   v=$(echo "${res[udp+log/$a]}" | median)
   printf '%-10s %12.0f   %.2f of udp-nolog (%0.f)\n' "udp+log" "$v" "$(echo "$v / $nl" | bc -l)" "$nl"
