@@ -53,7 +53,7 @@ func (s *Server) newDoHHandler(l Listener, t dataplane.Transport, name string) *
 // lean HTTP/2 server (doh2.go), the others (HTTP/1.1) are handed to a
 // net/http server through a channel listener.
 func (s *Server) startDoH(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"h2", "http/1.1"})
+	tc, _, err := s.tlsConfig(s.reloadCtx, l, []string{"h2", "http/1.1"})
 	if err != nil {
 		return err
 	}

@@ -79,7 +79,7 @@ func TestCacheTTLAndClientID(t *testing.T) {
 	}
 	s := &Server{cfg: Config{ClientIDDomain: "dns.example.com"}}
 	for sni, want := range map[string]string{"Abc.dns.example.com": "abc", "dns.example.com": "", "a.b.dns.example.com": "", "x.other.com": ""} {
-		if got := s.clientIDFromSNI(sni); got != want {
+		if got := s.clientIDFromSNI(sni, nil); got != want {
 			t.Errorf("%s: %q want %q", sni, got, want)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/quic-go/quic-go/http3"
 
 	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/transport/tlscert"
 )
 
 // DoQ error codes (RFC 9250 4.3).
@@ -61,7 +62,7 @@ func (s *Server) listenUDP(ctx context.Context, address string) (net.PacketConn,
 }
 
 func (s *Server) startDoQ(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"doq"})
+	tc, certs, err := s.tlsConfig(s.reloadCtx, l, []string{"doq"})
 	if err != nil {
 		return err
 	}
@@ -81,12 +82,12 @@ func (s *Server) startDoQ(ctx context.Context, l Listener) error {
 	go func() {
 		defer s.wg.Done()
 		defer pc.Close()
-		s.acceptDoQ(ln)
+		s.acceptDoQ(ln, certs)
 	}()
 	return nil
 }
 
-func (s *Server) acceptDoQ(ln *quic.Listener) {
+func (s *Server) acceptDoQ(ln *quic.Listener, certs *tlscert.Reloader) {
 	inflight := make(chan struct{}, maxDoQInflight)
 	for {
 		conn, err := ln.Accept(s.ctx)
@@ -103,11 +104,11 @@ func (s *Server) acceptDoQ(ln *quic.Listener) {
 		s.quicConns[conn] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go s.serveDoQConn(conn, inflight)
+		go s.serveDoQConn(conn, inflight, certs)
 	}
 }
 
-func (s *Server) serveDoQConn(conn *quic.Conn, inflight chan struct{}) {
+func (s *Server) serveDoQConn(conn *quic.Conn, inflight chan struct{}, certs *tlscert.Reloader) {
 	s.m.conns.WithLabelValues("doq").Inc()
 	defer func() {
 		s.m.conns.WithLabelValues("doq").Dec()
@@ -117,7 +118,7 @@ func (s *Server) serveDoQConn(conn *quic.Conn, inflight chan struct{}) {
 		s.wg.Done()
 	}()
 	client := addrPortOf(conn.RemoteAddr())
-	clientID := s.clientIDFromSNI(conn.ConnectionState().TLS.ServerName)
+	clientID := s.clientIDFromSNI(conn.ConnectionState().TLS.ServerName, certs)
 	for {
 		st, err := conn.AcceptStream(s.ctx)
 		if err != nil {
@@ -199,7 +200,7 @@ func (s *Server) serveDoQStream(conn *quic.Conn, st *quic.Stream, client netip.A
 }
 
 func (s *Server) startDoH3(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.reloadCtx, l, nil)
+	tc, _, err := s.tlsConfig(s.reloadCtx, l, nil)
 	if err != nil {
 		return err
 	}

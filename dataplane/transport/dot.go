@@ -16,10 +16,11 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/proxyproto"
+	"github.com/svcdns/svc/dataplane/transport/tlscert"
 )
 
 func (s *Server) startDoT(ctx context.Context, l Listener) error {
-	tc, err := s.tlsConfig(s.reloadCtx, l, []string{"dot"})
+	tc, certs, err := s.tlsConfig(s.reloadCtx, l, []string{"dot"})
 	if err != nil {
 		return err
 	}
@@ -32,11 +33,11 @@ func (s *Server) startDoT(ctx context.Context, l Listener) error {
 	s.addrs[kindDoT] = append(s.addrs[kindDoT], addrPortOf(ln.Addr()))
 	pln := &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol, OnReject: func(netip.AddrPort, error) { s.m.reject("dot", "proxy") }}
 	s.wg.Add(1)
-	go s.acceptDoT(pln, tc)
+	go s.acceptDoT(pln, tc, certs)
 	return nil
 }
 
-func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
+func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config, certs *tlscert.Reloader) {
 	defer s.wg.Done()
 	slots := make(chan struct{}, s.cfg.MaxConns)
 	for {
@@ -67,7 +68,7 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
 		s.mu.Unlock()
 		go func() {
 			defer func() { <-slots }()
-			s.serveDoT(conn, tc)
+			s.serveDoT(conn, tc, certs)
 		}()
 	}
 }
@@ -82,7 +83,7 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config) {
 // dotBusyWait without data the goroutine leaves crypto/tls and parks on
 // the socket's readability (see waitReadable), so the garbage collector
 // can shrink its stack.
-func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
+func (s *Server) serveDoT(raw net.Conn, tc *tls.Config, certs *tlscert.Reloader) {
 	s.m.dotConns.Inc()
 	batch := &batchConn{Conn: raw}
 	conn := tls.Server(batch, tc)
@@ -96,7 +97,7 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config) {
 		return
 	}
 	c.client = addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
-	c.clientID = s.clientIDFromSNI(conn.ConnectionState().ServerName)
+	c.clientID = s.clientIDFromSNI(conn.ConnectionState().ServerName, certs)
 	c.idle = s.idle(kindDoT)
 	c.max = s.cfg.MaxInflight
 	if c.max <= 0 {

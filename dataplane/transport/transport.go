@@ -171,11 +171,12 @@ func (s *Server) idle(kind int) time.Duration {
 
 // tlsConfig builds the server TLS configuration of one listener: TLS 1.2
 // and 1.3, session tickets on (resumption), the certificate reloaded when
-// its files change.
-func (s *Server) tlsConfig(ctx context.Context, l Listener, protos []string) (*tls.Config, error) {
+// its files change (the Reloader, which also tells client IDs in server
+// names).
+func (s *Server) tlsConfig(ctx context.Context, l Listener, protos []string) (*tls.Config, *tlscert.Reloader, error) {
 	r, err := tlscert.New(l.CertFile, l.KeyFile, s.log)
 	if err != nil {
-		return nil, fmt.Errorf("listener %s: %w", l.Address, err)
+		return nil, nil, fmt.Errorf("listener %s: %w", l.Address, err)
 	}
 	s.wg.Add(1)
 	go func() {
@@ -186,7 +187,7 @@ func (s *Server) tlsConfig(ctx context.Context, l Listener, protos []string) (*t
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: r.GetCertificate,
 		NextProtos:     protos,
-	}, nil
+	}, r, nil
 }
 
 // Start binds every listener; on error the ones already bound are closed.
@@ -321,11 +322,22 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return nil
 }
 
-// clientIDFromSNI returns the first label of a server name under the
-// configured domain, if it is a valid client ID.
-func (s *Server) clientIDFromSNI(sni string) string {
+// clientIDFromSNI returns the client ID a TLS server name carries, if it
+// is a valid one: with ClientIDDomain set, <id>.<ClientIDDomain>;
+// otherwise the certificate decides (certs nil: none): <id>.<D> when it is
+// for *.D and does not name the server name itself.
+func (s *Server) clientIDFromSNI(sni string, certs *tlscert.Reloader) string {
 	d := s.cfg.ClientIDDomain
-	if d == "" || len(sni) <= len(d)+1 {
+	if d == "" {
+		if certs == nil {
+			return ""
+		}
+		if id := certs.WildcardLabel(sni); validClientID(id) {
+			return id
+		}
+		return ""
+	}
+	if len(sni) <= len(d)+1 {
 		return ""
 	}
 	sni = strings.TrimSuffix(sni, ".")

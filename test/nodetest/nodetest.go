@@ -44,6 +44,16 @@ listeners:
   dns:
     - address: 127.0.0.1:0
       protocols: [udp, tcp]
+{{- with .TLS}}
+  dot:
+    - {address: 127.0.0.1:0, tls: {certFile: {{.CertFile}}, keyFile: {{.KeyFile}}}}
+  doq:
+    - {address: 127.0.0.1:0, tls: {certFile: {{.CertFile}}, keyFile: {{.KeyFile}}}}
+  doh:
+    - {address: 127.0.0.1:0, tls: {certFile: {{.CertFile}}, keyFile: {{.KeyFile}}}}
+  doh3:
+    - {address: 127.0.0.1:0, tls: {certFile: {{.CertFile}}, keyFile: {{.KeyFile}}}}
+{{- end}}
   api:
     address: 127.0.0.1:0
 {{- if .APITLSOff}}
@@ -86,6 +96,7 @@ type settings struct {
 	Lameduck            time.Duration
 	Kube                *kubeStore
 	APITLSOff           bool
+	TLS                 *tlsFiles
 	SettingsFile        bool
 	extraYAML           string
 	objects             map[string]string
@@ -105,6 +116,15 @@ func Name(name string) Option { return func(s *settings) { s.Name = name } }
 
 // Lameduck sets node.lameduck (200ms by default).
 func Lameduck(d time.Duration) Option { return func(s *settings) { s.Lameduck = d } }
+
+type tlsFiles struct{ CertFile, KeyFile string }
+
+// TLS adds DoT, DoQ, DoH and DoH3 listeners on 127.0.0.1:0 with the
+// certificate and key files; their addresses are in Addrs.DNS as
+// "dot/...", "doq/...", "doh/..." and "doh3/...".
+func TLS(certFile, keyFile string) Option {
+	return func(s *settings) { s.TLS = &tlsFiles{certFile, keyFile} }
+}
 
 // APITLSOff serves the API over plain HTTP (listeners.api.tls.auto: off).
 func APITLSOff() Option { return func(s *settings) { s.APITLSOff = true } }

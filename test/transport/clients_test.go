@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,6 +308,44 @@ func TestDnsperf(t *testing.T) {
 			s := string(out)
 			if !strings.Contains(s, "Queries completed:    200 ") || !strings.Contains(s, "Queries lost:         0 ") {
 				t.Fatalf("dnsperf did not get every answer:\n%s", s)
+			}
+		})
+	}
+}
+
+// TestSNIClientIDFromCertificate: with no ClientIDDomain (the node's
+// configuration), the certificate's wildcard name decides: kdig asking for
+// kdig7.dns.test over DoT and kdig8.dns.test over DoQ (the certificate is
+// for *.dns.test) sends client IDs kdig7 and kdig8; asking for dns.test,
+// which the certificate names, sends none.
+func TestSNIClientIDFromCertificate(t *testing.T) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.ClientIDDomain = "" }})
+	kdig := tool(t, "kdig")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	ca := st.pki.CAFile
+	for _, tc := range []struct {
+		name, sni, id string
+		tr            dataplane.Transport
+		flags         []string
+	}{
+		{"dot", "kdig7." + serverName, "kdig7", dataplane.TransportDoT, []string{"-p", port("dot"), "+tls"}},
+		{"doq", "kdig8." + serverName, "kdig8", dataplane.TransportDoQ, []string{"-p", port("doq")}},
+		{"dot-plain", serverName, "", dataplane.TransportDoT, []string{"-p", port("dot"), "+tls"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := st.rec.count(tc.tr)
+			args := append([]string{"@127.0.0.1", "+retry=0", "+timeout=3"}, tc.flags...)
+			args = append(args, "+tls-ca="+ca, "+tls-hostname="+tc.sni, "+tls-sni="+tc.sni)
+			if tc.tr == dataplane.TransportDoQ {
+				args = append(args, "+quic") // last: kdig 3.2 crashes on +tls-* after +quic
+			}
+			out := run(t, kdig, append(args, "www.example.com", "A")...)
+			if !strings.Contains(out, "192.0.2.1") {
+				t.Fatalf("no answer:\n%s", out)
+			}
+			ids := st.rec.idsSince(tc.tr, before)
+			if want := []string{tc.id}; !slices.Equal(ids, want) {
+				t.Errorf("client IDs %q, want %q", ids, want)
 			}
 		})
 	}

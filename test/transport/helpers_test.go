@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -87,6 +88,20 @@ func (r *idRecorder) seen(t dataplane.Transport, id string) bool {
 		}
 	}
 	return false
+}
+
+// count is how many queries arrived over t so far; idsSince lists the
+// client IDs of those after the first n.
+func (r *idRecorder) count(t dataplane.Transport) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ids[t])
+}
+
+func (r *idRecorder) idsSince(t dataplane.Transport, n int) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.ids[t][n:])
 }
 
 type stack struct {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -19,9 +20,32 @@ const DefaultInterval = 10 * time.Second
 // Reloader holds the certificate of one cert/key file pair.
 type Reloader struct {
 	certFile, keyFile string
-	cert              atomic.Pointer[tls.Certificate]
+	cur               atomic.Pointer[loaded]
 	stamp             string
 	log               *slog.Logger
+}
+
+// loaded is a certificate and the DNS names it is for.
+type loaded struct {
+	cert  tls.Certificate
+	exact map[string]bool // names without wildcard, lower case
+	wild  map[string]bool // D of each *.D, lower case
+}
+
+func newLoaded(c tls.Certificate) *loaded {
+	l := &loaded{cert: c, exact: map[string]bool{}, wild: map[string]bool{}}
+	if c.Leaf == nil {
+		return l
+	}
+	for _, n := range c.Leaf.DNSNames {
+		n = strings.TrimSuffix(strings.ToLower(n), ".")
+		if d, ok := strings.CutPrefix(n, "*."); ok {
+			l.wild[d] = true
+		} else {
+			l.exact[n] = true
+		}
+	}
+	return l
 }
 
 // New loads the pair once; an error here stops the listener from starting.
@@ -63,7 +87,7 @@ func (r *Reloader) reload() (bool, error) {
 		return false, fmt.Errorf("tls certificate %s: %w", r.certFile, err)
 	}
 	r.stamp = st
-	r.cert.Store(&c)
+	r.cur.Store(newLoaded(c))
 	return true, nil
 }
 
@@ -92,5 +116,22 @@ func (r *Reloader) Run(ctx context.Context, interval time.Duration) {
 
 // GetCertificate is for tls.Config.GetCertificate.
 func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-	return r.cert.Load(), nil
+	return &r.cur.Load().cert, nil
+}
+
+// WildcardLabel returns L when serverName is L.D and the certificate in use
+// has the wildcard name *.D but does not name serverName itself: the name
+// a client reached through the wildcard, which carries a client ID in L
+// (AdGuard's <id>.dns.example.com). Case and a final dot are ignored.
+func (r *Reloader) WildcardLabel(serverName string) string {
+	n := strings.TrimSuffix(strings.ToLower(serverName), ".")
+	label, d, ok := strings.Cut(n, ".")
+	if !ok || label == "" {
+		return ""
+	}
+	l := r.cur.Load()
+	if !l.wild[d] || l.exact[n] {
+		return ""
+	}
+	return label
 }

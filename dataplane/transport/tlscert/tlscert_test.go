@@ -132,3 +132,42 @@ func TestKubeletSecretSwap(t *testing.T) {
 	}
 	waitSerial(t, r2, 4)
 }
+
+// TestWildcardLabel: the label before a wildcard name of the certificate,
+// unless the certificate names the server name itself.
+func TestWildcardLabel(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		DNSNames: []string{"dns.test", "*.dns.test", "*.Corp.Example.", "named.corp.example"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	certPath, keyPath := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	r, err := New(certPath, keyPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sni, want := range map[string]string{
+		"kids.dns.test":      "kids",
+		"KIDS.DNS.TEST.":     "kids",
+		"dns.test":           "",  // the server's own name
+		"a.b.dns.test":       "",  // a wildcard covers one label
+		"x.corp.example":     "x", // wildcard names are compared without case or final dot
+		"named.corp.example": "",  // named in the certificate: not an ID
+		"x.other.test":       "",
+		"":                   "",
+		".dns.test":          "",
+	} {
+		if got := r.WildcardLabel(sni); got != want {
+			t.Errorf("WildcardLabel(%q) = %q, want %q", sni, got, want)
+		}
+	}
+}

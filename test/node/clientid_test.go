@@ -1,0 +1,165 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/quic-go/quic-go"
+
+	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/testpki"
+)
+
+const kidsDocs = `apiVersion: service.io/v1alpha1
+kind: BlockList
+metadata: {name: ads, namespace: default}
+spec:
+  sources:
+    - name: mine
+      inline: ["||ads.example^"]
+---
+apiVersion: service.io/v1alpha1
+kind: ClientGroup
+metadata: {name: kids, namespace: default}
+spec:
+  clientIDs: [kids]
+---
+apiVersion: service.io/v1alpha1
+kind: Policy
+metadata: {name: kids, namespace: default}
+spec:
+  clientGroupRefs: [kids]
+  blockListRefs: [ads]
+  blockMode: nxdomain
+`
+
+// TestNodeClientIDsFromEncryptedTransports configures a node the way a
+// user does (listeners.dot/.doq/.doh with a certificate for dns.test and
+// *.dns.test, a ClientGroup by client ID, a Policy for it) and asks over
+// each transport: the client ID from the DoT and DoQ server name
+// (kids.dns.test, through the certificate's wildcard) and from the DoH path
+// (/dns-query/kids) puts the query in the group, so its policy blocks; the
+// plain server name (dns.test, which the certificate names itself) and the
+// plain path carry no ID and are not blocked.
+func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
+	pki := testpki.New(t)
+	tn := startNode(t, nodetest.TLS(pki.CertFile, pki.KeyFile), nodetest.Objects(map[string]string{"kids.yaml": kidsDocs}))
+	addr := func(kind string) string {
+		for _, a := range tn.Addrs.DNS {
+			if rest, ok := strings.CutPrefix(a, kind+"/"); ok {
+				return rest
+			}
+		}
+		t.Fatalf("no %s listener in %v", kind, tn.Addrs.DNS)
+		return ""
+	}
+	dot, doq, doh := addr("dot"), addr("doq"), addr("doh")
+	cases := []struct {
+		name    string
+		ask     func(*dns.Msg) (*dns.Msg, error)
+		blocked bool
+	}{
+		{"dot kids.dns.test", func(m *dns.Msg) (*dns.Msg, error) { return askDoT(pki, dot, "kids.dns.test", m) }, true},
+		{"dot dns.test", func(m *dns.Msg) (*dns.Msg, error) { return askDoT(pki, dot, "dns.test", m) }, false},
+		{"doq kids.dns.test", func(m *dns.Msg) (*dns.Msg, error) { return askDoQ(pki, doq, "kids.dns.test", m) }, true},
+		{"doq dns.test", func(m *dns.Msg) (*dns.Msg, error) { return askDoQ(pki, doq, "dns.test", m) }, false},
+		{"doh /dns-query/kids", func(m *dns.Msg) (*dns.Msg, error) { return askDoH(pki, "https://"+doh+"/dns-query/kids", m) }, true},
+		{"doh /dns-query", func(m *dns.Msg) (*dns.Msg, error) { return askDoH(pki, "https://"+doh+"/dns-query", m) }, false},
+	}
+	// The policy is compiled after the start: wait until the group's
+	// client is blocked, then check every case.
+	nodetest.Eventually(t, 10*time.Second, "kids blocked over DoT", func() bool {
+		r, err := cases[0].ask(question("x.ads.example."))
+		return err == nil && r.Rcode == dns.RcodeNameError
+	})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := tc.ask(question("x.ads.example."))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if blocked := r.Rcode == dns.RcodeNameError; blocked != tc.blocked {
+				t.Errorf("rcode %s, blocked %v; want blocked %v", dns.RcodeToString[r.Rcode], blocked, tc.blocked)
+			}
+		})
+	}
+}
+
+func question(name string) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	return m
+}
+
+func askDoT(pki *testpki.PKI, addr, sni string, m *dns.Msg) (*dns.Msg, error) {
+	c := &dns.Client{Net: "tcp-tls", Timeout: 3 * time.Second, TLSConfig: &tls.Config{ServerName: sni, RootCAs: pki.Pool}}
+	r, _, err := c.Exchange(m, addr)
+	return r, err
+}
+
+func askDoQ(pki *testpki.PKI, addr, sni string, m *dns.Msg) (*dns.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr, &tls.Config{ServerName: sni, RootCAs: pki.Pool, NextProtos: []string{"doq"}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.CloseWithError(0, "")
+	st, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, err
+	}
+	q := m.Copy()
+	q.Id = 0 // RFC 9250 4.2.1
+	b, err := q.Pack()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.Write(append(binary.BigEndian.AppendUint16(nil, uint16(len(b))), b...)); err != nil {
+		return nil, err
+	}
+	_ = st.Close()
+	_ = st.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := io.ReadAll(st)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp) < 2 || int(binary.BigEndian.Uint16(resp)) != len(resp)-2 {
+		return nil, fmt.Errorf("doq answer of %d bytes is not one length-prefixed message", len(resp))
+	}
+	r := new(dns.Msg)
+	return r, r.Unpack(resp[2:])
+}
+
+func askDoH(pki *testpki.PKI, url string, m *dns.Msg) (*dns.Msg, error) {
+	b, err := m.Pack()
+	if err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: testpki.ServerName, RootCAs: pki.Pool}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	c := &http.Client{Transport: tr, Timeout: 3 * time.Second}
+	resp, err := c.Post(url, "application/dns-message", bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 65536))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
+		return nil, fmt.Errorf("doh %s: %s over %s", url, resp.Status, resp.Proto)
+	}
+	r := new(dns.Msg)
+	return r, r.Unpack(body)
+}
