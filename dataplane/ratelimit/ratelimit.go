@@ -208,7 +208,10 @@ func (l *Limiter) Check(client netip.Addr, query []byte) Action {
 	if ok || IsHealthQuery(query) {
 		return Allow
 	}
-	if l.slip > 0 && l.n.Add(1)%100 < l.slip {
+	// The slip share is spread evenly (slip 50: every other limited
+	// query), not as the first slip of each hundred: floor(n*slip/100)
+	// steps once per answered one.
+	if n := l.n.Add(1); l.slip > 0 && n*l.slip/100 != (n-1)*l.slip/100 {
 		l.metrics.slip.Inc()
 		return Slip
 	}

@@ -86,3 +86,29 @@ func BenchmarkCheck(b *testing.B) {
 		l.Check(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), msg)
 	}
 }
+
+// TestSlipSpread: the slip share holds over any run of limited queries,
+// not only per hundred (slip 50 is every other one, so a flood of 10
+// gets 5 TC=1 answers, not 10).
+func TestSlipSpread(t *testing.T) {
+	for _, slip := range []int{0, 1, 33, 50, 100} {
+		l, err := New(Config{Enabled: true, IPv4: map[int]int{32: 60}, Slip: slip}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.now = func() int64 { return 0 }
+		msg := q(t, "www.example.com.")
+		a := netip.MustParseAddr("198.51.100.1")
+		l.Check(a, msg) // the burst
+		slipped := 0
+		for n := 1; n <= 300; n++ {
+			if l.Check(a, msg) == Slip {
+				slipped++
+			}
+			// After n limited queries, floor(n*slip/100) were slipped.
+			if want := n * slip / 100; slipped != want {
+				t.Fatalf("slip %d: %d of the first %d limited queries slipped, want %d", slip, slipped, n, want)
+			}
+		}
+	}
+}

@@ -44,6 +44,9 @@ listeners:
   dns:
     - address: 127.0.0.1:0
       protocols: [udp, tcp]
+{{- with .ProxyFrom}}
+  proxyProtocolFrom: [{{range $i, $p := .}}{{if $i}}, {{end}}{{$p}}{{end}}]
+{{- end}}
 {{- with .TLS}}
   dot:
     - {address: 127.0.0.1:0, tls: {certFile: {{.CertFile}}, keyFile: {{.KeyFile}}}}
@@ -97,6 +100,7 @@ type settings struct {
 	Kube                *kubeStore
 	APITLSOff           bool
 	TLS                 *tlsFiles
+	ProxyFrom           []string
 	SettingsFile        bool
 	extraYAML           string
 	objects             map[string]string
@@ -124,6 +128,11 @@ type tlsFiles struct{ CertFile, KeyFile string }
 // "dot/...", "doq/...", "doh/..." and "doh3/...".
 func TLS(certFile, keyFile string) Option {
 	return func(s *settings) { s.TLS = &tlsFiles{certFile, keyFile} }
+}
+
+// ProxyProtocolFrom sets listeners.proxyProtocolFrom (PROXY v2 peers).
+func ProxyProtocolFrom(prefixes ...string) Option {
+	return func(s *settings) { s.ProxyFrom = append(s.ProxyFrom, prefixes...) }
 }
 
 // APITLSOff serves the API over plain HTTP (listeners.api.tls.auto: off).
