@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -14,14 +15,14 @@ import (
 	"time"
 )
 
-// DefaultInterval is how often the files' modification times are checked.
+// DefaultInterval is how often the files are checked for changes.
 const DefaultInterval = 10 * time.Second
 
 // Reloader holds the certificate of one cert/key file pair.
 type Reloader struct {
 	certFile, keyFile string
 	cur               atomic.Pointer[loaded]
-	stamp             string
+	stamp             string // the contents loaded last
 	log               *slog.Logger
 }
 
@@ -60,29 +61,45 @@ func New(certFile, keyFile string, log *slog.Logger) (*Reloader, error) {
 	return r, nil
 }
 
-func (r *Reloader) fileStamp() (string, error) {
-	var st string
-	for _, f := range []string{r.certFile, r.keyFile} {
-		fi, err := os.Stat(f)
-		if err != nil {
-			return "", fmt.Errorf("tls certificate: %w", err)
-		}
-		st += fmt.Sprintf("%d/%d;", fi.ModTime().UnixNano(), fi.Size())
+// maxFileSize bounds what is read of a certificate or key file; chains
+// are a few KB.
+const maxFileSize = 1 << 20
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("tls certificate: %w", err)
 	}
-	return st, nil
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("tls certificate: %w", err)
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("tls certificate: %s is over %d bytes", path, maxFileSize)
+	}
+	return b, nil
 }
 
-// reload loads the files when their stamp changed; it reports whether a new
-// certificate was installed. A broken pair keeps the old certificate.
+// reload loads the files when their contents changed; it reports whether
+// a new certificate was installed. A broken pair keeps the old certificate.
+// Contents, not modification times, tell a change: a rewrite or a
+// kubelet symlink swap within the file system's timestamp granularity,
+// with the same size, would otherwise go unseen.
 func (r *Reloader) reload() (bool, error) {
-	st, err := r.fileStamp()
+	certPEM, err := readBounded(r.certFile)
 	if err != nil {
 		return false, err
 	}
+	keyPEM, err := readBounded(r.keyFile)
+	if err != nil {
+		return false, err
+	}
+	st := string(certPEM) + "\x00" + string(keyPEM)
 	if st == r.stamp {
 		return false, nil
 	}
-	c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile)
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return false, fmt.Errorf("tls certificate %s: %w", r.certFile, err)
 	}

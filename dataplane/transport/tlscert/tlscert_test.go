@@ -131,6 +131,37 @@ func TestKubeletSecretSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitSerial(t, r2, 4)
+
+	// A pair rewritten in place with the same sizes and the old
+	// modification times (a rewrite within the file system's timestamp
+	// granularity looks like this) is still seen: contents decide.
+	fi, err := os.Stat(plainCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldCert, _ := os.ReadFile(plainCert)
+	oldKey, _ := os.ReadFile(plainKey)
+	dir2 := t.TempDir()
+	c5, k5 := filepath.Join(dir2, "c"), filepath.Join(dir2, "k")
+	for try := 0; ; try++ {
+		writePair(t, c5, k5, 5)
+		cb, _ := os.ReadFile(c5)
+		kb, _ := os.ReadFile(k5)
+		if len(cb) == len(oldCert) && len(kb) == len(oldKey) {
+			_ = os.WriteFile(plainKey, kb, 0o600)
+			_ = os.WriteFile(plainCert, cb, 0o644)
+			break
+		}
+		if try == 200 {
+			t.Fatal("no pair of the same sizes in 200 tries")
+		}
+	}
+	for _, f := range []string{plainCert, plainKey} {
+		if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitSerial(t, r2, 5)
 }
 
 // TestWildcardLabel: the label before a wildcard name of the certificate,
