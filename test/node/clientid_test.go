@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
 
 	"github.com/svcdns/svc/test/nodetest"
 	"github.com/svcdns/svc/test/testpki"
@@ -47,7 +48,7 @@ spec:
 // *.dns.test, a ClientGroup by client ID, a Policy for it) and asks over
 // each transport: the client ID from the DoT and DoQ server name
 // (kids.dns.test, through the certificate's wildcard) and from the DoH path
-// (/dns-query/kids) puts the query in the group, so its policy blocks; the
+// and the DoH3 path (/dns-query/kids) puts the query in the group, so its policy blocks; the
 // plain server name (dns.test, which the certificate names itself) and the
 // plain path carry no ID and are not blocked.
 func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
@@ -62,7 +63,7 @@ func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
 		t.Fatalf("no %s listener in %v", kind, tn.Addrs.DNS)
 		return ""
 	}
-	dot, doq, doh := addr("dot"), addr("doq"), addr("doh")
+	dot, doq, doh, doh3 := addr("dot"), addr("doq"), addr("doh"), addr("doh3")
 	cases := []struct {
 		name    string
 		ask     func(*dns.Msg) (*dns.Msg, error)
@@ -74,6 +75,8 @@ func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
 		{"doq dns.test", func(m *dns.Msg) (*dns.Msg, error) { return askDoQ(pki, doq, "dns.test", m) }, false},
 		{"doh /dns-query/kids", func(m *dns.Msg) (*dns.Msg, error) { return askDoH(pki, "https://"+doh+"/dns-query/kids", m) }, true},
 		{"doh /dns-query", func(m *dns.Msg) (*dns.Msg, error) { return askDoH(pki, "https://"+doh+"/dns-query", m) }, false},
+		{"doh3 /dns-query/kids", func(m *dns.Msg) (*dns.Msg, error) { return askDoH3(pki, doh3, "/dns-query/kids", m) }, true},
+		{"doh3 /dns-query", func(m *dns.Msg) (*dns.Msg, error) { return askDoH3(pki, doh3, "/dns-query", m) }, false},
 	}
 	// The policy is compiled after the start: wait until the group's
 	// client is blocked, then check every case.
@@ -141,13 +144,25 @@ func askDoQ(pki *testpki.PKI, addr, sni string, m *dns.Msg) (*dns.Msg, error) {
 }
 
 func askDoH(pki *testpki.PKI, url string, m *dns.Msg) (*dns.Msg, error) {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: testpki.ServerName, RootCAs: pki.Pool}, ForceAttemptHTTP2: true}
+	defer tr.CloseIdleConnections()
+	return postDNS(tr, url, 2, m)
+}
+
+// askDoH3 posts m over HTTP/3 to the DoH3 listener at addr.
+func askDoH3(pki *testpki.PKI, addr, path string, m *dns.Msg) (*dns.Msg, error) {
+	tr := &http3.Transport{TLSClientConfig: &tls.Config{ServerName: testpki.ServerName, RootCAs: pki.Pool}}
+	defer tr.Close()
+	return postDNS(tr, "https://"+addr+path, 3, m)
+}
+
+// postDNS posts m as application/dns-message and wants HTTP/major back.
+func postDNS(rt http.RoundTripper, url string, major int, m *dns.Msg) (*dns.Msg, error) {
 	b, err := m.Pack()
 	if err != nil {
 		return nil, err
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{ServerName: testpki.ServerName, RootCAs: pki.Pool}, ForceAttemptHTTP2: true}
-	defer tr.CloseIdleConnections()
-	c := &http.Client{Transport: tr, Timeout: 3 * time.Second}
+	c := &http.Client{Transport: rt, Timeout: 3 * time.Second}
 	resp, err := c.Post(url, "application/dns-message", bytes.NewReader(b))
 	if err != nil {
 		return nil, err
@@ -157,8 +172,8 @@ func askDoH(pki *testpki.PKI, url string, m *dns.Msg) (*dns.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != 2 {
-		return nil, fmt.Errorf("doh %s: %s over %s", url, resp.Status, resp.Proto)
+	if resp.StatusCode != http.StatusOK || resp.ProtoMajor != major {
+		return nil, fmt.Errorf("%s: %s over %s", url, resp.Status, resp.Proto)
 	}
 	r := new(dns.Msg)
 	return r, r.Unpack(body)
