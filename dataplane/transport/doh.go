@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -50,8 +49,7 @@ func (s *Server) newDoHHandler(l Listener, t dataplane.Transport, name string) *
 
 // startDoH serves one DoH listener. Connections are accepted and their
 // TLS handshake done here; those that negotiate "h2" are served by the
-// lean HTTP/2 server (doh2.go), the others (HTTP/1.1) are handed to a
-// net/http server through a channel listener.
+// lean HTTP/2 server (doh2.go), the others by the HTTP/1.1 one (doh1.go).
 func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	tc, _, err := s.tlsConfig(s.reloadCtx, l, []string{"h2", "http/1.1"})
 	if err != nil {
@@ -76,37 +74,12 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 		<-slots
 	}
 	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
-	h1 := newChanListener(ln.Addr())
 	h2 := newDoH2Server(s, h, s.idle(kindDoH))
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: handshakeTimeout,
-		ReadTimeout:       handshakeTimeout + 5*time.Second,
-		WriteTimeout:      handshakeTimeout + 5*time.Second,
-		IdleTimeout:       s.idle(kindDoH),
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          nil,
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			// Counted from accept (startDoH): only the end here.
-			switch st {
-			case http.StateClosed, http.StateHijacked:
-				done()
-			}
-		},
-	}
-	srv.RegisterOnShutdown(h2.shutdown)
-	s.https = append(s.https, srv)
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		if err := srv.Serve(h1); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("doh listener stopped", "address", l.Address, "err", err)
-		}
-	}()
+	s.doh2 = append(s.doh2, h2)
+	s.wg.Add(1)
 	go func() { // not in s.wg: Shutdown waits for the connections first
 		<-s.ctx.Done() // Shutdown ended or timed out, or Start failed
 		h2.closeAll()
-		_ = h1.Close()
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -129,7 +102,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				s.serveDoHConn(raw, tc, h1, h2, done)
+				s.serveDoHConn(raw, tc, h, h2, done)
 			}()
 		}
 	}()
@@ -138,64 +111,22 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 
 // serveDoHConn does the TLS handshake and serves the connection by its
 // ALPN protocol.
-func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h1 *chanListener, h2 *doh2Server, done func()) {
+func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h *dohHandler, h2 *doh2Server, done func()) {
+	defer done()
 	conn := tls.Server(&batchConn{Conn: raw}, tc)
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
 	if err != nil {
 		_ = raw.Close()
-		done()
 		return
 	}
 	if conn.ConnectionState().NegotiatedProtocol == "h2" {
 		h2.serve(conn, raw)
-		done()
 		return
 	}
-	if !h1.hand(conn) {
-		_ = raw.Close()
-		done()
-	}
+	s.serveDoH1(conn, raw, h)
 }
-
-// chanListener hands accepted connections to an http.Server.
-type chanListener struct {
-	addr net.Addr
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-}
-
-func newChanListener(addr net.Addr) *chanListener {
-	return &chanListener{addr: addr, ch: make(chan net.Conn), done: make(chan struct{})}
-}
-
-// hand gives c to the server; false if the listener is closed.
-func (l *chanListener) hand(c net.Conn) bool {
-	select {
-	case l.ch <- c:
-		return true
-	case <-l.done:
-		return false
-	}
-}
-
-func (l *chanListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.ch:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *chanListener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-func (l *chanListener) Addr() net.Addr { return l.addr }
 
 func (h *dohHandler) fail(w http.ResponseWriter, code int, reason string) {
 	h.s.m.reject(h.name, reason)
@@ -204,64 +135,18 @@ func (h *dohHandler) fail(w http.ResponseWriter, code int, reason string) {
 }
 
 // ServeHTTP answers GET ?dns= and POST application/dns-message on the path
-// and on path/<clientid>.
+// and on path/<clientid> (DoH3; HTTP/1.1 and HTTP/2 have their own
+// servers, doh1.go and doh2.go, with the same decisions).
 func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	clientID, ok := h.clientID(r.URL.Path)
-	if !ok {
-		h.fail(w, http.StatusNotFound, "path")
-		return
-	}
-	var msg []byte
 	bp := getBuf()
 	defer putBuf(bp)
-	switch r.Method {
-	case http.MethodGet:
-		p := dnsParam(r.URL.RawQuery)
-		if p == "" {
-			h.fail(w, http.StatusBadRequest, "bad_request")
-			return
+	clientID, msg, code, reason := h.decode(r.Method, r.URL.Path, r.URL.RawQuery, r.Header["Content-Type"], r.ContentLength,
+		func() ([]byte, error) { return readBounded((*bp)[:0], r.Body, maxMessage) }, bp)
+	if code != 0 {
+		if code == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", "GET, POST")
 		}
-		if len(p) > maxGETParam {
-			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
-			return
-		}
-		n := base64.RawURLEncoding.DecodedLen(len(p))
-		if cap(*bp) < n {
-			*bp = make([]byte, n)
-		}
-		m, err := base64.RawURLEncoding.AppendDecode((*bp)[:0], []byte(p))
-		if err != nil {
-			h.fail(w, http.StatusBadRequest, "bad_request")
-			return
-		}
-		msg = m
-	case http.MethodPost:
-		if ct := r.Header["Content-Type"]; len(ct) != 1 || ct[0] != contentType && !isDNSMessageType(ct[0]) {
-			h.fail(w, http.StatusUnsupportedMediaType, "content_type")
-			return
-		}
-		if r.ContentLength > maxMessage {
-			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
-			return
-		}
-		m, err := readBounded((*bp)[:0], r.Body, maxMessage)
-		*bp = m
-		if errors.Is(err, errTooLarge) {
-			h.fail(w, http.StatusRequestEntityTooLarge, "too_large")
-			return
-		}
-		if err != nil {
-			h.fail(w, http.StatusBadRequest, "bad_request")
-			return
-		}
-		msg = m
-	default:
-		w.Header().Set("Allow", "GET, POST")
-		h.fail(w, http.StatusMethodNotAllowed, "method")
-		return
-	}
-	if len(msg) < 12 {
-		h.fail(w, http.StatusBadRequest, "bad_request")
+		h.fail(w, code, reason)
 		return
 	}
 	client, _ := netip.ParseAddrPort(r.RemoteAddr)
@@ -294,6 +179,59 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	_, _ = w.Write(out)
+}
+
+// decode turns a request into its client ID and DNS message, or into the
+// error status and the rejection reason (metrics) to answer with. body
+// reads a POST body of at most maxMessage bytes (errTooLarge beyond);
+// contentLength is the declared length (-1 unknown); bp is the buffer a
+// GET message is decoded into.
+func (h *dohHandler) decode(method, path, rawQuery string, ctype []string, contentLength int64,
+	body func() ([]byte, error), bp *[]byte) (clientID string, msg []byte, code int, reason string) {
+	clientID, ok := h.clientID(path)
+	if !ok {
+		return "", nil, http.StatusNotFound, "path"
+	}
+	switch method {
+	case http.MethodGet:
+		p := dnsParam(rawQuery)
+		if p == "" {
+			return "", nil, http.StatusBadRequest, "bad_request"
+		}
+		if len(p) > maxGETParam {
+			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
+		}
+		n := base64.RawURLEncoding.DecodedLen(len(p))
+		if cap(*bp) < n {
+			*bp = make([]byte, n)
+		}
+		m, err := base64.RawURLEncoding.AppendDecode((*bp)[:0], []byte(p))
+		if err != nil {
+			return "", nil, http.StatusBadRequest, "bad_request"
+		}
+		msg = m
+	case http.MethodPost:
+		if len(ctype) != 1 || ctype[0] != contentType && !isDNSMessageType(ctype[0]) {
+			return "", nil, http.StatusUnsupportedMediaType, "content_type"
+		}
+		if contentLength > maxMessage {
+			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
+		}
+		m, err := body()
+		if errors.Is(err, errTooLarge) {
+			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
+		}
+		if err != nil {
+			return "", nil, http.StatusBadRequest, "bad_request"
+		}
+		msg = m
+	default:
+		return "", nil, http.StatusMethodNotAllowed, "method"
+	}
+	if len(msg) < 12 {
+		return "", nil, http.StatusBadRequest, "bad_request"
+	}
+	return clientID, msg, 0, ""
 }
 
 var (

@@ -63,7 +63,7 @@ func (s *Server) acceptDoT(ln net.Listener, tc *tls.Config, certs *tlscert.Reloa
 			<-slots
 			continue
 		}
-		s.dotConns[conn] = struct{}{}
+		s.tcpConns[conn] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
 		go func() {
@@ -137,7 +137,7 @@ func (c *dotConn) finish() {
 	s := c.s
 	s.m.dotConns.Dec()
 	s.mu.Lock()
-	delete(s.dotConns, c.raw)
+	delete(s.tcpConns, c.raw)
 	s.mu.Unlock()
 	_ = c.raw.Close()
 	s.wg.Done()

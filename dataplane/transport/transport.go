@@ -108,7 +108,8 @@ type Server struct {
 	https     []*http.Server
 	h3        []*http3.Server
 	quic      []*quic.Listener
-	dotConns  map[net.Conn]struct{}
+	tcpConns  map[net.Conn]struct{} // DoT and DoH/1.1: Shutdown wakes their readers
+	doh2      []*doh2Server
 	quicConns map[*quic.Conn]struct{}
 	altSvc    string
 	// altSvcValue is altSvc as a header value, shared by every answer.
@@ -156,7 +157,7 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 	rctx, rcancel := context.WithCancel(context.Background())
 	now, _ := h.(nowHandler)
 	return &Server{h: h, now: now, cfg: cfg, log: log, m: m, ctx: ctx, cancel: cancel, reloadCtx: rctx, reloadCancel: rcancel,
-		dotConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}, responders: newResponders(ctx.Done())}, nil
+		tcpConns: map[net.Conn]struct{}{}, quicConns: map[*quic.Conn]struct{}{}, responders: newResponders(ctx.Done())}, nil
 }
 
 func (s *Server) idle(kind int) time.Duration {
@@ -275,11 +276,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for _, l := range s.quic {
 		_ = l.Close()
 	}
-	for c := range s.dotConns {
+	for c := range s.tcpConns {
 		_ = c.SetReadDeadline(time.Now()) // wake readers; answers still go out
 	}
-	https, h3 := s.https, s.h3
+	https, h3, doh2 := s.https, s.h3, s.doh2
 	s.mu.Unlock()
+	for _, d := range doh2 {
+		d.shutdown() // GOAWAY; each connection closes when its streams are answered
+	}
 	var errs []error
 	for _, h := range https {
 		if err := h.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -307,7 +311,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		s.mu.Lock()
-		for c := range s.dotConns {
+		for c := range s.tcpConns {
 			_ = c.Close()
 		}
 		s.mu.Unlock()

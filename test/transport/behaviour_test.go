@@ -23,21 +23,37 @@ import (
 	"github.com/svcdns/svc/dataplane/transport"
 )
 
-func dohClient(st *stack) *http.Client {
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+func dohClient(st *stack) *http.Client { return dohClientProto(st, "h2") }
+
+// dohClientProto speaks HTTP/2 (proto "h2") or HTTP/1.1 ("http/1.1") to
+// the DoH listener.
+func dohClientProto(st *stack, proto string) *http.Client {
+	tr := &http.Transport{
 		TLSClientConfig:   st.pki.ClientTLS(),
-		ForceAttemptHTTP2: true,
+		ForceAttemptHTTP2: proto == "h2",
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			d := &tls.Dialer{Config: st.pki.ClientTLS("h2")}
+			d := &tls.Dialer{Config: st.pki.ClientTLS(proto)}
 			return d.DialContext(ctx, "tcp", st.addr("doh").String())
 		},
-	}}
+	}
+	if proto != "h2" {
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // no HTTP/2
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: tr}
 }
 
-// TestDoHStatus checks status codes, Cache-Control and Alt-Svc over HTTP/2.
+// TestDoHStatus checks status codes, Cache-Control and Alt-Svc over HTTP/2
+// and HTTP/1.1.
 func TestDoHStatus(t *testing.T) {
+	for _, proto := range []string{"h2", "http/1.1"} {
+		t.Run(proto, func(t *testing.T) { testDoHStatus(t, proto) })
+	}
+}
+
+func testDoHStatus(t *testing.T, proto string) {
 	st := newStack(t, stackOpts{})
-	c := dohClient(st)
+	c := dohClientProto(st, proto)
+	major := map[string]int{"h2": 2, "http/1.1": 1}[proto]
 	base := "https://" + serverName + "/dns-query"
 	q := base64.RawURLEncoding.EncodeToString(query(t, 0))
 	nx := new(dns.Msg)
@@ -76,8 +92,17 @@ func TestDoHStatus(t *testing.T) {
 			if resp.StatusCode != tc.status {
 				t.Fatalf("status %d, want %d: %s", resp.StatusCode, tc.status, body)
 			}
-			if resp.ProtoMajor != 2 {
-				t.Errorf("proto %s, want HTTP/2", resp.Proto)
+			if resp.ProtoMajor != major {
+				t.Errorf("proto %s, want %s", resp.Proto, proto)
+			}
+			if tc.status != 200 && resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" {
+				t.Errorf("error Content-Type %q", resp.Header.Get("Content-Type"))
+			}
+			if tc.status == 405 && resp.Header.Get("Allow") != "GET, POST" {
+				t.Errorf("405 Allow %q, want GET, POST", resp.Header.Get("Allow"))
+			}
+			if tc.status == 200 && major == 1 && resp.ContentLength != int64(len(body)) {
+				t.Errorf("Content-Length %d, body %d bytes", resp.ContentLength, len(body))
 			}
 			if cc := resp.Header.Get("Cache-Control"); !strings.HasPrefix(cc, tc.cache) {
 				t.Errorf("Cache-Control %q, want %q", cc, tc.cache)
