@@ -52,6 +52,13 @@ DNSPROXY_VERSION=v0.78.0
 DNSPROXY_SUM="h1:HkshrCPbnciJzl8LLkOmaO6J+aWNSbatggCx2xBf4B8="
 build_pinned "github.com/AdguardTeam/dnsproxy" "$DNSPROXY_VERSION" "$DNSPROXY_SUM" dnsproxy
 
+# dnspyre (github.com/tantalor93/dnspyre), a DNS benchmark over UDP, TCP,
+# DoT, DoH (HTTP/1.1, which is its default, HTTP/2 and HTTP/3) and DoQ: the
+# tests run it as a client on every transport. Same download and check.
+DNSPYRE_VERSION=v3.6.0
+DNSPYRE_SUM="h1:Rrxr9FOqtL2qVDXWL8hjNCK+TxTDeKfvbKnN8zuAGEU="
+build_pinned "github.com/tantalor93/dnspyre/v3" "$DNSPYRE_VERSION" "$DNSPYRE_SUM" dnspyre
+
 for t in kdig dig; do
   command -v "$t" >/dev/null || { echo "hack/install-dns-clients: $t missing" >&2; exit 1; }
 done
