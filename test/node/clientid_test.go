@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,14 +19,18 @@ import (
 	"github.com/svcdns/svc/test/testpki"
 )
 
-const kidsDocs = `apiVersion: service.io/v1alpha1
+// adsList blocks ads.example and below; the tests add a ClientGroup and a
+// Policy that blocks it for the group.
+const adsList = `apiVersion: service.io/v1alpha1
 kind: BlockList
 metadata: {name: ads, namespace: default}
 spec:
   sources:
     - name: mine
       inline: ["||ads.example^"]
----
+`
+
+const kidsDocs = adsList + `---
 apiVersion: service.io/v1alpha1
 kind: ClientGroup
 metadata: {name: kids, namespace: default}
@@ -54,16 +57,10 @@ spec:
 func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
 	pki := testpki.New(t)
 	tn := startNode(t, nodetest.TLS(pki.CertFile, pki.KeyFile), nodetest.Objects(map[string]string{"kids.yaml": kidsDocs}))
-	addr := func(kind string) string {
-		for _, a := range tn.Addrs.DNS {
-			if rest, ok := strings.CutPrefix(a, kind+"/"); ok {
-				return rest
-			}
-		}
-		t.Fatalf("no %s listener in %v", kind, tn.Addrs.DNS)
-		return ""
+	dot, doq, doh, doh3 := tn.DNSAddr("dot"), tn.DNSAddr("doq"), tn.DNSAddr("doh"), tn.DNSAddr("doh3")
+	if dot == "" || doq == "" || doh == "" || doh3 == "" {
+		t.Fatalf("encrypted listeners missing from %v", tn.Addrs.DNS)
 	}
-	dot, doq, doh, doh3 := addr("dot"), addr("doq"), addr("doh"), addr("doh3")
 	cases := []struct {
 		name    string
 		ask     func(*dns.Msg) (*dns.Msg, error)

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,14 +16,7 @@ import (
 	"github.com/svcdns/svc/test/testpki"
 )
 
-const lbDocs = `apiVersion: service.io/v1alpha1
-kind: BlockList
-metadata: {name: ads, namespace: default}
-spec:
-  sources:
-    - name: mine
-      inline: ["||ads.example^"]
----
+const lbDocs = adsList + `---
 apiVersion: service.io/v1alpha1
 kind: ClientGroup
 metadata: {name: behind-lb, namespace: default}
@@ -50,15 +42,6 @@ func TestNodeProxyProtocolReachesClientGroups(t *testing.T) {
 	pki := testpki.New(t)
 	tn := startNode(t, nodetest.TLS(pki.CertFile, pki.KeyFile), nodetest.ProxyProtocolFrom("127.0.0.1/32"),
 		nodetest.Objects(map[string]string{"lb.yaml": lbDocs}))
-	addr := func(kind string) string {
-		for _, a := range tn.Addrs.DNS {
-			if rest, ok := strings.CutPrefix(a, kind+"/"); ok {
-				return rest
-			}
-		}
-		t.Fatalf("no %s listener in %v", kind, tn.Addrs.DNS)
-		return ""
-	}
 	// dialAs connects to a TCP listener and sends the PROXY v2 header of
 	// client src first (none if src is empty).
 	dialAs := func(ctx context.Context, target, src string) (net.Conn, error) {
@@ -90,7 +73,7 @@ func TestNodeProxyProtocolReachesClientGroups(t *testing.T) {
 		return dc.ReadMsg()
 	}
 	dotAsk := func(src string, m *dns.Msg) (*dns.Msg, error) {
-		c, err := dialAs(context.Background(), addr("dot"), src)
+		c, err := dialAs(context.Background(), tn.DNSAddr("dot"), src)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +89,7 @@ func TestNodeProxyProtocolReachesClientGroups(t *testing.T) {
 	dohAsk := func(proto string) func(string, *dns.Msg) (*dns.Msg, error) {
 		return func(src string, m *dns.Msg) (*dns.Msg, error) {
 			tr := &http.Transport{ForceAttemptHTTP2: proto == "h2", DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				c, err := dialAs(ctx, addr("doh"), src)
+				c, err := dialAs(ctx, tn.DNSAddr("doh"), src)
 				if err != nil {
 					return nil, err
 				}
