@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/svcdns/svc/dataplane"
 )
@@ -42,37 +41,15 @@ func FuzzDoH1Conn(f *testing.F) {
 	h := s.newDoHHandler(Listener{}, dataplane.TransportDoH, "doh")
 	known := map[int]bool{100: true, 200: true, 400: true, 404: true, 405: true, 413: true, 415: true, 417: true, 431: true, 501: true, 505: true}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cli, srv := net.Pipe()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			s.serveDoH1(pipeStream{srv}, srv, h)
-		}()
-		var out bytes.Buffer
-		drained := make(chan struct{})
-		go func() {
-			defer close(drained)
-			_, _ = io.Copy(&out, cli)
-		}()
-		_ = cli.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, _ = cli.Write(data)
-		time.Sleep(time.Millisecond)
-		_ = cli.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("server connection still running 5s after the client closed")
-		}
-		<-drained
-		wrote := out.String()
-		br := bufio.NewReader(&out)
+		out := pipeRun(t, func(srv net.Conn) { s.serveDoH1(pipeStream{srv}, srv, h) }, data)
+		br := bufio.NewReader(bytes.NewReader(out))
 		for {
 			if _, err := br.Peek(1); errors.Is(err, io.EOF) {
 				return
 			}
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
-				t.Fatalf("server wrote what is not an HTTP response: %v\n%q", err, wrote)
+				t.Fatalf("server wrote what is not an HTTP response: %v\n%q", err, out)
 			}
 			if !known[resp.StatusCode] {
 				t.Fatalf("status %d", resp.StatusCode)

@@ -68,29 +68,42 @@ func FuzzDoH2Conn(f *testing.F) {
 	}
 	d := newDoH2Server(s, s.newDoHHandler(Listener{}, dataplane.TransportDoH, "doh"), time.Minute)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cli, srv := net.Pipe()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			d.serve(srv, srv)
-		}()
-		drained := make(chan struct{})
-		go func() {
-			defer close(drained)
-			_, _ = io.Copy(io.Discard, cli)
-		}()
-		_ = cli.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		if _, err := io.WriteString(cli, http2.ClientPreface); err == nil {
-			_, _ = cli.Write(data)
-		}
-		// Let the server answer what it read, then hang up.
-		time.Sleep(time.Millisecond)
-		_ = cli.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("server connection still running 5s after the client closed")
-		}
-		<-drained
+		pipeRun(t, func(srv net.Conn) { d.serve(srv, srv) }, []byte(http2.ClientPreface), data)
 	})
+}
+
+// pipeRun serves one net.Pipe connection with serve, writes the chunks
+// as the client (stopping at the first that fails), lets the server
+// answer, hangs up, and returns what the server wrote. The server must
+// return within 5 s of the hang-up.
+func pipeRun(t *testing.T, serve func(srv net.Conn), chunks ...[]byte) []byte {
+	t.Helper()
+	cli, srv := net.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		serve(srv)
+	}()
+	var out bytes.Buffer
+	drained := make(chan struct{})
+	go func() {
+		defer close(drained)
+		_, _ = io.Copy(&out, cli)
+	}()
+	_ = cli.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	for _, c := range chunks {
+		if _, err := cli.Write(c); err != nil {
+			break
+		}
+	}
+	// Let the server answer what it read, then hang up.
+	time.Sleep(time.Millisecond)
+	_ = cli.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("server connection still running 5s after the client closed")
+	}
+	<-drained
+	return out.Bytes()
 }

@@ -16,15 +16,19 @@ import (
 	"time"
 )
 
-// writePair writes a self-signed certificate with serial and its key.
-func writePair(t *testing.T, certPath, keyPath string, serial int64) {
+// writePair writes a self-signed certificate with serial for names (none:
+// dns.test) and its key.
+func writePair(t *testing.T, certPath, keyPath string, serial int64, names ...string) {
 	t.Helper()
+	if len(names) == 0 {
+		names = []string{"dns.test"}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "dns.test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: []string{"dns.test"}}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: names[0]},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), DNSNames: names}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
 		t.Fatal(err)
@@ -168,20 +172,8 @@ func TestKubeletSecretSwap(t *testing.T) {
 // unless the certificate names the server name itself.
 func TestWildcardLabel(t *testing.T) {
 	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		DNSNames: []string{"dns.test", "*.dns.test", "*.Corp.Example.", "named.corp.example"}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, _ := x509.MarshalPKCS8PrivateKey(key)
 	certPath, keyPath := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
-	_ = os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	_ = os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), 0o600)
+	writePair(t, certPath, keyPath, 1, "dns.test", "*.dns.test", "*.Corp.Example.", "named.corp.example")
 	r, err := New(certPath, keyPath, nil)
 	if err != nil {
 		t.Fatal(err)
