@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -130,13 +131,15 @@ func (c *h1conn) run() {
 			if !c.flush() || c.s.draining.Load() {
 				return
 			}
+			// One deadline for both the wait and the request: a request
+			// must arrive whole within the idle timeout of the moment the
+			// connection fell idle, so a client that trickles its request
+			// holds the connection no longer than one that sends nothing.
 			c.armRead(time.Now(), c.idle)
 			if _, err := c.br.Peek(1); err != nil || c.s.draining.Load() {
 				return
 			}
 		}
-		// A request has begun: it must arrive whole in time.
-		c.armRead(time.Now(), handshakeTimeout)
 		r, err := c.readHeader()
 		if err != nil {
 			c.fail(err, r)
@@ -306,7 +309,8 @@ func (c *h1conn) flush() bool {
 }
 
 // armRead sets the read deadline to now+d unless the one armed is within
-// a quarter of d of it (a timer update per request is not free).
+// a quarter of d of it (a timer update per request is not free): the
+// deadline is then between 0.75d and d away.
 func (c *h1conn) armRead(now time.Time, d time.Duration) {
 	want := now.Add(d)
 	if diff := want.Sub(c.readDL); diff < -d/4 || diff > d/4 {
@@ -327,6 +331,9 @@ func (c *h1conn) armWrite(now time.Time) {
 // request is returned as far as it was parsed (for the answer's framing).
 func (c *h1conn) readHeader() (*h1req, error) {
 	r := &h1req{contentLength: -1, minor: 1}
+	if cap(c.hdr) > 4<<10 {
+		c.hdr = nil // an idle connection keeps no large header buffer
+	}
 	c.hdr = c.hdr[:0]
 	line, err := c.readLine()
 	if err != nil {
@@ -555,7 +562,7 @@ func (c *h1conn) readBody(r *h1req, b []byte) ([]byte, error) {
 		return b, errTooLarge
 	}
 	start := len(b)
-	b = append(b, make([]byte, n)...)
+	b = slices.Grow(b, int(n))[:start+int(n)]
 	if _, err := io.ReadFull(c.br, b[start:]); err != nil {
 		return b[:start], err
 	}
@@ -591,7 +598,7 @@ func (c *h1conn) readChunked(b []byte) ([]byte, error) {
 			return b, errTooLarge
 		}
 		start := len(b)
-		b = append(b, make([]byte, size)...)
+		b = slices.Grow(b, int(size))[:start+int(size)]
 		if _, err := io.ReadFull(c.br, b[start:]); err != nil {
 			return b[:start], err
 		}

@@ -175,5 +175,28 @@ func TestDoH1Wire(t *testing.T) {
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("closed after %v, idle timeout 300ms", d)
 		}
+		// A request sent a byte every 50 ms (each its own TLS record, so
+		// every byte is decrypted activity) must still arrive whole within
+		// the idle timeout: the connection is closed after about 300 ms,
+		// long before the request could be complete.
+		c2, br2 := h1Conn(t, st)
+		start = time.Now()
+		closedEarly := make(chan bool, 1)
+		go func() { closedEarly <- closed(br2) }()
+		for i := 0; i < len(get); i++ {
+			if _, err := c2.Write([]byte{get[i]}); err != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+			if time.Since(start) > 3*time.Second {
+				break
+			}
+		}
+		if !<-closedEarly {
+			t.Fatal("trickling connection not closed")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("a trickled request held the connection %v, idle timeout 300ms", d)
+		}
 	})
 }
