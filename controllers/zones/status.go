@@ -5,6 +5,7 @@ package zones
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sort"
@@ -127,7 +128,7 @@ func (w *Writer) Sync(ctx context.Context, zones []v1alpha1.DNSZone, sets []v1al
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("write status: %v", errs)
+		return fmt.Errorf("write status: %w", errors.Join(errs...)) // callers test for store.ErrClosed and conflicts
 	}
 	return nil
 }

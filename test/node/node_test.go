@@ -138,23 +138,39 @@ func opsCall(t *testing.T, tn *nodetest.Node, method, path string) int {
 }
 
 func TestNodeRefusesBadStartup(t *testing.T) {
+	// A zone, so the status writer has something to write while the
+	// failed start closes the store.
+	withZone := nodetest.Objects(map[string]string{"zone.yaml": zoneDoc})
+	garbage := filepath.Join(t.TempDir(), "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, extra string
 		environ     []string
+		opts        []nodetest.Option
 		want        string
 	}{
-		{"unknown env var", "", []string{"SERVICE_CACHE__NOSUCHKEY=1"}, "SERVICE_CACHE__NOSUCHKEY"},
-		{"bad env duration", "", []string{"SERVICE_CACHE__MINTTL=5x"}, "cache.minTTL"},
-		{"bad file duration", "cache:\n  maxTTL: soon\n", nil, "cache.maxTTL"},
-		{"unknown file key", "cache:\n  bogus: 1\n", nil, "cache.bogus"},
+		{"unknown env var", "", []string{"SERVICE_CACHE__NOSUCHKEY=1"}, nil, "SERVICE_CACHE__NOSUCHKEY"},
+		{"bad env duration", "", []string{"SERVICE_CACHE__MINTTL=5x"}, nil, "cache.minTTL"},
+		{"bad file duration", "cache:\n  maxTTL: soon\n", nil, nil, "cache.maxTTL"},
+		{"unknown file key", "cache:\n  bogus: 1\n", nil, nil, "cache.bogus"},
+		// Found only once the store and the zones are up: the node stops
+		// cleanly, with the error naming the file and nothing else to say.
+		{"missing certificate", "", nil, []nodetest.Option{nodetest.TLS("/nonexistent/cert.pem", garbage), withZone}, "/nonexistent/cert.pem"},
+		{"garbage certificate", "", nil, []nodetest.Option{nodetest.TLS(garbage, garbage), withZone}, garbage},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			path := nodetest.WriteConfig(t, t.TempDir(), nodetest.ExtraYAML(tc.extra))
+			path := nodetest.WriteConfig(t, t.TempDir(), append(tc.opts, nodetest.ExtraYAML(tc.extra))...)
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := node.Run(ctx, node.Options{ConfigPath: path, ConfigExplicit: true, Environ: tc.environ, Stderr: nodetest.NewLog(t, "")})
+			log := nodetest.NewLog(t, "")
+			err := node.Run(ctx, node.Options{ConfigPath: path, ConfigExplicit: true, Environ: tc.environ, Stderr: log})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Run = %v, want an error naming %s", err, tc.want)
+			}
+			if log.Contains("level=WARN") || log.Contains("level=ERROR") {
+				t.Errorf("a refused start logged warnings or errors besides its error")
 			}
 		})
 	}
