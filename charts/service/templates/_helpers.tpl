@@ -89,6 +89,9 @@ containers:
       # a directory, not subPath: the kubelet's updates must reach the files
       - {name: tls, mountPath: /etc/service/tls, readOnly: true}
       {{- end }}
+      {{- if and (eq .component "dataplane") .root.Values.proxyProtocol.secretName }}
+      - {name: proxy-secret, mountPath: /etc/service/proxy, readOnly: true}
+      {{- end }}
 volumes:
   - name: config
     configMap: {name: {{ include "service.fullname" .root }}-config}
@@ -99,5 +102,12 @@ volumes:
   {{- if and (eq .component "dataplane") .root.Values.tls.secretName }}
   - name: tls
     secret: {secretName: {{ .root.Values.tls.secretName }}, defaultMode: 0400}
+  {{- end }}
+  {{- if and (eq .component "dataplane") .root.Values.proxyProtocol.secretName }}
+  - name: proxy-secret
+    secret:
+      secretName: {{ .root.Values.proxyProtocol.secretName }}
+      defaultMode: 0400
+      items: [{key: secret, path: secret}]
   {{- end }}
 {{- end -}}

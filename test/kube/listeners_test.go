@@ -165,3 +165,50 @@ func tlsVolume(t *testing.T, o *unstructured.Unstructured) (map[string]any, stri
 	}
 	return mount, ""
 }
+
+// TestChartProxyProtocol renders proxyProtocol.from and .secretName: the
+// rendered settings carry the peers and the secret file, the data plane
+// mounts only the Secret's "secret" key there, the operator nothing, and
+// the apiserver accepts every object.
+func TestChartProxyProtocol(t *testing.T) {
+	objs := render(t, "--set", "proxyProtocol.from={10.0.0.0/8,192.168.1.5/32}", "--set", "proxyProtocol.secretName=lb-secret")
+	ds, op, cm := find(t, objs, "DaemonSet", "service-dataplane"), find(t, objs, "Deployment", "service-operator"), find(t, objs, "ConfigMap", "service-config")
+	data, _, _ := unstructured.NestedString(cm.Object, "data", "service.yaml")
+	path := filepath.Join(t.TempDir(), "service.yaml")
+	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m, err := settings.Load(context.Background(), settings.Options{ConfigPath: path, ConfigPathExplicit: true})
+	if err != nil {
+		t.Fatalf("rendered settings do not load: %v\n%s", err, data)
+	}
+	l := m.Current().Listeners
+	if got := fmt.Sprint(l.ProxyProtocolFrom); got != "[10.0.0.0/8 192.168.1.5/32]" || l.ProxyProtocolSecretFile != "/etc/service/proxy/secret" {
+		t.Errorf("rendered PROXY settings: from %s, secret file %q", got, l.ProxyProtocolSecretFile)
+	}
+	volume := func(o *unstructured.Unstructured) (mount, secret map[string]any) {
+		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		ms, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "volumeMounts")
+		for _, x := range ms {
+			if x.(map[string]any)["name"] == "proxy-secret" {
+				mount = x.(map[string]any)
+			}
+		}
+		vs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+		for _, v := range vs {
+			if v.(map[string]any)["name"] == "proxy-secret" {
+				secret, _, _ = unstructured.NestedMap(v.(map[string]any), "secret")
+			}
+		}
+		return mount, secret
+	}
+	mount, secret := volume(ds)
+	if mount == nil || mount["mountPath"] != "/etc/service/proxy" || secret == nil || secret["secretName"] != "lb-secret" ||
+		fmt.Sprint(secret["items"]) != "[map[key:secret path:secret]]" {
+		t.Errorf("data plane secret volume: mount %v, secret %v", mount, secret)
+	}
+	if mount, secret := volume(op); mount != nil || secret != nil {
+		t.Errorf("the operator mounts the PROXY secret: %v %v", mount, secret)
+	}
+	dryRun(t, objs)
+}
