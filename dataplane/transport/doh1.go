@@ -115,15 +115,14 @@ func (s *Server) serveDoH1(conn h1Stream, raw net.Conn, h *dohHandler) {
 		_ = raw.Close()
 	}()
 	ap := addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
-	c := &h1conn{s: s, h: h, conn: conn, raw: raw, br: bufio.NewReaderSize(conn, 4<<10),
+	// A small reader: requests are a few hundred bytes, and longer lines
+	// are collected in c.hdr; an idle connection keeps this buffer.
+	c := &h1conn{s: s, h: h, conn: conn, raw: raw, br: bufio.NewReaderSize(conn, 1<<10),
 		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), idle: s.idle(kindDoH)}
 	c.run()
 }
 
 func (c *h1conn) run() {
-	bp, op := getBuf(), getBuf()
-	defer putBuf(bp)
-	defer putBuf(op)
 	for {
 		if c.br.Buffered() == 0 {
 			// Everything that arrived is answered: write, then wait for
@@ -149,7 +148,7 @@ func (c *h1conn) run() {
 			}
 			return
 		}
-		if !c.answer(r, bp, op) || r.close {
+		if !c.answer(r) || r.close {
 			c.flush()
 			return
 		}
@@ -157,8 +156,12 @@ func (c *h1conn) run() {
 }
 
 // answer reads r's body and queues its answer; false ends the connection
-// (after what is queued is written).
-func (c *h1conn) answer(r *h1req, bp, op *[]byte) bool {
+// (after what is queued is written). Its buffers come from the pool for
+// this request only: an idle connection holds none.
+func (c *h1conn) answer(r *h1req) bool {
+	bp, op := getBuf(), getBuf()
+	defer putBuf(bp)
+	defer putBuf(op)
 	var bodyErr error
 	readBody := func() ([]byte, error) {
 		b, err := c.readBody(r, (*bp)[:0])
@@ -302,8 +305,8 @@ func (c *h1conn) flush() bool {
 	c.armWrite(time.Now())
 	_, err := c.conn.Write(c.out)
 	c.out = c.out[:0]
-	if cap(c.out) > 64<<10 {
-		c.out = nil
+	if cap(c.out) > 4<<10 {
+		c.out = nil // not kept while idle
 	}
 	return err == nil
 }

@@ -255,8 +255,8 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 	}
 	c.rc = rawConnOf(raw)
 	c.tr = tlsReads{conn: conn, batch: c.batch}
-	c.br = bufio.NewReaderSize(&c.tr, h2ReadBuffer)
-	c.fr = http2.NewFramer(nil, c.br)
+	c.takeReader()
+	c.fr = http2.NewFramer(nil, h2FrameReader{c})
 	c.fr.SetMaxReadFrameSize(h2MaxFrame)
 	c.fr.MaxHeaderListSize = h2MaxHeaderList
 	c.hdec = newHDecoder()
@@ -265,6 +265,35 @@ func newH2Conn(d *doh2Server, conn, raw net.Conn) *h2conn {
 	c.enc = hpack.NewEncoder(&c.hbuf)
 	return c
 }
+
+// The read buffer (h2ReadBuffer, half of an idle connection's memory) is
+// pooled: a connection gives it back when a read batch leaves nothing
+// buffered and nothing unread in crypto/tls (the feeder then waits on the
+// socket without buffers), and takes one when data arrives.
+var h2Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, h2ReadBuffer) }}
+
+// takeReader makes sure the connection has its read buffer.
+func (c *h2conn) takeReader() {
+	if c.br == nil {
+		c.br = h2Readers.Get().(*bufio.Reader)
+		c.br.Reset(&c.tr)
+	}
+}
+
+// releaseReader gives the read buffer back when it holds nothing.
+func (c *h2conn) releaseReader() {
+	if c.br != nil && c.br.Buffered() == 0 {
+		c.br.Reset(nil)
+		h2Readers.Put(c.br)
+		c.br = nil
+	}
+}
+
+// h2FrameReader is the read Framer's reader: the connection's read buffer
+// of the moment.
+type h2FrameReader struct{ c *h2conn }
+
+func (r h2FrameReader) Read(p []byte) (int, error) { return r.c.br.Read(p) }
 
 // Write appends to the output buffer (the write Framer's writer; mu held).
 func (c *h2conn) Write(b []byte) (int, error) {
@@ -422,7 +451,12 @@ func (c *h2conn) run() {
 			// could destroy the GOAWAY before the client reads it: read
 			// and drop what the client still sends, for a short while.
 			_ = c.conn.SetReadDeadline(time.Now().Add(h2Linger))
+			c.takeReader()
 			_, _ = io.CopyN(io.Discard, c.br, h2ReadBuffer*4)
+		}
+		if c.br != nil {
+			c.br.Reset(nil) // unread input is dropped with the connection
+			c.releaseReader()
 		}
 		c.mu.Lock()
 		c.failLocked()
@@ -509,6 +543,7 @@ func (c *h2conn) run() {
 // batch: what the reader queued (and answered itself) goes out in one
 // write, and the read deadline is set. False ends the connection.
 func (c *h2conn) serveBatch() bool {
+	c.takeReader()
 	for {
 		ready, err := c.frameReady(false)
 		if err != nil {
@@ -591,6 +626,11 @@ func (c *h2conn) serveBatch() bool {
 	if dl.Before(c.rdl) || c.rdl.Sub(now) < c.d.idle/2 {
 		c.rdl = dl
 		_ = c.conn.SetReadDeadline(dl)
+	}
+	// The feeder now waits on the socket: when crypto/tls holds nothing
+	// unread either, the read buffer is not needed until data arrives.
+	if c.batch != nil && c.batch.fed && c.batch.drained() {
+		c.releaseReader()
 	}
 	return true
 }

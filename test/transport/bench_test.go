@@ -152,8 +152,12 @@ func roundAll(v []float64) []int {
 //	go test ./test/transport -run '^$' -bench Idle -benchtime 1x
 func BenchmarkIdleConns(b *testing.B) {
 	n := envInt("SVC_BENCH_IDLE", 10000)
-	for _, kind := range []string{"dot", "doq"} {
+	for _, kind := range []string{"dot", "doq", "doh", "doh1"} {
 		b.Run(kind, func(b *testing.B) {
+			addrKind := kind
+			if kind == "doh1" {
+				addrKind = "doh" // the same listener, ALPN http/1.1
+			}
 			st := newStack(b, stackOpts{bench: true, transport: func(c *transport.Config) {
 				c.MaxConns = n + 100
 				c.IdleTimeout = 5 * time.Minute
@@ -163,7 +167,7 @@ func BenchmarkIdleConns(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			g0 := runtime.NumGoroutine()
-			args := helperArgs{Mode: "idle", Kind: kind, Addr: st.addr(kind).String(), CAFile: st.pki.CAFile, Flows: n}
+			args := helperArgs{Mode: "idle", Kind: kind, Addr: st.addr(addrKind).String(), CAFile: st.pki.CAFile, Flows: n}
 			cmd, out, in := startHelper(b, args, 2)
 			defer func() { in.Close(); _ = cmd.Wait() }()
 			line, err := out.ReadString('\n')

@@ -19,12 +19,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"runtime"
@@ -394,7 +396,8 @@ type byteBuf struct{ b []byte }
 
 func (w *byteBuf) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
 
-// runIdle opens Flows connections (dot or doq), asks one query on each,
+// runIdle opens Flows connections (dot, doq, doh: HTTP/2, doh1: HTTP/1.1),
+// asks one query on each,
 // prints "ready <n>" and holds them until stdin closes. On "ask\n" it
 // answers with "ok" after one query on a new connection.
 func runIdle(a helperArgs, tc *tls.Config) error {
@@ -457,6 +460,56 @@ func runIdle(a helperArgs, tc *tls.Config) error {
 				return nil, err
 			}
 			return func() { _ = conn.CloseWithError(0, "") }, nil
+		case "doh", "doh1":
+			// DoH over HTTP/2 ("doh") or HTTP/1.1 ("doh1"): one GET, then
+			// the connection is kept open.
+			cfg := tc.Clone()
+			cfg.NextProtos = []string{"h2"}
+			if a.Kind == "doh1" {
+				cfg.NextProtos = []string{"http/1.1"}
+			}
+			d := tls.Dialer{Config: cfg}
+			nc, err := d.DialContext(ctx, "tcp", a.Addr)
+			if err != nil {
+				return nil, err
+			}
+			c := nc.(*tls.Conn)
+			req, _ := http.NewRequest(http.MethodGet, "https://dns.test/dns-query?dns="+base64.RawURLEncoding.EncodeToString(q), nil)
+			var resp *http.Response
+			var closer func()
+			if a.Kind == "doh" {
+				cc, err := (&http2.Transport{}).NewClientConn(c)
+				if err != nil {
+					c.Close()
+					return nil, err
+				}
+				resp, err = cc.RoundTrip(req.WithContext(ctx))
+				if err != nil {
+					cc.Close()
+					return nil, err
+				}
+				closer = func() { _ = cc.Close() }
+			} else {
+				_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+				if err := req.Write(c); err != nil {
+					c.Close()
+					return nil, err
+				}
+				resp, err = http.ReadResponse(bufio.NewReader(c), req)
+				if err != nil {
+					c.Close()
+					return nil, err
+				}
+				_ = c.SetDeadline(time.Time{})
+				closer = func() { c.Close() }
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				closer()
+				return nil, fmt.Errorf("doh: %s", resp.Status)
+			}
+			return closer, nil
 		}
 		return nil, fmt.Errorf("kind %q", a.Kind)
 	}
