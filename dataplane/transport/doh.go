@@ -76,11 +76,11 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
 	h2 := newDoH2Server(s, h, s.idle(kindDoH))
 	s.doh2 = append(s.doh2, h2)
-	s.wg.Add(1)
 	go func() { // not in s.wg: Shutdown waits for the connections first
 		<-s.ctx.Done() // Shutdown ended or timed out, or Start failed
 		h2.closeAll()
 	}()
+	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		for {

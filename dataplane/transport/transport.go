@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -105,7 +104,6 @@ type Server struct {
 	draining  atomic.Bool         // Shutdown began: DoT readers stop
 	addrs     [4][]netip.AddrPort // dot, doh, doq, doh3
 	tcp       []net.Listener
-	https     []*http.Server
 	h3        []*http3.Server
 	quic      []*quic.Listener
 	tcpConns  map[net.Conn]struct{} // DoT and DoH/1.1: Shutdown wakes their readers
@@ -255,9 +253,6 @@ func (s *Server) closeLocked() {
 	for _, l := range s.quic {
 		_ = l.Close()
 	}
-	for _, h := range s.https {
-		_ = h.Close()
-	}
 	for _, h := range s.h3 {
 		_ = h.Close()
 	}
@@ -279,18 +274,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for c := range s.tcpConns {
 		_ = c.SetReadDeadline(time.Now()) // wake readers; answers still go out
 	}
-	https, h3, doh2 := s.https, s.h3, s.doh2
+	h3, doh2 := s.h3, s.doh2
 	s.mu.Unlock()
 	for _, d := range doh2 {
 		d.shutdown() // GOAWAY; each connection closes when its streams are answered
 	}
 	var errs []error
-	for _, h := range https {
-		if err := h.Shutdown(ctx); err != nil && !errors.Is(err, net.ErrClosed) {
-			errs = append(errs, err)
-			_ = h.Close()
-		}
-	}
 	for _, h := range h3 {
 		if err := h.Shutdown(ctx); err != nil {
 			errs = append(errs, err)
