@@ -45,31 +45,21 @@ func TestChartEncryptedDNS(t *testing.T) {
 			if got := tlsPorts(t, svc, "spec"); !reflect.DeepEqual(got, tc.ports) {
 				t.Errorf("dns Service ports %v, want %v", got, tc.ports)
 			}
-			mount, secret := tlsVolume(t, ds)
+			mount, secret := secretVolume(ds, "tls")
 			if tc.ports == nil {
-				if mount != nil || secret != "" {
-					t.Errorf("no tls.secretName, yet a tls volume: %v %q", mount, secret)
+				if mount != nil || secret != nil {
+					t.Errorf("no tls.secretName, yet a tls volume: %v %v", mount, secret)
 				}
 			} else {
-				if secret != "dns-tls" || mount == nil || mount["mountPath"] != "/etc/service/tls" || mount["subPath"] != nil {
-					t.Errorf("tls volume: secret %q mount %v; want dns-tls at /etc/service/tls without subPath", secret, mount)
+				if secret["secretName"] != "dns-tls" || mount == nil || mount["mountPath"] != "/etc/service/tls" || mount["subPath"] != nil {
+					t.Errorf("tls volume: secret %v mount %v; want dns-tls at /etc/service/tls without subPath", secret, mount)
 				}
 			}
-			if m, s := tlsVolume(t, op); m != nil || s != "" {
-				t.Errorf("operator mounts the certificate: %v %q", m, s)
+			if m, s := secretVolume(op, "tls"); m != nil || s != nil {
+				t.Errorf("operator mounts the certificate: %v %v", m, s)
 			}
 
-			// The settings file, as the node reads it.
-			data, _, _ := unstructured.NestedString(cm.Object, "data", "service.yaml")
-			path := filepath.Join(t.TempDir(), "service.yaml")
-			if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			m, err := settings.Load(context.Background(), settings.Options{ConfigPath: path, ConfigPathExplicit: true})
-			if err != nil {
-				t.Fatalf("rendered settings do not load: %v\n%s", err, data)
-			}
-			l := m.Current().Listeners
+			l := renderedListeners(t, cm)
 			files := settings.TLSFiles{CertFile: "/etc/service/tls/tls.crt", KeyFile: "/etc/service/tls/tls.key"}
 			var got []string
 			for _, x := range l.DoT {
@@ -144,35 +134,29 @@ func tlsPorts(t *testing.T, o *unstructured.Unstructured, path ...string) []stri
 	return out
 }
 
-// tlsVolume: the "tls" volume mount of the first container and the
-// Secret of the "tls" volume.
-func tlsVolume(t *testing.T, o *unstructured.Unstructured) (map[string]any, string) {
-	t.Helper()
-	var mount map[string]any
+// secretVolume: the mount of volume name in the first container and the
+// volume's secret source (nil, nil without one).
+func secretVolume(o *unstructured.Unstructured, name string) (mount, secret map[string]any) {
 	cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
 	ms, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "volumeMounts")
 	for _, m := range ms {
-		if m.(map[string]any)["name"] == "tls" {
+		if m.(map[string]any)["name"] == name {
 			mount = m.(map[string]any)
 		}
 	}
 	vs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
 	for _, v := range vs {
-		if v.(map[string]any)["name"] == "tls" {
-			s, _, _ := unstructured.NestedString(v.(map[string]any), "secret", "secretName")
-			return mount, s
+		if v.(map[string]any)["name"] == name {
+			secret, _, _ = unstructured.NestedMap(v.(map[string]any), "secret")
 		}
 	}
-	return mount, ""
+	return mount, secret
 }
 
-// TestChartProxyProtocol renders proxyProtocol.from and .secretName: the
-// rendered settings carry the peers and the secret file, the data plane
-// mounts only the Secret's "secret" key there, the operator nothing, and
-// the apiserver accepts every object.
-func TestChartProxyProtocol(t *testing.T) {
-	objs := render(t, "--set", "proxyProtocol.from={10.0.0.0/8,192.168.1.5/32}", "--set", "proxyProtocol.secretName=lb-secret")
-	ds, op, cm := find(t, objs, "DaemonSet", "service-dataplane"), find(t, objs, "Deployment", "service-operator"), find(t, objs, "ConfigMap", "service-config")
+// renderedListeners loads the chart's rendered settings file as the node
+// does and returns its listeners.
+func renderedListeners(t *testing.T, cm *unstructured.Unstructured) settings.Listeners {
+	t.Helper()
 	data, _, _ := unstructured.NestedString(cm.Object, "data", "service.yaml")
 	path := filepath.Join(t.TempDir(), "service.yaml")
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
@@ -182,32 +166,26 @@ func TestChartProxyProtocol(t *testing.T) {
 	if err != nil {
 		t.Fatalf("rendered settings do not load: %v\n%s", err, data)
 	}
-	l := m.Current().Listeners
+	return m.Current().Listeners
+}
+
+// TestChartProxyProtocol renders proxyProtocol.from and .secretName: the
+// rendered settings carry the peers and the secret file, the data plane
+// mounts only the Secret's "secret" key there, the operator nothing, and
+// the apiserver accepts every object.
+func TestChartProxyProtocol(t *testing.T) {
+	objs := render(t, "--set", "proxyProtocol.from={10.0.0.0/8,192.168.1.5/32}", "--set", "proxyProtocol.secretName=lb-secret")
+	ds, op, cm := find(t, objs, "DaemonSet", "service-dataplane"), find(t, objs, "Deployment", "service-operator"), find(t, objs, "ConfigMap", "service-config")
+	l := renderedListeners(t, cm)
 	if got := fmt.Sprint(l.ProxyProtocolFrom); got != "[10.0.0.0/8 192.168.1.5/32]" || l.ProxyProtocolSecretFile != "/etc/service/proxy/secret" {
 		t.Errorf("rendered PROXY settings: from %s, secret file %q", got, l.ProxyProtocolSecretFile)
 	}
-	volume := func(o *unstructured.Unstructured) (mount, secret map[string]any) {
-		cs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		ms, _, _ := unstructured.NestedSlice(cs[0].(map[string]any), "volumeMounts")
-		for _, x := range ms {
-			if x.(map[string]any)["name"] == "proxy-secret" {
-				mount = x.(map[string]any)
-			}
-		}
-		vs, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
-		for _, v := range vs {
-			if v.(map[string]any)["name"] == "proxy-secret" {
-				secret, _, _ = unstructured.NestedMap(v.(map[string]any), "secret")
-			}
-		}
-		return mount, secret
-	}
-	mount, secret := volume(ds)
+	mount, secret := secretVolume(ds, "proxy-secret")
 	if mount == nil || mount["mountPath"] != "/etc/service/proxy" || secret == nil || secret["secretName"] != "lb-secret" ||
 		fmt.Sprint(secret["items"]) != "[map[key:secret path:secret]]" {
 		t.Errorf("data plane secret volume: mount %v, secret %v", mount, secret)
 	}
-	if mount, secret := volume(op); mount != nil || secret != nil {
+	if mount, secret := secretVolume(op, "proxy-secret"); mount != nil || secret != nil {
 		t.Errorf("the operator mounts the PROXY secret: %v %v", mount, secret)
 	}
 	dryRun(t, objs)
