@@ -41,6 +41,14 @@ done
 # Query log: DNS throughput through a real dataplane.Server, log on vs off.
 run ./test/querylog 'DNSLogOnOff' '-benchtime 200000x'
 
+# Transports in process: queries per second and server CPU per answer over
+# DoT and DoH against UDP in the same run (the load generator is a child
+# process; the server keeps every CPU, so no GOMAXPROCS=1 here), and
+# SVC_BENCH_IDLE (10,000) idle DoT, DoQ and DoH (HTTP/2, HTTP/1.1)
+# connections: bytes per connection, and a new client still answered.
+echo "== test/transport (transport ratio, idle connections)" | tee -a "$out"
+go test -run '^$' -bench 'TransportRatio|IdleConns' -benchtime 1x -timeout 30m ./test/transport | tee -a "$out"
+
 # Transports and the query log from outside: dnsperf against a real node
 # (UDP, DoT, DoH over HTTP/2; UDP with the query log on and off).
 echo "== hack/bench-transports.sh (dnsperf)" | tee -a "$out"
