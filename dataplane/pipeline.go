@@ -129,6 +129,13 @@ func (s *Server) ingressSlow(q *Query) stageResult {
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	q.slow, q.req = true, req
+	if opt := req.IsEdns0(); opt != nil {
+		for _, o := range opt.Option {
+			if o.Option() == dns.EDNS0PADDING {
+				q.padding = true
+			}
+		}
+	}
 	if q.Name == nil {
 		// Compressed question: rebuild the name so answers echo it uncompressed.
 		name, err := packName(req.Question[0].Name)

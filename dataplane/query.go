@@ -28,6 +28,12 @@ const (
 
 var transportNames = [numTransports]string{"udp", "tcp", "dot", "doh", "doq", "doh3", "api"}
 
+// Encrypted reports whether t protects the messages on the wire (DoT,
+// DoH, DoQ, DoH3): only there is EDNS padding worth its bytes.
+func (t Transport) Encrypted() bool {
+	return t == TransportDoT || t == TransportDoH || t == TransportDoQ || t == TransportDoH3
+}
+
 func (t Transport) String() string {
 	if t < numTransports {
 		return transportNames[t]
@@ -169,6 +175,7 @@ type Query struct {
 	out          []byte
 	qend         int
 	slow         bool // the request needs the full parser (q.req)
+	padding      bool // the request's OPT carries a Padding option (RFC 7830)
 	req          *dns.Msg
 	resp         *dns.Msg
 	fast         fastKind

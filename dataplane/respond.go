@@ -88,6 +88,12 @@ func (s *Server) encode(q *Query) []byte {
 	if len(out) > s.sizeLimit(q) {
 		out = s.encodeFast(q, out[:0], true)
 	}
+	if q.padding && q.Transport.Encrypted() && q.EDNS.Present {
+		// RFC 8467 4.1: a padded query over an encrypted transport gets an
+		// answer padded to a multiple of 468 octets, so its size tells
+		// little about the name.
+		out = wire.Pad(out, wire.PadBlock, s.sizeLimit(q))
+	}
 	q.out = out
 	return out
 }

@@ -6,6 +6,7 @@ package wire
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
 )
 
 // Header flag bits (RFC 1035 4.1.1, RFC 4035 for AD and CD).
@@ -296,4 +297,66 @@ func AppendPresentation(dst, name []byte) []byte {
 		off += l
 	}
 	return dst
+}
+
+// OptionPadding is the EDNS(0) Padding option (RFC 7830).
+const OptionPadding = 12
+
+// PadBlock is the block length answers over encrypted transports are
+// padded to when the query was padded (RFC 8467 4.1: 468 octets).
+const PadBlock = 468
+
+// Pad adds a Padding option to the OPT record of message b so that its
+// length becomes a multiple of block. It does so only when the OPT record
+// is the message's last record, carries no Padding option yet, and the
+// padded message fits in max bytes; otherwise, and for anything it cannot
+// walk, b is returned unchanged. The padding is zeros (RFC 7830 3).
+func Pad(b []byte, block, max int) []byte {
+	h, err := ParseHeader(b)
+	if err != nil || h.AR == 0 || block <= 0 {
+		return b
+	}
+	off := HeaderLen
+	for range h.QD {
+		if off, err = SkipName(b, off); err != nil || off+4 > len(b) {
+			return b
+		}
+		off += 4
+	}
+	total := int(h.AN) + int(h.NS) + int(h.AR)
+	opt := -1 // offset of the OPT record's type field
+	for i := 0; i < total; i++ {
+		if off, err = SkipName(b, off); err != nil || off+10 > len(b) {
+			return b
+		}
+		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
+		if off+10+rdlen > len(b) {
+			return b
+		}
+		if binary.BigEndian.Uint16(b[off:]) == TypeOPT && i == total-1 {
+			opt = off
+		}
+		off += 10 + rdlen
+	}
+	if opt < 0 || off != len(b) {
+		return b
+	}
+	// Options: code, length, data.
+	for o := opt + 10; o+4 <= len(b); o += 4 + int(binary.BigEndian.Uint16(b[o+2:])) {
+		if binary.BigEndian.Uint16(b[o:]) == OptionPadding {
+			return b
+		}
+	}
+	padded := (len(b) + 4 + block - 1) / block * block
+	rdlen := int(binary.BigEndian.Uint16(b[opt+8:])) + padded - len(b)
+	if padded > max || rdlen > 0xFFFF {
+		return b
+	}
+	n := padded - len(b) - 4
+	binary.BigEndian.PutUint16(b[opt+8:], uint16(rdlen))
+	b = append(b, 0, OptionPadding, byte(n>>8), byte(n))
+	start := len(b)
+	b = slices.Grow(b, n)[:start+n]
+	clear(b[start:]) // the grown part may hold an earlier message's bytes
+	return b
 }

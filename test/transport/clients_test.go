@@ -350,3 +350,46 @@ func TestSNIClientIDFromCertificate(t *testing.T) {
 		})
 	}
 }
+
+// TestEDNSPadding asks kdig, which pads its queries over TLS, HTTPS and
+// QUIC by default: every answer over DoT, DoH and DoQ is padded to a
+// multiple of 468 bytes (RFC 8467 4.1) and shows a Padding option; a
+// query sent without padding, and a padded query over plain UDP, get an
+// answer as small as it is.
+func TestEDNSPadding(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	kdig := tool(t, "kdig")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	tlsArgs := []string{"+tls-ca=" + st.pki.CAFile, "+tls-hostname=" + serverName}
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		padded bool
+	}{
+		{"dot", append([]string{"-p", port("dot"), "+tls"}, tlsArgs...), true},
+		{"doh", append([]string{"-p", port("doh"), "+https"}, tlsArgs...), true},
+		{"doq", append(append([]string{"-p", port("doq")}, tlsArgs...), "+quic"), true},
+		{"dot-unpadded-query", append([]string{"-p", port("dot"), "+tls", "+nopadding"}, tlsArgs...), false},
+		{"udp-padded-query", []string{"-p", port("udp"), "+notcp", "+padding"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"@127.0.0.1", "+retry=0", "+timeout=3"}, tc.args...)
+			out := run(t, kdig, append(args, "www.example.com", "A")...)
+			if !strings.Contains(out, "192.0.2.1") {
+				t.Fatalf("no answer:\n%s", out)
+			}
+			var size int
+			for _, l := range strings.Split(out, "\n") {
+				if _, err := fmt.Sscanf(l, ";; Received %d B", &size); err == nil {
+					break
+				}
+			}
+			if size == 0 {
+				t.Fatalf("no size in kdig's output:\n%s", out)
+			}
+			if padded := strings.Contains(out, "PADDING:"); padded != tc.padded || tc.padded && size%468 != 0 {
+				t.Errorf("answer of %d bytes, padding shown %v; want padded %v (to a multiple of 468)\n%s", size, padded, tc.padded, out)
+			}
+		})
+	}
+}
