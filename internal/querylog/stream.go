@@ -22,6 +22,13 @@ var errOverflow = errors.New("querylog: subscription overflowed")
 // < 0 starts live. f filters rows (nil: all). It returns when ctx ends, fn
 // fails, the writer closes, or a live reader falls behind (ErrSlowClient).
 func (w *Writer) Stream(ctx context.Context, after int64, buf int, f *Filter, fn func(Row) error) error {
+	return w.stream(ctx, after, buf, f, fn, w.broker.Subscribe(buf))
+}
+
+// stream is Stream with its first subscription already made (the HTTP
+// handler makes it before it answers, so a client that has the answer's
+// headers misses no row committed after them).
+func (w *Writer) stream(ctx context.Context, after int64, buf int, f *Filter, fn func(Row) error, sub *Subscription) error {
 	if f == nil {
 		f = &Filter{}
 	}
@@ -29,7 +36,9 @@ func (w *Writer) Stream(ctx context.Context, after int64, buf int, f *Filter, fn
 	for {
 		// Subscribe before reading the database: every row committed after
 		// the read is on the subscription, every row before it in the file.
-		sub := w.broker.Subscribe(buf)
+		if sub == nil {
+			sub = w.broker.Subscribe(buf)
+		}
 		if last >= 0 && w.store != nil {
 			var err error
 			if last, err = w.replay(ctx, last, f, fn); err != nil {
@@ -39,6 +48,7 @@ func (w *Writer) Stream(ctx context.Context, after int64, buf int, f *Filter, fn
 		}
 		err := w.live(ctx, sub, &last, f, fn)
 		sub.Close()
+		sub = nil
 		if errors.Is(err, errOverflow) {
 			if last < 0 || w.store == nil || w.closed.Load() {
 				return ErrSlowClient
@@ -158,6 +168,9 @@ func (w *Writer) StreamHandler(opts StreamOptions) http.Handler {
 				return
 			}
 		}
+		// Subscribed before the headers go out: rows committed once the
+		// client has them all reach it.
+		sub := w.broker.Subscribe(opts.Buffer)
 		rc := http.NewResponseController(rw)
 		h := rw.Header()
 		h.Set("Content-Type", "text/event-stream")
@@ -165,6 +178,7 @@ func (w *Writer) StreamHandler(opts StreamOptions) http.Handler {
 		h.Set("X-Accel-Buffering", "no")
 		rw.WriteHeader(http.StatusOK)
 		if _, err := rw.Write([]byte(": stream\nretry: 2000\n\n")); err != nil {
+			sub.Close()
 			return
 		}
 		_ = rc.Flush()
@@ -174,7 +188,7 @@ func (w *Writer) StreamHandler(opts StreamOptions) http.Handler {
 		events := make(chan []byte, opts.Buffer)
 		errc := make(chan error, 1)
 		go func() {
-			errc <- w.Stream(ctx, after, opts.Buffer, &f, func(r Row) error {
+			errc <- w.stream(ctx, after, opts.Buffer, &f, func(r Row) error {
 				b, err := json.Marshal(r.Item())
 				if err != nil {
 					return err
@@ -195,7 +209,7 @@ func (w *Writer) StreamHandler(opts StreamOptions) http.Handler {
 				case <-t.C:
 					return ErrSlowClient
 				}
-			})
+			}, sub)
 			close(events)
 		}()
 		hb := time.NewTicker(opts.Heartbeat)
