@@ -18,11 +18,15 @@ func TestFastPathAllocs(t *testing.T) {
 	}
 	fast, _ := goldenServers(t)
 	client := netip.MustParseAddrPort("192.0.2.9:5353")
-	for _, tc := range []goldenCase{goldenCases[0], goldenCases[1], goldenCases[3], goldenCases[10], goldenCases[11]} {
+	cases := []goldenCase{goldenCases[0], goldenCases[1], goldenCases[3], goldenCases[10], goldenCases[11]}
+	// Client cookies and padding (dig, kdig, browsers) stay on the fast
+	// path, padded answers included.
+	cases = append(cases, goldenCaseNamed(t, "auth-a-cookie"), goldenCaseNamed(t, "cache-a-cookie-padding-dot"), goldenCaseNamed(t, "auth-mx-padding-doh"))
+	for _, tc := range cases {
 		pkt := tc.packet(t)
 		out := make([]byte, 0, 4096)
 		allocs := testing.AllocsPerRun(200, func() {
-			out, _ = fast.ServeWire(pkt, client, TransportUDP, out[:0])
+			out, _ = fast.ServeWire(pkt, client, tc.tr, out[:0])
 		})
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per query, want 0", tc.name, allocs)
@@ -42,7 +46,21 @@ func benchServeWire(b *testing.B, tc goldenCase) {
 	}
 }
 
+func goldenCaseNamed(t testing.TB, name string) goldenCase {
+	for _, c := range goldenCases {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no golden case %s", name)
+	return goldenCase{}
+}
+
 func BenchmarkServeWireAuthoritative(b *testing.B) { benchServeWire(b, goldenCases[0]) }
+
+// BenchmarkServeWireCookie is the authoritative query with a client cookie,
+// as dig sends it.
+func BenchmarkServeWireCookie(b *testing.B) { benchServeWire(b, goldenCaseNamed(b, "auth-a-cookie")) }
 func BenchmarkServeWireCacheHit(b *testing.B)      { benchServeWire(b, goldenCases[11]) }
 
 // BenchmarkServeWireSlowPath is the same authoritative query through miekg/dns.

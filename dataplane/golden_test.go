@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -21,6 +23,8 @@ type goldenCase struct {
 	edns  uint16 // 0: no OPT
 	do    bool
 	cd    bool
+	opts  []dns.EDNS0 // EDNS options (edns > 0)
+	tr    Transport   // TransportUDP unless set
 }
 
 var goldenCases = []goldenCase{
@@ -40,6 +44,18 @@ var goldenCases = []goldenCase{
 	{name: "cache-cd", qname: "cached.example.net.", qtype: dns.TypeA, cd: true},
 	{name: "health", qname: "health.service.internal.", qtype: dns.TypeTXT},
 	{name: "refused-no-upstream", qname: "other.example.org.", qtype: dns.TypeA},
+	// Client cookies and padding stay on the fast path; a padded query over
+	// an encrypted transport gets a padded answer, over UDP not.
+	{name: "auth-a-cookie", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{cookie()}},
+	{name: "cache-a-cookie-padding-dot", qname: "cached.example.net.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{cookie(), padding()}, tr: TransportDoT},
+	{name: "auth-mx-padding-doh", qname: "mail.example.com.", qtype: dns.TypeMX, edns: 1232, opts: []dns.EDNS0{padding()}, tr: TransportDoH},
+	{name: "auth-a-padding-udp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{padding()}},
+	{name: "auth-a-nsid", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{&dns.EDNS0_NSID{Code: dns.EDNS0NSID}}},
+}
+
+func cookie() dns.EDNS0 { return &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"} }
+func padding() dns.EDNS0 {
+	return &dns.EDNS0_PADDING{Padding: make([]byte, 20)}
 }
 
 func (c goldenCase) packet(t testing.TB) []byte {
@@ -48,6 +64,8 @@ func (c goldenCase) packet(t testing.TB) []byte {
 	m.CheckingDisabled = c.cd
 	if c.edns > 0 {
 		m.SetEdns0(c.edns, c.do)
+		o := m.IsEdns0()
+		o.Option = append(o.Option, c.opts...)
 	}
 	return pack(t, m)
 }
@@ -100,8 +118,8 @@ func TestGoldenFastSlowIdentical(t *testing.T) {
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			pkt := tc.packet(t)
-			a, ok1 := fast.ServeWire(pkt, client, TransportUDP, nil)
-			b, ok2 := slow.ServeWire(pkt, client, TransportUDP, nil)
+			a, ok1 := fast.ServeWire(pkt, client, tc.tr, nil)
+			b, ok2 := slow.ServeWire(pkt, client, tc.tr, nil)
 			if !ok1 || !ok2 {
 				t.Fatalf("dropped: fast %v slow %v", ok1, ok2)
 			}
@@ -110,6 +128,9 @@ func TestGoldenFastSlowIdentical(t *testing.T) {
 				_ = ma.Unpack(a)
 				_ = mb.Unpack(b)
 				t.Fatalf("fast and slow differ\nfast %x\n%v\nslow %x\n%v", a, ma, b, mb)
+			}
+			if padded := len(tc.opts) > 0 && tc.opts[len(tc.opts)-1].Option() == dns.EDNS0PADDING && tc.tr.Encrypted(); padded != (len(a)%wire.PadBlock == 0) {
+				t.Errorf("answer of %d bytes; padded to %d wanted: %v", len(a), wire.PadBlock, padded)
 			}
 			path := filepath.Join("testdata", "golden", tc.name+".hex")
 			if *update {

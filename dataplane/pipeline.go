@@ -99,6 +99,7 @@ func stageIngress(s *Server, q *Query) stageResult {
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	q.EDNS = e
+	q.padding = e.Padding
 	if e.Present && e.Version > 0 {
 		q.EDNS.DO = false
 		return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)

@@ -174,7 +174,39 @@ type EDNS struct {
 	ExtRcode   uint8
 	Version    uint8
 	DO         bool
-	HasOptions bool // any option present: the fast path leaves these to the full parser
+	HasOptions bool // an option the fast path leaves to the full parser
+	Padding    bool // a Padding option (RFC 7830)
+}
+
+// Options the fast path takes as they are: a client cookie (RFC 7873;
+// this server sets no server cookies, so it answers as without one) and
+// padding (answered in kind on encrypted transports). Any other option, or
+// one of these malformed, sends the query to the full parser.
+const (
+	optionCookie = 10
+)
+
+// scanOptions looks at the options of an OPT record's data.
+func scanOptions(rdata []byte, e *EDNS) {
+	for len(rdata) > 0 {
+		if len(rdata) < 4 {
+			e.HasOptions = true
+			return
+		}
+		code, n := binary.BigEndian.Uint16(rdata), int(binary.BigEndian.Uint16(rdata[2:]))
+		if 4+n > len(rdata) {
+			e.HasOptions = true
+			return
+		}
+		switch {
+		case code == OptionPadding:
+			e.Padding = true
+		case code == optionCookie && (n == 8 || n >= 16 && n <= 40):
+		default:
+			e.HasOptions = true
+		}
+		rdata = rdata[4+n:]
+	}
 }
 
 // ParseRecords walks an, ns and ar records starting at off and returns the
@@ -210,7 +242,7 @@ func ParseRecords(b []byte, off int, an, ns, ar uint16) (EDNS, int, error) {
 			e.ExtRcode = b[off+4]
 			e.Version = b[off+5]
 			e.DO = b[off+6]&0x80 != 0
-			e.HasOptions = rdlen > 0
+			scanOptions(b[off+10:off+10+rdlen], &e)
 		}
 		off += 10 + rdlen
 	}
