@@ -60,8 +60,8 @@ func BenchmarkServeWireAuthoritative(b *testing.B) { benchServeWire(b, goldenCas
 
 // BenchmarkServeWireCookie is the authoritative query with a client cookie,
 // as dig sends it.
-func BenchmarkServeWireCookie(b *testing.B) { benchServeWire(b, goldenCaseNamed(b, "auth-a-cookie")) }
-func BenchmarkServeWireCacheHit(b *testing.B)      { benchServeWire(b, goldenCases[11]) }
+func BenchmarkServeWireCookie(b *testing.B)   { benchServeWire(b, goldenCaseNamed(b, "auth-a-cookie")) }
+func BenchmarkServeWireCacheHit(b *testing.B) { benchServeWire(b, goldenCases[11]) }
 
 // BenchmarkServeWireSlowPath is the same authoritative query through miekg/dns.
 func BenchmarkServeWireSlowPath(b *testing.B) {
