@@ -3,10 +3,12 @@ package dataplane
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -309,5 +311,65 @@ func TestTCPIdleTimeout(t *testing.T) {
 func TestWireNameHelpers(t *testing.T) {
 	if got := string(wire.AppendPresentation(nil, healthName)); got != "health.service.internal." {
 		t.Fatal(got)
+	}
+}
+
+// recordingForwarder answers every query with 192.0.2.99 and keeps the
+// EDNS option codes of the last request it was given.
+type recordingForwarder struct {
+	mu   sync.Mutex
+	opts []uint16
+	seen bool
+}
+
+func (f *recordingForwarder) Forward(_ context.Context, _ string, req *dns.Msg, _ netip.Addr) (*dns.Msg, string, error) {
+	f.mu.Lock()
+	f.opts, f.seen = nil, true
+	if o := req.IsEdns0(); o != nil {
+		for _, x := range o.Option {
+			f.opts = append(f.opts, x.Option())
+		}
+	}
+	f.mu.Unlock()
+	m := new(dns.Msg)
+	m.SetReply(req)
+	rr, _ := dns.NewRR(req.Question[0].Name + " 60 IN A 192.0.2.99")
+	m.Answer = append(m.Answer, rr)
+	return m, "recorder", nil
+}
+
+// TestUpstreamRequestDropsHopOptions: a client's cookie and padding are
+// per hop and never reach the upstream, whether the query took the fast
+// path (cookie only) or the full parser (with NSID, which is passed on).
+func TestUpstreamRequestDropsHopOptions(t *testing.T) {
+	fwd := &recordingForwarder{}
+	s := startServer(t, testConfig(), NewSnapshot(SnapshotInput{Authority: testTable(t), Forwarder: fwd}))
+	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	for i, tc := range []struct {
+		opts []dns.EDNS0
+		want []uint16
+	}{
+		{[]dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}}, nil},
+		{[]dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}, &dns.EDNS0_NSID{Code: dns.EDNS0NSID}, &dns.EDNS0_PADDING{Padding: make([]byte, 8)}}, []uint16{dns.EDNS0NSID}},
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(fmt.Sprintf("miss%d.example.org.", i), dns.TypeA)
+		m.SetEdns0(1232, false)
+		m.IsEdns0().Option = tc.opts
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, ok := s.ServeWire(b, client, TransportDoT, nil)
+		resp := new(dns.Msg)
+		if !ok || resp.Unpack(out) != nil || len(resp.Answer) != 1 {
+			t.Fatalf("case %d: no answer: %v", i, resp)
+		}
+		fwd.mu.Lock()
+		seen, got := fwd.seen, fwd.opts
+		fwd.mu.Unlock()
+		if !seen || !slices.Equal(got, tc.want) {
+			t.Errorf("case %d: upstream saw options %v, want %v", i, got, tc.want)
+		}
 	}
 }

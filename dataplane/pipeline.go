@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/miekg/dns"
@@ -523,8 +524,15 @@ func stageUpstream(s *Server, q *Query) stageResult {
 func (q *Query) upstreamRequest(name string) *dns.Msg {
 	req := new(dns.Msg)
 	if q.req != nil {
-		// Keep the client's EDNS options (ECS, cookies) for the forwarder to judge.
+		// Keep the client's EDNS options (ECS, ...) for the forwarder to
+		// judge, but not its cookie or padding: both are per hop (the fast
+		// path never forwards them either).
 		req = q.req.Copy()
+		if opt := req.IsEdns0(); opt != nil {
+			opt.Option = slices.DeleteFunc(opt.Option, func(o dns.EDNS0) bool {
+				return o.Option() == dns.EDNS0COOKIE || o.Option() == dns.EDNS0PADDING
+			})
+		}
 	} else {
 		req.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
 		if q.EDNS.Present {
