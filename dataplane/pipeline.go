@@ -131,13 +131,6 @@ func (s *Server) ingressSlow(q *Query) stageResult {
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	q.slow, q.req = true, req
-	if opt := req.IsEdns0(); opt != nil {
-		for _, o := range opt.Option {
-			if o.Option() == dns.EDNS0PADDING {
-				q.padding = true
-			}
-		}
-	}
 	if q.Name == nil {
 		// Compressed question: rebuild the name so answers echo it uncompressed.
 		name, err := packName(req.Question[0].Name)
@@ -150,8 +143,13 @@ func (s *Server) ingressSlow(q *Query) stageResult {
 		lowerASCII(q.Lower)
 		q.Type, q.Class = req.Question[0].Qtype, req.Question[0].Qclass
 		q.qend = -1 // the request's question bytes cannot be echoed as-is
+		// The fast parser stopped at the question: EDNS (and padding) come
+		// from the full parse.
 		if opt := req.IsEdns0(); opt != nil {
 			q.EDNS = wire.EDNS{Present: true, UDPSize: opt.UDPSize(), Version: opt.Version(), DO: opt.Do(), HasOptions: len(opt.Option) > 0}
+			for _, o := range opt.Option {
+				q.padding = q.padding || o.Option() == dns.EDNS0PADDING
+			}
 		}
 		if q.EDNS.Present && q.EDNS.Version > 0 {
 			q.EDNS.DO = false

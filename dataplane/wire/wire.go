@@ -178,15 +178,14 @@ type EDNS struct {
 	Padding    bool // a Padding option (RFC 7830)
 }
 
-// Options the fast path takes as they are: a client cookie (RFC 7873;
-// this server sets no server cookies, so it answers as without one) and
-// padding (answered in kind on encrypted transports). Any other option, or
-// one of these malformed, sends the query to the full parser.
-const (
-	optionCookie = 10
-)
+// optionCookie is the EDNS(0) Cookie option (RFC 7873).
+const optionCookie = 10
 
-// scanOptions looks at the options of an OPT record's data.
+// scanOptions looks at the options of an OPT record's data. The fast path
+// takes a client cookie (this server sets no server cookies, so it answers
+// as without one) and padding (answered in kind on encrypted transports)
+// as they are; any other option, or one of these malformed, sets
+// HasOptions and sends the query to the full parser.
 func scanOptions(rdata []byte, e *EDNS) {
 	for len(rdata) > 0 {
 		if len(rdata) < 4 {
@@ -217,36 +216,44 @@ func ParseRecords(b []byte, off int, an, ns, ar uint16) (EDNS, int, error) {
 	total := int(an) + int(ns) + int(ar)
 	for i := 0; i < total; i++ {
 		nameStart := off
-		var err error
-		off, err = SkipName(b, off)
+		fixed, next, err := skipRecord(b, off)
 		if err != nil {
 			return e, 0, err
 		}
-		if off+10 > len(b) {
-			return e, 0, ErrShort
-		}
-		typ := binary.BigEndian.Uint16(b[off:])
-		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
-		if off+10+rdlen > len(b) {
-			return e, 0, ErrShort
-		}
-		if typ == TypeOPT {
-			if i < int(an)+int(ns) || off-nameStart != 1 {
+		if binary.BigEndian.Uint16(b[fixed:]) == TypeOPT {
+			if i < int(an)+int(ns) || fixed-nameStart != 1 {
 				return e, 0, ErrOPT
 			}
 			if e.Present {
 				return e, 0, ErrMultipleOPT
 			}
 			e.Present = true
-			e.UDPSize = binary.BigEndian.Uint16(b[off+2:])
-			e.ExtRcode = b[off+4]
-			e.Version = b[off+5]
-			e.DO = b[off+6]&0x80 != 0
-			scanOptions(b[off+10:off+10+rdlen], &e)
+			e.UDPSize = binary.BigEndian.Uint16(b[fixed+2:])
+			e.ExtRcode = b[fixed+4]
+			e.Version = b[fixed+5]
+			e.DO = b[fixed+6]&0x80 != 0
+			scanOptions(b[fixed+10:next], &e)
 		}
-		off += 10 + rdlen
+		off = next
 	}
 	return e, off, nil
+}
+
+// skipRecord returns the offset of the fixed part (type, class, TTL,
+// RDLENGTH) of the resource record at off and the offset after the record,
+// both within b.
+func skipRecord(b []byte, off int) (fixed, next int, err error) {
+	if fixed, err = SkipName(b, off); err != nil {
+		return 0, 0, err
+	}
+	if fixed+10 > len(b) {
+		return 0, 0, ErrShort
+	}
+	next = fixed + 10 + int(binary.BigEndian.Uint16(b[fixed+8:]))
+	if next > len(b) {
+		return 0, 0, ErrShort
+	}
+	return fixed, next, nil
 }
 
 // OPTLen is the size of the OPT record AppendOPT writes.
@@ -265,20 +272,15 @@ func AppendOPT(b []byte, udpSize uint16, extRcode uint8, do bool) []byte {
 // records starting at off, and returns the offset after them.
 func TTLOffsets(b []byte, off, count int, dst []uint16) ([]uint16, int, error) {
 	for i := 0; i < count; i++ {
-		var err error
-		off, err = SkipName(b, off)
+		fixed, next, err := skipRecord(b, off)
 		if err != nil {
 			return dst, 0, err
 		}
-		if off+10 > len(b) {
+		if fixed+4 > 0xFFFF {
 			return dst, 0, ErrShort
 		}
-		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
-		if off+10+rdlen > len(b) || off+4 > 0xFFFF {
-			return dst, 0, ErrShort
-		}
-		dst = append(dst, uint16(off+4))
-		off += 10 + rdlen
+		dst = append(dst, uint16(fixed+4))
+		off = next
 	}
 	return dst, off, nil
 }
@@ -356,28 +358,23 @@ func Pad(b []byte, block, max int) []byte {
 		off += 4
 	}
 	total := int(h.AN) + int(h.NS) + int(h.AR)
-	opt := -1 // offset of the OPT record's type field
+	opt := -1 // offset of the OPT record's fixed part
 	for i := 0; i < total; i++ {
-		if off, err = SkipName(b, off); err != nil || off+10 > len(b) {
+		fixed, next, err := skipRecord(b, off)
+		if err != nil {
 			return b
 		}
-		rdlen := int(binary.BigEndian.Uint16(b[off+8:]))
-		if off+10+rdlen > len(b) {
-			return b
+		if binary.BigEndian.Uint16(b[fixed:]) == TypeOPT && i == total-1 {
+			opt = fixed
 		}
-		if binary.BigEndian.Uint16(b[off:]) == TypeOPT && i == total-1 {
-			opt = off
-		}
-		off += 10 + rdlen
+		off = next
 	}
 	if opt < 0 || off != len(b) {
 		return b
 	}
-	// Options: code, length, data.
-	for o := opt + 10; o+4 <= len(b); o += 4 + int(binary.BigEndian.Uint16(b[o+2:])) {
-		if binary.BigEndian.Uint16(b[o:]) == OptionPadding {
-			return b
-		}
+	var e EDNS
+	if scanOptions(b[opt+10:], &e); e.Padding {
+		return b
 	}
 	padded := (len(b) + 4 + block - 1) / block * block
 	rdlen := int(binary.BigEndian.Uint16(b[opt+8:])) + padded - len(b)
