@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/test/freeport"
 )
 
 func ep(name, typ string, targets ...string) v1alpha1.Endpoint {
@@ -79,26 +80,6 @@ func compileZone(t *testing.T) *authority.Table {
 	return tab
 }
 
-// freePort picks a port free for both UDP and TCP on loopback.
-func freePort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err == nil {
-			u.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port")
-	return 0
-}
-
 func requireBinary(t *testing.T, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
@@ -155,7 +136,7 @@ func waitReady(t *testing.T, addr, what string) {
 func startNSD(t *testing.T, zonefile string) string {
 	requireBinary(t, "/usr/sbin/nsd")
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.UDPTCP(t)
 	conf := fmt.Sprintf(`server:
 	ip-address: 127.0.0.1@%[2]d
 	port: %[2]d
@@ -191,7 +172,7 @@ zone:
 func startKnot(t *testing.T, zonefile string) string {
 	requireBinary(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
-	port := freePort(t)
+	port := freeport.UDPTCP(t)
 	conf := fmt.Sprintf(`server:
     listen: 127.0.0.1@%[2]d
     rundir: "%[1]s"

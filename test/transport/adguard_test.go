@@ -20,6 +20,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/testpki"
 )
 
@@ -98,7 +99,7 @@ func (p proxyAddr) log() string {
 // upstream flags, trusting only caFile; the test stops it.
 func startDNSProxy(t *testing.T, bin, caFile string, args ...string) proxyAddr {
 	t.Helper()
-	port := freeUDPTCPPort(t)
+	port := freeport.UDPTCP(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, bin, append([]string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "--timeout=3s"}, args...)...)
 	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=/nonexistent")
@@ -127,27 +128,6 @@ func (l lockedWriter) Write(b []byte) (int, error) {
 	return l.w.Write(b)
 }
 
-// freeUDPTCPPort finds a loopback port free for both UDP and TCP for a
-// program that takes a port number rather than port 0.
-func freeUDPTCPPort(t *testing.T) int {
-	t.Helper()
-	for range 20 {
-		u, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := u.LocalAddr().(*net.UDPAddr).Port
-		l, err := net.Listen("tcp", u.LocalAddr().String())
-		u.Close()
-		if err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatal("no loopback port free for both UDP and TCP")
-	return 0
-}
-
 // askUntilAnswered asks p over UDP until it answers (it may still be
 // starting), for at most wait.
 func askUntilAnswered(p proxyAddr, name string, qtype uint16, wait time.Duration) (*dns.Msg, error) {
@@ -174,7 +154,7 @@ func TestForwardToAdGuardDNSProxy(t *testing.T) {
 	bin := serviceTool(t, "dnsproxy")
 	pki := testpki.New(t)
 	origin := startOrigin(t, "192.0.2.77")
-	dot, doh, doq := freeUDPTCPPort(t), freeUDPTCPPort(t), freeUDPTCPPort(t)
+	dot, doh, doq := freeport.UDPTCP(t), freeport.UDPTCP(t), freeport.UDPTCP(t)
 	p := startDNSProxy(t, bin, pki.CAFile, "-p", "0",
 		"--tls-port", fmt.Sprint(dot), "--https-port", fmt.Sprint(doh), "--quic-port", fmt.Sprint(doq),
 		"--tls-crt", pki.CertFile, "--tls-key", pki.KeyFile, "-u", origin)
