@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"testing"
-
-	"github.com/svcdns/svc/dataplane"
 )
 
 // pipeStream is one end of a net.Pipe as an h1Stream.
@@ -30,15 +28,8 @@ func FuzzDoH1Conn(f *testing.F) {
 	f.Add([]byte(fmt.Sprintf("POST https://x/dns-query HTTP/1.1\r\nHost: x\r\nContent-Type: application/dns-message\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n%x;ext=1\r\n%s\r\n0\r\nTrailer: y\r\n\r\n", len(q), q)))
 	f.Add([]byte("GET /dns-query HTTP/1.0\r\nConnection: keep-alive\r\nExpect: nope\r\nContent-Length: 3\r\n\r\nabcHEAD / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Add([]byte("\r\nGET /%zz HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n"))
-	dp, err := dataplane.New(dataplane.Config{Node: "fuzz"}, dataplane.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	s, err := New(dp, Config{}, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	h := s.newDoHHandler(Listener{}, dataplane.TransportDoH, "doh")
+	h := newTestHandler(f)
+	s := h.s
 	known := map[int]bool{100: true, 200: true, 400: true, 404: true, 405: true, 413: true, 415: true, 417: true, 431: true, 501: true, 505: true}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		out := pipeRun(t, func(srv net.Conn) { s.serveDoH1(pipeStream{srv}, srv, h) }, data)

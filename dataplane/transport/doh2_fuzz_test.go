@@ -58,15 +58,8 @@ func FuzzDoH2Conn(f *testing.F) {
 		_ = fr.WriteGoAway(0, http2.ErrCodeNo, nil)
 	}))
 	f.Add([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1})
-	dp, err := dataplane.New(dataplane.Config{Node: "fuzz"}, dataplane.Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	s, err := New(dp, Config{}, Options{})
-	if err != nil {
-		f.Fatal(err)
-	}
-	d := newDoH2Server(s, s.newDoHHandler(Listener{}, dataplane.TransportDoH, "doh"), time.Minute)
+	h := newTestHandler(f)
+	d := newDoH2Server(h.s, h, time.Minute)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		pipeRun(t, func(srv net.Conn) { d.serve(srv, srv) }, []byte(http2.ClientPreface), data)
 	})
