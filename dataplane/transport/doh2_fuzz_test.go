@@ -9,8 +9,6 @@ import (
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
-
-	"github.com/svcdns/svc/dataplane"
 )
 
 // h2Seed returns the frames of a client that sends SETTINGS and then the
