@@ -1,8 +1,11 @@
 package proxyproto
 
 import (
+	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 )
@@ -15,9 +18,17 @@ const HeaderTimeout = 5 * time.Second
 // (so a slow peer never stalls Accept); RemoteAddr then returns the real
 // client. Connections from other peers that start with a header fail on
 // their first Read.
+//
+// With TLS set (DoT and DoH listeners), a trusted peer may instead send
+// the header as the first bytes inside TLS, as dnsdist does towards DoT and
+// DoH backends (HAProxy and cloud load balancers send it before the
+// handshake): a connection that starts with a TLS handshake record is
+// passed on, and the transport reads the header after the handshake (see
+// Conn.HeaderInside).
 type Listener struct {
 	net.Listener
 	Policy *Policy
+	TLS    bool
 	// OnReject, if set, is told why a connection was refused.
 	OnReject func(peer netip.AddrPort, err error)
 }
@@ -29,7 +40,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	peer := addrPort(c.RemoteAddr())
-	return &Conn{Conn: c, policy: l.Policy, peer: peer, trusted: l.Policy.Trusted(peer.Addr()), onReject: l.OnReject}, nil
+	return &Conn{Conn: c, policy: l.Policy, peer: peer, trusted: l.Policy.Trusted(peer.Addr()), tls: l.TLS, onReject: l.OnReject}, nil
 }
 
 // Conn is a connection that may start with a PROXY header.
@@ -38,13 +49,20 @@ type Conn struct {
 	policy   *Policy
 	peer     netip.AddrPort
 	trusted  bool
+	tls      bool // the header may come inside TLS
 	onReject func(netip.AddrPort, error)
 
-	once   sync.Once
-	client netip.AddrPort
-	err    error
-	first  bool
+	once    sync.Once
+	client  netip.AddrPort
+	err     error
+	first   bool
+	pending []byte // read while looking for the header: the handshake's start
+	inside  bool   // the header comes inside TLS and has not been read yet
 }
+
+// tlsHandshake is the content type of the record a TLS connection starts
+// with (RFC 8446 5.1).
+const tlsHandshake = 0x16
 
 func (c *Conn) init() {
 	c.once.Do(func() {
@@ -53,8 +71,19 @@ func (c *Conn) init() {
 			return
 		}
 		_ = c.Conn.SetReadDeadline(time.Now().Add(HeaderTimeout))
-		h, err := Read(c.Conn)
-		_ = c.Conn.SetReadDeadline(time.Time{})
+		defer func() { _ = c.Conn.SetReadDeadline(time.Time{}) }()
+		// Any ClientHello is longer than a header's fixed part.
+		var buf [MaxHeaderLen]byte
+		_, err := io.ReadFull(c.Conn, buf[:headerFixed])
+		if err != nil {
+			c.reject(fmt.Errorf("proxyproto: read header: %w", err))
+			return
+		}
+		if c.tls && buf[0] == tlsHandshake {
+			c.pending, c.inside = slices.Clone(buf[:headerFixed]), true
+			return
+		}
+		h, err := readRest(c.Conn, &buf)
 		if err == nil {
 			c.client, err = c.policy.Client(c.peer, h)
 		}
@@ -62,6 +91,29 @@ func (c *Conn) init() {
 			c.reject(err)
 		}
 	})
+}
+
+// HeaderInside reports that the connection's header comes inside TLS and
+// has not been read: the transport reads it with ReadInside after the
+// handshake, before anything else.
+func (c *Conn) HeaderInside() bool {
+	c.init()
+	return c.inside
+}
+
+// ReadInside reads the header from r, the TLS connection over c, and
+// makes its client the connection's (RemoteAddr, Client). On an error the
+// connection is refused and closed.
+func (c *Conn) ReadInside(r io.Reader) error {
+	c.inside = false
+	h, err := Read(r)
+	if err == nil {
+		c.client, err = c.policy.Client(c.peer, h)
+	}
+	if err != nil {
+		c.reject(err)
+	}
+	return err
 }
 
 func (c *Conn) reject(err error) {
@@ -77,6 +129,13 @@ func (c *Conn) Read(b []byte) (int, error) {
 	c.init()
 	if c.err != nil {
 		return 0, c.err
+	}
+	if len(c.pending) > 0 {
+		n := copy(b, c.pending)
+		if c.pending = c.pending[n:]; len(c.pending) == 0 {
+			c.pending = nil
+		}
+		return n, nil
 	}
 	n, err := c.Conn.Read(b)
 	if !c.first && !c.trusted && n > 0 {

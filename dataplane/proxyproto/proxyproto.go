@@ -141,6 +141,11 @@ func Read(r io.Reader) (Header, error) {
 	if _, err := io.ReadFull(r, buf[:headerFixed]); err != nil {
 		return Header{}, fmt.Errorf("proxyproto: read header: %w", err)
 	}
+	return readRest(r, &buf)
+}
+
+// readRest reads the rest of a header whose fixed part is in buf.
+func readRest(r io.Reader, buf *[MaxHeaderLen]byte) (Header, error) {
 	if !bytes.Equal(buf[:12], Signature) {
 		return Header{}, ErrNoHeader
 	}

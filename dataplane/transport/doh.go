@@ -63,7 +63,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 	s.tcp = append(s.tcp, ln)
 	s.addrs[kindDoH] = append(s.addrs[kindDoH], addrPortOf(ln.Addr()))
 	conns := s.m.conns.WithLabelValues("doh")
-	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol,
+	var wrapped net.Listener = &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol, TLS: true,
 		OnReject: func(netip.AddrPort, error) { s.m.reject("doh", "proxy") }}
 	// MaxConns: a slot is taken before Accept and given back when the
 	// connection ends (not netutil.LimitListener: its wrapper would hide
@@ -117,7 +117,7 @@ func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h *dohHandler, h2 *d
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
-	if err != nil {
+	if err != nil || !insideHeader(conn, raw) {
 		_ = raw.Close()
 		return
 	}

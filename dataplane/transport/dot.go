@@ -31,7 +31,7 @@ func (s *Server) startDoT(ctx context.Context, l Listener) error {
 	}
 	s.tcp = append(s.tcp, ln)
 	s.addrs[kindDoT] = append(s.addrs[kindDoT], addrPortOf(ln.Addr()))
-	pln := &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol, OnReject: func(netip.AddrPort, error) { s.m.reject("dot", "proxy") }}
+	pln := &proxyproto.Listener{Listener: ln, Policy: s.cfg.ProxyProtocol, TLS: true, OnReject: func(netip.AddrPort, error) { s.m.reject("dot", "proxy") }}
 	s.wg.Add(1)
 	go s.acceptDoT(pln, tc, certs)
 	return nil
@@ -93,6 +93,10 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config, certs *tlscert.Reloader)
 	cancel()
 	if err != nil {
 		s.m.reject("dot", "handshake")
+		c.finish()
+		return
+	}
+	if !insideHeader(conn, raw) {
 		c.finish()
 		return
 	}
@@ -470,6 +474,21 @@ func rawConnOf(c net.Conn) syscall.RawConn {
 		return nil
 	}
 	return rc
+}
+
+// insideHeader reads the PROXY header of a trusted peer that sends it
+// inside TLS (dnsdist does, towards DoT and DoH backends), right after the
+// handshake. False: the header is missing or wrong and the connection was
+// refused.
+func insideHeader(conn *tls.Conn, raw net.Conn) bool {
+	p, ok := raw.(*proxyproto.Conn)
+	if !ok || !p.HeaderInside() {
+		return true
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(proxyproto.HeaderTimeout))
+	err := p.ReadInside(conn)
+	_ = conn.SetReadDeadline(time.Time{})
+	return err == nil
 }
 
 // abortConn ends a connection from any goroutine, even from inside a

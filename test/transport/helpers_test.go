@@ -215,7 +215,7 @@ func tool(t testing.TB, name string) string {
 	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatalf("%s not found: run hack/install-test-deps.sh (Debian packages knot-dnsutils, bind9-dnsutils)", name)
+		t.Fatalf("%s not found: run hack/install-test-deps.sh (its Debian packages)", name)
 	}
 	return p
 }
