@@ -100,7 +100,8 @@ func proxiedStack(t *testing.T) *stack {
 // UDP and TCP from their own addresses; each answer must come back through
 // dnsdist over that backend and the query log must show the client's
 // address, not dnsdist's. dnsdist checks the certificate against the test
-// CA.
+// CA, and its health checks (sent with a header as well) must keep the
+// backend up.
 func TestDnsdistProxyProtocol(t *testing.T) {
 	st := proxiedStack(t)
 	bin := tool(t, "dnsdist")
@@ -117,9 +118,10 @@ func TestDnsdistProxyProtocol(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			listen := freeport.UDPTCP(t)
 			conf := filepath.Join(t.TempDir(), "dnsdist.conf")
-			body := fmt.Sprintf("setLocal(\"127.0.0.1:%d\")\nsetSecurityPollSuffix(\"\")\nnewServer({%s, useProxyProtocol=true, checkInterval=3600}):setUp()\n", listen, tc.backend)
+			body := fmt.Sprintf("setLocal(\"127.0.0.1:%d\")\nsetSecurityPollSuffix(\"\")\nnewServer({%s, useProxyProtocol=true, checkInterval=1})\n", listen, tc.backend)
 			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +134,12 @@ func TestDnsdistProxyProtocol(t *testing.T) {
 					t.Fatalf("%s from %s through dnsdist: %v %v\n%s", network, src, r, err, p.log())
 				}
 				waitClient(t, st, src)
+			}
+			// dnsdist's health checks (every second, with a header too)
+			// must keep the backend up.
+			time.Sleep(3500 * time.Millisecond)
+			if r, err := askFromUntilAnswered("udp", "127.0.0.9", addr, "www.example.com.", 0); err != nil || r.Rcode != dns.RcodeSuccess {
+				t.Fatalf("after health checks: %v %v\n%s", r, err, p.log())
 			}
 			if tc.tr != 0 && !st.rec.seenTransport(tc.tr) {
 				t.Errorf("no query reached the pipeline over %v", tc.tr)
