@@ -24,6 +24,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/transport"
+	"github.com/svcdns/svc/test/testpki"
 )
 
 func run(t *testing.T, bin string, args ...string) string {
@@ -310,6 +311,37 @@ func TestDnsperf(t *testing.T) {
 				t.Fatalf("dnsperf did not get every answer:\n%s", s)
 			}
 		})
+	}
+}
+
+// TestCurlDoH resolves through curl's DoH client (libcurl, HTTP/2 POST for
+// A and AAAA), which applications embedding libcurl use: curl must try the
+// address the server gave (www.example.com A 192.0.2.1; nothing listens
+// there, so the transfer itself fails) and the queries must have arrived
+// over DoH with the client ID in the path. curl checks the certificate
+// against the test CA; without it the name does not resolve.
+func TestCurlDoH(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	bin := tool(t, "curl")
+	doh := fmt.Sprintf("https://127.0.0.1:%d/dns-query/curl1", st.addr("doh").Port())
+	curl := func(ca string) string {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		// The transfer fails (nothing listens at 192.0.2.1): only the
+		// resolution is checked.
+		out, _ := exec.CommandContext(ctx, bin, "-sv", "--max-time", "5", "--connect-timeout", "1",
+			"--cacert", ca, "--doh-url", doh, "http://www.example.com:9/").CombinedOutput()
+		return string(out)
+	}
+	if out := curl(st.pki.CAFile); !strings.Contains(out, "Trying 192.0.2.1:9") {
+		t.Fatalf("curl did not resolve www.example.com through DoH:\n%s", out)
+	}
+	if !st.rec.seen(dataplane.TransportDoH, "curl1") {
+		t.Error("curl's queries did not arrive over DoH with client ID curl1")
+	}
+	other := testpki.New(t) // a CA that did not issue the server's certificate
+	if out := curl(other.CAFile); strings.Contains(out, "192.0.2.1") {
+		t.Fatalf("curl resolved through a server it cannot verify:\n%s", out)
 	}
 }
 
