@@ -9,7 +9,8 @@ import (
 
 // dataplaneConfig maps node settings onto the data plane's own configuration.
 func dataplaneConfig(cfg *settings.Config, nodeName string) dataplane.Config {
-	dc := dataplane.Config{Node: nodeName, Sockets: cfg.Listeners.Sockets, Cache: cacheConfig(cfg)}
+	dc := dataplane.Config{Node: nodeName, Sockets: cfg.Listeners.Sockets, Cache: cacheConfig(cfg),
+		TCPMaxConns: connLimit(nofile(), streamPools(cfg))}
 	for _, l := range cfg.Listeners.DNS {
 		dc.Listeners = append(dc.Listeners, dataplane.ListenerConfig{Address: l.Address, Protocols: l.Protocols})
 	}

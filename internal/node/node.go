@@ -258,6 +258,7 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 	}
 	dpCfg := dataplaneConfig(cfg, p.nodeName)
 	dpCfg.ProxyProtocol = p.pp
+	logger.Info("connection limit", "per_listener", dpCfg.TCPMaxConns, "fd_limit", nofile())
 	qlog, qlogger, err := openQueryLog(ctx, cfg, p.nodeName, p.reg, logger)
 	if err != nil {
 		return fmt.Errorf("query log: %w", err)

@@ -72,5 +72,6 @@ func transportConfig(cfg *settings.Config, pp *proxyproto.Policy) transport.Conf
 		DoT: conv(cfg.Listeners.DoT), DoQ: conv(cfg.Listeners.DoQ),
 		DoH: convHTTP(cfg.Listeners.DoH), DoH3: convHTTP(cfg.Listeners.DoH3),
 		ProxyProtocol: pp,
+		MaxConns:      connLimit(nofile(), streamPools(cfg)),
 	}
 }

@@ -114,6 +114,13 @@ func askDoQ(pki *testpki.PKI, addr, sni string, m *dns.Msg) (*dns.Msg, error) {
 		return nil, err
 	}
 	defer conn.CloseWithError(0, "")
+	return askDoQConn(conn, m)
+}
+
+// askDoQConn asks m on a new stream of conn.
+func askDoQConn(conn *quic.Conn, m *dns.Msg) (*dns.Msg, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
 	st, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, err
