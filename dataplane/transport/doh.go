@@ -74,7 +74,7 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 		<-slots
 	}
 	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
-	h2 := newDoH2Server(s, h, s.idle(kindDoH))
+	h2 := newDoH2Server(s, h, s.idle())
 	s.doh2 = append(s.doh2, h2)
 	go func() { // not in s.wg: Shutdown waits for the connections first
 		<-s.ctx.Done() // Shutdown ended or timed out, or Start failed

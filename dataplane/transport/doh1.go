@@ -118,7 +118,7 @@ func (s *Server) serveDoH1(conn h1Stream, raw net.Conn, h *dohHandler) {
 	// A small reader: requests are a few hundred bytes, and longer lines
 	// are collected in c.hdr; an idle connection keeps this buffer.
 	c := &h1conn{s: s, h: h, conn: conn, raw: raw, br: bufio.NewReaderSize(conn, 1<<10),
-		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), idle: s.idle(kindDoH)}
+		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), idle: s.idle()}
 	c.run()
 }
 

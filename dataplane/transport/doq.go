@@ -42,7 +42,7 @@ func (s *Server) quicConfig(kind int) *quic.Config {
 	}
 	c := &quic.Config{
 		HandshakeIdleTimeout: handshakeTimeout,
-		MaxIdleTimeout:       s.idle(kind),
+		MaxIdleTimeout:       s.idle(),
 		MaxIncomingStreams:   streams,
 		Allow0RTT:            false,
 	}
@@ -145,7 +145,7 @@ func (s *Server) serveDoQConn(conn *quic.Conn, inflight chan struct{}, certs *tl
 // length, message with ID 0, then FIN. A nonzero ID or a broken message
 // closes the connection with DOQ_PROTOCOL_ERROR.
 func (s *Server) serveDoQStream(conn *quic.Conn, st *quic.Stream, client netip.AddrPort, clientID string) {
-	_ = st.SetDeadline(time.Now().Add(s.idle(kindDoQ)))
+	_ = st.SetDeadline(time.Now().Add(s.idle()))
 	var lenb [2]byte
 	if _, err := io.ReadFull(st, lenb[:]); err != nil {
 		st.CancelRead(quic.StreamErrorCode(DoQRequestCancelled))
@@ -214,7 +214,7 @@ func (s *Server) startDoH3(ctx context.Context, l Listener) error {
 		TLSConfig:      http3.ConfigureTLSConfig(tc),
 		QUICConfig:     s.quicConfig(kindDoH3),
 		MaxHeaderBytes: 16 << 10,
-		IdleTimeout:    s.idle(kindDoH3),
+		IdleTimeout:    s.idle(),
 	}
 	s.h3 = append(s.h3, srv)
 	s.addrs[kindDoH3] = append(s.addrs[kindDoH3], addrPortOf(pc.LocalAddr()))

@@ -102,7 +102,7 @@ func (s *Server) serveDoT(raw net.Conn, tc *tls.Config, certs *tlscert.Reloader)
 	}
 	c.client = addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
 	c.clientID = s.clientIDFromSNI(conn.ConnectionState().ServerName, certs)
-	c.idle = s.idle(kindDoT)
+	c.idle = s.idle()
 	c.max = s.cfg.MaxInflight
 	if c.max <= 0 {
 		c.max = 32
