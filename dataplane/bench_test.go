@@ -21,7 +21,8 @@ func TestFastPathAllocs(t *testing.T) {
 	cases := []goldenCase{goldenCases[0], goldenCases[1], goldenCases[3], goldenCases[10], goldenCases[11]}
 	// Client cookies and padding (dig, kdig, browsers) stay on the fast
 	// path, padded answers included.
-	cases = append(cases, goldenCaseNamed(t, "auth-a-cookie"), goldenCaseNamed(t, "cache-a-cookie-padding-dot"), goldenCaseNamed(t, "auth-mx-padding-doh"))
+	cases = append(cases, goldenCaseNamed(t, "auth-a-cookie"), goldenCaseNamed(t, "cache-a-cookie-padding-dot"), goldenCaseNamed(t, "auth-mx-padding-doh"),
+		goldenCaseNamed(t, "auth-a-keepalive-tcp"), goldenCaseNamed(t, "cache-a-keepalive-padding-dot"))
 	for _, tc := range cases {
 		pkt := tc.packet(t)
 		out := make([]byte, 0, 4096)

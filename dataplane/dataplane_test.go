@@ -351,6 +351,8 @@ func TestUpstreamRequestDropsHopOptions(t *testing.T) {
 	}{
 		{[]dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}}, nil},
 		{[]dns.EDNS0{&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}, &dns.EDNS0_NSID{Code: dns.EDNS0NSID}, &dns.EDNS0_PADDING{Padding: make([]byte, 8)}}, []uint16{dns.EDNS0NSID}},
+		{[]dns.EDNS0{&dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE}}, nil},
+		{[]dns.EDNS0{&dns.EDNS0_NSID{Code: dns.EDNS0NSID}, &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE}}, []uint16{dns.EDNS0NSID}},
 	} {
 		m := new(dns.Msg)
 		m.SetQuestion(fmt.Sprintf("miss%d.example.org.", i), dns.TypeA)

@@ -51,6 +51,19 @@ var goldenCases = []goldenCase{
 	{name: "auth-mx-padding-doh", qname: "mail.example.com.", qtype: dns.TypeMX, edns: 1232, opts: []dns.EDNS0{padding()}, tr: TransportDoH},
 	{name: "auth-a-padding-udp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{padding()}},
 	{name: "auth-a-nsid", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{&dns.EDNS0_NSID{Code: dns.EDNS0NSID}}},
+	// edns-tcp-keepalive (RFC 7828): answered with the idle timeout over
+	// TCP and DoT (before padding), ignored elsewhere; a TIMEOUT from a
+	// client is a FORMERR over TCP and ignored over UDP.
+	{name: "auth-a-keepalive-tcp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(0)}, tr: TransportTCP},
+	{name: "cache-a-keepalive-padding-dot", qname: "cached.example.net.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(0), padding()}, tr: TransportDoT},
+	{name: "auth-a-keepalive-udp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(0)}},
+	{name: "auth-a-keepalive-doh", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(0)}, tr: TransportDoH},
+	{name: "auth-a-keepalive-timeout-tcp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(50)}, tr: TransportTCP},
+	{name: "auth-a-keepalive-timeout-udp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(50)}},
+}
+
+func keepalive(timeout uint16) dns.EDNS0 {
+	return &dns.EDNS0_TCP_KEEPALIVE{Code: dns.EDNS0TCPKEEPALIVE, Timeout: timeout}
 }
 
 func cookie() dns.EDNS0 { return &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"} }
@@ -150,6 +163,49 @@ func TestGoldenFastSlowIdentical(t *testing.T) {
 				m := new(dns.Msg)
 				_ = m.Unpack(a)
 				t.Fatalf("answer differs from %s:\n got %s\nwant %s\n%v", path, got, want, m)
+			}
+		})
+	}
+}
+
+// TestKeepaliveAnswers checks what the keepalive golden cases hold: the
+// idle timeout in 100 ms units over TCP (10s) and DoT (30s), nothing over
+// UDP and DoH, FORMERR for a client's TIMEOUT over TCP only.
+func TestKeepaliveAnswers(t *testing.T) {
+	fast, _ := goldenServers(t)
+	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	want := map[string]struct {
+		rcode   int
+		timeout int // -1: no option
+	}{
+		"auth-a-keepalive-tcp":          {dns.RcodeSuccess, 100},
+		"cache-a-keepalive-padding-dot": {dns.RcodeSuccess, 300},
+		"auth-a-keepalive-udp":          {dns.RcodeSuccess, -1},
+		"auth-a-keepalive-doh":          {dns.RcodeSuccess, -1},
+		"auth-a-keepalive-timeout-tcp":  {dns.RcodeFormatError, -1},
+		"auth-a-keepalive-timeout-udp":  {dns.RcodeSuccess, -1},
+	}
+	for _, tc := range goldenCases {
+		w, ok := want[tc.name]
+		if !ok {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			out, _ := fast.ServeWire(tc.packet(t), client, tc.tr, nil)
+			m := new(dns.Msg)
+			if err := m.Unpack(out); err != nil {
+				t.Fatal(err)
+			}
+			got := -1
+			if opt := m.IsEdns0(); opt != nil {
+				for _, o := range opt.Option {
+					if k, ok := o.(*dns.EDNS0_TCP_KEEPALIVE); ok {
+						got = int(k.Timeout)
+					}
+				}
+			}
+			if m.Rcode != w.rcode || got != w.timeout {
+				t.Fatalf("rcode %s, keepalive %d; want %s, %d\n%v", dns.RcodeToString[m.Rcode], got, dns.RcodeToString[w.rcode], w.timeout, m)
 			}
 		})
 	}

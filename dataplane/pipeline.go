@@ -100,10 +100,14 @@ func stageIngress(s *Server, q *Query) stageResult {
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	q.EDNS = e
-	q.padding = e.Padding
+	q.padding, q.keepalive = e.Padding, e.Keepalive
 	if e.Present && e.Version > 0 {
 		q.EDNS.DO = false
 		return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)
+	}
+	if e.KeepaliveData && q.Transport.Stream() {
+		// RFC 7828 3.2.1: only servers send a TIMEOUT.
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	if (q.Type == dns.TypeAXFR || q.Type == dns.TypeIXFR) && q.Transport == TransportUDP {
 		return q.fail(StatusRefused, ReasonZoneTransfer, dns.RcodeRefused)
@@ -147,8 +151,16 @@ func (s *Server) ingressSlow(q *Query) stageResult {
 		// from the full parse.
 		if opt := req.IsEdns0(); opt != nil {
 			q.EDNS = wire.EDNS{Present: true, UDPSize: opt.UDPSize(), Version: opt.Version(), DO: opt.Do(), HasOptions: len(opt.Option) > 0}
+			keepaliveData := false
 			for _, o := range opt.Option {
 				q.padding = q.padding || o.Option() == dns.EDNS0PADDING
+				if k, ok := o.(*dns.EDNS0_TCP_KEEPALIVE); ok {
+					q.keepalive = q.keepalive || k.Timeout == 0
+					keepaliveData = keepaliveData || k.Timeout != 0
+				}
+			}
+			if keepaliveData && q.Transport.Stream() {
+				return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 			}
 		}
 		if q.EDNS.Present && q.EDNS.Version > 0 {
@@ -523,12 +535,12 @@ func (q *Query) upstreamRequest(name string) *dns.Msg {
 	req := new(dns.Msg)
 	if q.req != nil {
 		// Keep the client's EDNS options (ECS, ...) for the forwarder to
-		// judge, but not its cookie or padding: both are per hop (the fast
-		// path never forwards them either).
+		// judge, but not its cookie, padding or keepalive: they are per
+		// hop (the fast path never forwards them either).
 		req = q.req.Copy()
 		if opt := req.IsEdns0(); opt != nil {
 			opt.Option = slices.DeleteFunc(opt.Option, func(o dns.EDNS0) bool {
-				return o.Option() == dns.EDNS0COOKIE || o.Option() == dns.EDNS0PADDING
+				return o.Option() == dns.EDNS0COOKIE || o.Option() == dns.EDNS0PADDING || o.Option() == dns.EDNS0TCPKEEPALIVE
 			})
 		}
 	} else {

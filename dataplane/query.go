@@ -34,6 +34,10 @@ func (t Transport) Encrypted() bool {
 	return t == TransportDoT || t == TransportDoH || t == TransportDoQ || t == TransportDoH3
 }
 
+// Stream reports whether t is DNS over a TCP stream (RFC 7766 framing):
+// TCP and DoT.
+func (t Transport) Stream() bool { return t == TransportTCP || t == TransportDoT }
+
 func (t Transport) String() string {
 	if t < numTransports {
 		return transportNames[t]
@@ -176,6 +180,7 @@ type Query struct {
 	qend         int
 	slow         bool // the request needs the full parser (q.req)
 	padding      bool // the request's OPT carries a Padding option (RFC 7830)
+	keepalive    bool // and an edns-tcp-keepalive option (RFC 7828)
 	req          *dns.Msg
 	resp         *dns.Msg
 	fast         fastKind

@@ -88,6 +88,17 @@ func (s *Server) encode(q *Query) []byte {
 	if len(out) > s.sizeLimit(q) {
 		out = s.encodeFast(q, out[:0], true)
 	}
+	if q.keepalive && q.EDNS.Present {
+		// RFC 7828 3.3.2: over TCP the answer tells the connection's idle
+		// timeout; over UDP (and HTTP and QUIC, which manage their own
+		// connections) the option is ignored.
+		switch q.Transport {
+		case TransportTCP:
+			out = wire.AddKeepalive(out, wire.KeepaliveUnits(s.cfg.TCPIdleTimeout), s.sizeLimit(q))
+		case TransportDoT:
+			out = wire.AddKeepalive(out, wire.KeepaliveUnits(s.cfg.DoTIdleTimeout), s.sizeLimit(q))
+		}
+	}
 	if q.padding && q.Transport.Encrypted() && q.EDNS.Present {
 		// RFC 8467 4.1: a padded query over an encrypted transport gets an
 		// answer padded to a multiple of 468 octets, so its size tells

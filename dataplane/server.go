@@ -40,6 +40,10 @@ type Config struct {
 	MaxUDPSize int
 	// TCPIdleTimeout closes idle TCP connections (default 10s, RFC 7766 6.2.3).
 	TCPIdleTimeout time.Duration
+	// DoTIdleTimeout is the DoT listeners' idle timeout (default 30s, the
+	// transports' own default), told with TCPIdleTimeout to clients that
+	// ask with edns-tcp-keepalive (RFC 7828).
+	DoTIdleTimeout time.Duration
 	// TCPMaxConns bounds concurrent TCP connections (default 1000).
 	TCPMaxConns int
 	// TCPMaxInflight bounds pipelined queries per connection (default 32).
@@ -70,6 +74,9 @@ func (c *Config) setDefaults() {
 	c.MaxUDPSize = max(c.MaxUDPSize, minUDPSize)
 	if c.TCPIdleTimeout <= 0 {
 		c.TCPIdleTimeout = 10 * time.Second
+	}
+	if c.DoTIdleTimeout <= 0 {
+		c.DoTIdleTimeout = 30 * time.Second
 	}
 	if c.TCPMaxConns <= 0 {
 		c.TCPMaxConns = 1000

@@ -164,11 +164,11 @@ func (s *Server) idle() time.Duration {
 	if s.cfg.IdleTimeout > 0 {
 		return s.cfg.IdleTimeout
 	}
-	return defaultIdle
+	return DefaultIdleTimeout
 }
 
-// defaultIdle is the idle timeout of every encrypted transport.
-const defaultIdle = 30 * time.Second
+// DefaultIdleTimeout is the idle timeout of every encrypted transport.
+const DefaultIdleTimeout = 30 * time.Second
 
 // tlsConfig builds the server TLS configuration of one listener: TLS 1.2
 // and 1.3, session tickets on (resumption), the certificate reloaded when

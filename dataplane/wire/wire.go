@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"time"
 )
 
 // Header flag bits (RFC 1035 4.1.1, RFC 4035 for AD and CD).
@@ -176,6 +177,10 @@ type EDNS struct {
 	DO         bool
 	HasOptions bool // an option the fast path leaves to the full parser
 	Padding    bool // a Padding option (RFC 7830)
+	// An edns-tcp-keepalive option (RFC 7828): without data, as clients
+	// send it (Keepalive), or with a TIMEOUT, which only servers send
+	// (KeepaliveData).
+	Keepalive, KeepaliveData bool
 }
 
 // optionCookie is the EDNS(0) Cookie option (RFC 7873).
@@ -183,8 +188,9 @@ const optionCookie = 10
 
 // scanOptions looks at the options of an OPT record's data. The fast path
 // takes a client cookie (this server sets no server cookies, so it answers
-// as without one) and padding (answered in kind on encrypted transports)
-// as they are; any other option, or one of these malformed, sets
+// as without one), padding (answered in kind on encrypted transports) and
+// edns-tcp-keepalive (answered with the idle timeout over TCP and DoT) as
+// they are; any other option, or one of these malformed, sets
 // HasOptions and sends the query to the full parser.
 func scanOptions(rdata []byte, e *EDNS) {
 	for len(rdata) > 0 {
@@ -201,6 +207,10 @@ func scanOptions(rdata []byte, e *EDNS) {
 		case code == OptionPadding:
 			e.Padding = true
 		case code == optionCookie && (n == 8 || n >= 16 && n <= 40):
+		case code == OptionTCPKeepalive && n == 0:
+			e.Keepalive = true
+		case code == OptionTCPKeepalive:
+			e.KeepaliveData = true
 		default:
 			e.HasOptions = true
 		}
@@ -346,30 +356,8 @@ const PadBlock = 468
 // padded message fits in max bytes; otherwise, and for anything it cannot
 // walk, b is returned unchanged. The padding is zeros (RFC 7830 3).
 func Pad(b []byte, block, max int) []byte {
-	h, err := ParseHeader(b)
-	if err != nil || h.AR == 0 || block <= 0 {
-		return b
-	}
-	off := HeaderLen
-	for range h.QD {
-		if off, err = SkipName(b, off); err != nil || off+4 > len(b) {
-			return b
-		}
-		off += 4
-	}
-	total := int(h.AN) + int(h.NS) + int(h.AR)
-	opt := -1 // offset of the OPT record's fixed part
-	for i := 0; i < total; i++ {
-		fixed, next, err := skipRecord(b, off)
-		if err != nil {
-			return b
-		}
-		if binary.BigEndian.Uint16(b[fixed:]) == TypeOPT && i == total-1 {
-			opt = fixed
-		}
-		off = next
-	}
-	if opt < 0 || off != len(b) {
+	opt, ok := lastOPT(b)
+	if !ok || block <= 0 {
 		return b
 	}
 	var e EDNS
@@ -388,4 +376,64 @@ func Pad(b []byte, block, max int) []byte {
 	b = slices.Grow(b, n)[:start+n]
 	clear(b[start:]) // the grown part may hold an earlier message's bytes
 	return b
+}
+
+// lastOPT finds the fixed part of message b's OPT record when it is the
+// message's last record and b ends with it (where options can be
+// appended); false for anything else or anything it cannot walk.
+func lastOPT(b []byte) (int, bool) {
+	h, err := ParseHeader(b)
+	if err != nil || h.AR == 0 {
+		return 0, false
+	}
+	off := HeaderLen
+	for range h.QD {
+		if off, err = SkipName(b, off); err != nil || off+4 > len(b) {
+			return 0, false
+		}
+		off += 4
+	}
+	total := int(h.AN) + int(h.NS) + int(h.AR)
+	opt := -1
+	for i := 0; i < total; i++ {
+		fixed, next, err := skipRecord(b, off)
+		if err != nil {
+			return 0, false
+		}
+		if binary.BigEndian.Uint16(b[fixed:]) == TypeOPT && i == total-1 {
+			opt = fixed
+		}
+		off = next
+	}
+	return opt, opt >= 0 && off == len(b)
+}
+
+// OptionTCPKeepalive is the edns-tcp-keepalive option (RFC 7828).
+const OptionTCPKeepalive = 11
+
+// KeepaliveUnits is the option's TIMEOUT for an idle timeout: units of
+// 100 milliseconds, at most 0xFFFF.
+func KeepaliveUnits(idle time.Duration) uint16 {
+	return uint16(min(idle/(100*time.Millisecond), 0xFFFF))
+}
+
+// AddKeepalive adds an edns-tcp-keepalive option with TIMEOUT units to the
+// OPT record of message b (RFC 7828 3.3.2: the server's idle timeout on
+// this connection), under the same conditions as Pad: the OPT record is
+// last, carries no such option yet, and the message still fits in max.
+func AddKeepalive(b []byte, units uint16, max int) []byte {
+	opt, ok := lastOPT(b)
+	if !ok || len(b)+6 > max {
+		return b
+	}
+	var e EDNS
+	if scanOptions(b[opt+10:], &e); e.Keepalive || e.KeepaliveData {
+		return b
+	}
+	rdlen := int(binary.BigEndian.Uint16(b[opt+8:])) + 6
+	if rdlen > 0xFFFF {
+		return b
+	}
+	binary.BigEndian.PutUint16(b[opt+8:], uint16(rdlen))
+	return append(b, 0, OptionTCPKeepalive, 0, 2, byte(units>>8), byte(units))
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/transport"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/settings"
 )
@@ -10,7 +11,7 @@ import (
 // dataplaneConfig maps node settings onto the data plane's own configuration.
 func dataplaneConfig(cfg *settings.Config, nodeName string) dataplane.Config {
 	dc := dataplane.Config{Node: nodeName, Sockets: cfg.Listeners.Sockets, Cache: cacheConfig(cfg),
-		TCPMaxConns: connLimit(nofile(), streamPools(cfg))}
+		TCPMaxConns: connLimit(nofile(), streamPools(cfg)), DoTIdleTimeout: transport.DefaultIdleTimeout}
 	for _, l := range cfg.Listeners.DNS {
 		dc.Listeners = append(dc.Listeners, dataplane.ListenerConfig{Address: l.Address, Protocols: l.Protocols})
 	}

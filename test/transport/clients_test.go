@@ -314,6 +314,34 @@ func TestDnsperf(t *testing.T) {
 	}
 }
 
+// TestKeepaliveOption: dig +keepalive (edns-tcp-keepalive, RFC 7828) learns
+// the idle timeout over TCP (the data plane's 10s) and DoT (the transports'
+// 30s); over UDP the option is ignored.
+func TestKeepaliveOption(t *testing.T) {
+	st := newStack(t, stackOpts{})
+	dig := tool(t, "dig")
+	port := func(k string) string { return fmt.Sprint(st.addr(k).Port()) }
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"tcp", []string{"-p", port("tcp"), "+tcp"}, "TCP KEEPALIVE: 10.0 secs"},
+		{"dot", []string{"-p", port("dot"), "+tls", "+tls-ca=" + st.pki.CAFile, "+tls-hostname=" + serverName}, "TCP KEEPALIVE: 30.0 secs"},
+		{"udp", []string{"-p", port("udp")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := run(t, dig, append([]string{"@127.0.0.1", "+tries=1", "+timeout=3", "+keepalive"}, append(tc.args, "www.example.com", "A")...)...)
+			if !strings.Contains(out, "192.0.2.1") {
+				t.Fatalf("no answer:\n%s", out)
+			}
+			if tc.want == "" && strings.Contains(out, "KEEPALIVE") || tc.want != "" && !strings.Contains(out, tc.want) {
+				t.Fatalf("want %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}
+
 // TestCurlDoH resolves through curl's DoH client (libcurl, HTTP/2 POST for
 // A and AAAA), which applications embedding libcurl use: curl must try the
 // address the server gave (www.example.com A 192.0.2.1; nothing listens
