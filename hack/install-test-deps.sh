@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests use: reference DNS servers (NSD, Knot) for
 # answer comparisons, third-party DNS clients (dig, kdig) and dnsperf (DoH and DoT
-# clients the transport tests drive), curl (its DoH resolver), and the proxies deployments put in front of a
-# DNS server with PROXY v2 (dnsdist, HAProxy). Their packaged daemons are never
-# started (hack/apt-install.sh). SKIP_APT=1 skips.
+# clients the transport tests drive), curl (its DoH resolver), the proxies
+# deployments put in front of a DNS server with PROXY v2 (dnsdist, HAProxy), and
+# the resolvers that forward to a DoT server (stubby, Unbound). Their packaged
+# daemons are never started (hack/apt-install.sh). SKIP_APT=1 skips.
 set -euo pipefail
-exec "$(dirname "$0")/apt-install.sh" nsd knot knot-dnsutils bind9-dnsutils dnsperf dnsdist haproxy curl
+exec "$(dirname "$0")/apt-install.sh" nsd knot knot-dnsutils bind9-dnsutils dnsperf dnsdist haproxy curl stubby unbound
