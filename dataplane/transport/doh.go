@@ -111,21 +111,24 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 
 // serveDoHConn does the TLS handshake and serves the connection by its
 // ALPN protocol.
+// done is called when the connection has ended (an HTTP/1.1 connection
+// may outlive this call: see h1conn.park).
 func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h *dohHandler, h2 *doh2Server, done func()) {
-	defer done()
 	conn := tls.Server(&batchConn{Conn: raw}, tc)
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 	err := conn.HandshakeContext(hctx)
 	cancel()
 	if err != nil || !insideHeader(conn, raw) {
 		_ = raw.Close()
+		done()
 		return
 	}
 	if conn.ConnectionState().NegotiatedProtocol == "h2" {
 		h2.serve(conn, raw)
+		done()
 		return
 	}
-	s.serveDoH1(conn, raw, h)
+	s.serveDoH1(conn, raw, h, done)
 }
 
 func (h *dohHandler) fail(w http.ResponseWriter, code int, reason string) {

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -92,51 +94,138 @@ type h1conn struct {
 	out    []byte // answers not yet written
 	client netip.AddrPort
 	idle   time.Duration
+	rc     syscall.RawConn // the socket, for parking (nil: never parks)
+	done   func()          // called once the connection has ended
 
 	readDL, writeDL time.Time // deadlines armed last (re-armed at half time)
 }
 
+// h1BusyWait is how long a quiet HTTP/1.1 connection waits inside
+// crypto/tls before it parks on the socket instead (see park), as DoT
+// does after dotBusyWait.
+const h1BusyWait = time.Second
+
+// h1Readers holds the connections' read buffers while they are parked.
+var h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 1<<10) }}
+
 // serveDoH1 serves an HTTP/1.1 connection whose TLS handshake is done
 // until the client closes it, it idles out, it sends what cannot be
-// framed, or the server shuts down.
-func (s *Server) serveDoH1(conn h1Stream, raw net.Conn, h *dohHandler) {
+// framed, or the server shuts down; then it calls done (if not nil). A
+// connection over a socket may go on on another goroutine (see park):
+// serveDoH1 then returns first.
+func (s *Server) serveDoH1(conn h1Stream, raw net.Conn, h *dohHandler, done func()) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		_ = raw.Close()
+		if done != nil {
+			done()
+		}
 		return
 	}
 	s.tcpConns[raw] = struct{}{}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		delete(s.tcpConns, raw)
-		s.mu.Unlock()
-		_ = raw.Close()
-	}()
 	ap := addrPortOf(conn.RemoteAddr()) // the PROXY header's client, if any
 	// A small reader: requests are a few hundred bytes, and longer lines
-	// are collected in c.hdr; an idle connection keeps this buffer.
-	c := &h1conn{s: s, h: h, conn: conn, raw: raw, br: bufio.NewReaderSize(conn, 1<<10),
+	// are collected in c.hdr; a parked connection gives it back.
+	c := &h1conn{s: s, h: h, conn: conn, raw: raw, br: getH1Reader(conn), rc: rawConnOf(raw), done: done,
 		client: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), idle: s.idle()}
 	c.run()
 }
 
+// run serves until the connection ends, or until it has been quiet for
+// h1BusyWait: it then waits for data on a new goroutine, which starts
+// with the smallest stack (this one, grown by TLS and parsing, ends).
 func (c *h1conn) run() {
+	if c.serve() {
+		c.s.wg.Add(1)
+		go c.park()
+		return
+	}
+	c.finish()
+}
+
+// park waits for the socket to be readable (within the idle deadline
+// armed), holding no read buffer, then serves again.
+func (c *h1conn) park() {
+	defer c.s.wg.Done()
+	if err := waitReadable(c.rc); err != nil || c.s.draining.Load() {
+		c.finish()
+		return
+	}
+	c.br = getH1Reader(c.conn)
+	c.run()
+}
+
+// finish closes the connection and reports it ended.
+func (c *h1conn) finish() {
+	s := c.s
+	s.mu.Lock()
+	delete(s.tcpConns, c.raw)
+	s.mu.Unlock()
+	_ = c.raw.Close()
+	c.putReader()
+	if c.done != nil {
+		c.done()
+	}
+}
+
+func getH1Reader(conn h1Stream) *bufio.Reader {
+	br := h1Readers.Get().(*bufio.Reader)
+	br.Reset(conn)
+	return br
+}
+
+func (c *h1conn) putReader() {
+	if c.br != nil {
+		c.br.Reset(nil)
+		h1Readers.Put(c.br)
+		c.br = nil
+	}
+}
+
+// serve reads and answers requests; true means the connection has been
+// quiet for h1BusyWait and should park (its idle deadline armed, its
+// read buffer given back).
+func (c *h1conn) serve() (park bool) {
 	for {
 		if c.br.Buffered() == 0 {
 			// Everything that arrived is answered: write, then wait for
 			// the next request within the idle timeout.
 			if !c.flush() || c.s.draining.Load() {
-				return
+				return false
 			}
 			// One deadline for both the wait and the request: a request
 			// must arrive whole within the idle timeout of the moment the
-			// connection fell idle, so a client that trickles its request
-			// holds the connection no longer than one that sends nothing.
-			c.armRead(time.Now(), c.idle)
-			if _, err := c.br.Peek(1); err != nil || c.s.draining.Load() {
-				return
+			// connection fell idle (or of the moment it woke from
+			// parking), so a client that trickles its request holds the
+			// connection no longer than one that sends nothing.
+			now := time.Now()
+			idleEnd := now.Add(c.idle)
+			if c.rc == nil {
+				c.armRead(now, c.idle)
+			} else {
+				c.armRead(now, min(h1BusyWait, c.idle))
+			}
+			_, err := c.br.Peek(1)
+			if err != nil {
+				var ne net.Error
+				if c.rc == nil || !errors.As(err, &ne) || !ne.Timeout() || c.br.Buffered() > 0 ||
+					c.s.draining.Load() || !time.Now().Before(idleEnd) {
+					return false
+				}
+				c.setReadDeadline(idleEnd)
+				c.putReader()
+				if cap(c.hdr) > 512 {
+					c.hdr = nil
+				}
+				return true
+			}
+			if c.s.draining.Load() {
+				return false
+			}
+			if c.rc != nil {
+				c.setReadDeadline(idleEnd)
 			}
 		}
 		r, err := c.readHeader()
@@ -146,11 +235,11 @@ func (c *h1conn) run() {
 			if errors.As(err, &he) && !he.close && !r.close {
 				continue // answered; the connection is still framed
 			}
-			return
+			return false
 		}
 		if !c.answer(r) || r.close {
 			c.flush()
-			return
+			return false
 		}
 	}
 }
@@ -319,6 +408,14 @@ func (c *h1conn) armRead(now time.Time, d time.Duration) {
 	if diff := want.Sub(c.readDL); diff < -d/4 || diff > d/4 {
 		c.readDL = want
 		_ = c.conn.SetReadDeadline(want)
+	}
+}
+
+// setReadDeadline arms t unless it is armed already.
+func (c *h1conn) setReadDeadline(t time.Time) {
+	if !t.Equal(c.readDL) {
+		c.readDL = t
+		_ = c.conn.SetReadDeadline(t)
 	}
 }
 

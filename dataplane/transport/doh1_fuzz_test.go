@@ -32,7 +32,7 @@ func FuzzDoH1Conn(f *testing.F) {
 	s := h.s
 	known := map[int]bool{100: true, 200: true, 400: true, 404: true, 405: true, 413: true, 415: true, 417: true, 431: true, 501: true, 505: true}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		out := pipeRun(t, func(srv net.Conn) { s.serveDoH1(pipeStream{srv}, srv, h) }, data)
+		out := pipeRun(t, func(srv net.Conn) { s.serveDoH1(pipeStream{srv}, srv, h, nil) }, data)
 		br := bufio.NewReader(bytes.NewReader(out))
 		for {
 			if _, err := br.Peek(1); errors.Is(err, io.EOF) {

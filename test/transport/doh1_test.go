@@ -200,3 +200,43 @@ func TestDoH1Wire(t *testing.T) {
 		}
 	})
 }
+
+// TestDoH1Idle: an HTTP/1.1 connection quiet for longer than the busy
+// wait (it parks on the socket and gives its read buffer back) is still
+// answered, also for a request that arrives in pieces, and one quiet for
+// the idle timeout is closed.
+func TestDoH1Idle(t *testing.T) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.IdleTimeout = 2500 * time.Millisecond }})
+	c, br := h1Conn(t, st)
+	req := "GET /dns-query?dns=" + base64.RawURLEncoding.EncodeToString(query(t, 0)) + " HTTP/1.1\r\nHost: " + serverName + "\r\n\r\n"
+	ask := func(parts ...string) {
+		t.Helper()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		for i, p := range parts {
+			if i > 0 {
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := io.WriteString(c, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, body := readH1(t, br, "GET")
+		if resp.StatusCode != 200 {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+		checkAnswer(t, body)
+	}
+	ask(req)
+	time.Sleep(1500 * time.Millisecond) // past the 1s busy wait
+	ask(req[:1], req[1:20], req[20:])
+	time.Sleep(1500 * time.Millisecond)
+	ask(req)
+	start := time.Now()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if !closed(br) {
+		t.Fatal("read data on an idle connection")
+	}
+	if d := time.Since(start); d < 2*time.Second || d > 5*time.Second {
+		t.Fatalf("idle connection closed after %v, want ~2.5s", d)
+	}
+}
