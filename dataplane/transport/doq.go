@@ -95,7 +95,7 @@ func (s *Server) acceptDoQ(ln *quic.Listener, certs *tlscert.Reloader) {
 			return // closed
 		}
 		s.mu.Lock()
-		if s.closed || len(s.quicConns) >= s.cfg.MaxConns {
+		if s.closed || len(s.quicConns) >= s.cfg.MaxQUICConns {
 			s.mu.Unlock()
 			s.m.reject("doq", "max_conns")
 			_ = conn.CloseWithError(DoQExcessiveLoad, "too many connections")

@@ -67,6 +67,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxConns bounds connections per TCP listener (default 1000).
 	MaxConns int
+	// MaxQUICConns bounds DoQ connections (default MaxConns).
+	MaxQUICConns int
 	// MaxInflight bounds pipelined queries per DoT connection and open
 	// streams per QUIC connection (default 32 and 100).
 	MaxInflight int
@@ -139,6 +141,9 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 1000
+	}
+	if cfg.MaxQUICConns <= 0 {
+		cfg.MaxQUICConns = cfg.MaxConns
 	}
 	log := opts.Logger
 	if log == nil {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -258,7 +259,14 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 	}
 	dpCfg := dataplaneConfig(cfg, p.nodeName)
 	dpCfg.ProxyProtocol = p.pp
-	logger.Info("connection limit", "per_listener", dpCfg.TCPMaxConns, "fd_limit", nofile())
+	mem := memLimit("/")
+	if mem > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// In a container with a memory limit, let the garbage collector
+		// work harder near it rather than be killed at it.
+		debug.SetMemoryLimit(int64(mem / 10 * 9))
+	}
+	lim := nodeConnLimits(cfg)
+	logger.Info("connection limit", "per_listener", lim.Stream, "doq_per_listener", lim.QUIC, "fd_limit", nofile(), "memory_limit", mem)
 	qlog, qlogger, err := openQueryLog(ctx, cfg, p.nodeName, p.reg, logger)
 	if err != nil {
 		return fmt.Errorf("query log: %w", err)

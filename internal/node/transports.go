@@ -68,10 +68,12 @@ func transportConfig(cfg *settings.Config, pp *proxyproto.Policy) transport.Conf
 		}
 		return out
 	}
+	lim := nodeConnLimits(cfg)
 	return transport.Config{
 		DoT: conv(cfg.Listeners.DoT), DoQ: conv(cfg.Listeners.DoQ),
 		DoH: convHTTP(cfg.Listeners.DoH), DoH3: convHTTP(cfg.Listeners.DoH3),
 		ProxyProtocol: pp,
-		MaxConns:      connLimit(nofile(), streamPools(cfg)),
+		MaxConns:      lim.Stream,
+		MaxQUICConns:  lim.QUIC,
 	}
 }
