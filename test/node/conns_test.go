@@ -45,37 +45,17 @@ func TestNodeHoldsManyIdleConnections(t *testing.T) {
 			}
 		}
 	})
-	var wg sync.WaitGroup
-	errs := make(chan error, 2*n)
-	work := make(chan int)
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				var c net.Conn
-				var err error
-				if i < n {
-					d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: tc}
-					c, err = d.Dial("tcp", dot) // returns after the handshake
-				} else {
-					c, err = net.DialTimeout("tcp", tcp, 5*time.Second)
-				}
-				if err != nil {
-					errs <- err
-					continue
-				}
-				held[i] = c
-			}
-		}()
-	}
-	for i := range 2 * n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	err := inParallel(2*n, func(i int) error {
+		var err error
+		if i < n {
+			d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: tc}
+			held[i], err = d.Dial("tcp", dot) // returns after the handshake
+		} else {
+			held[i], err = net.DialTimeout("tcp", tcp, 5*time.Second)
+		}
+		return err
+	})
+	if err != nil {
 		t.Fatalf("opening %d DoT and %d TCP connections: %v", n, n, err)
 	}
 	// Let the server take in every connection (a refused one is closed
@@ -129,32 +109,14 @@ func TestNodeHoldsManyIdleConnections(t *testing.T) {
 	}
 	qtc := &tls.Config{ServerName: testpki.ServerName, RootCAs: pki.Pool, NextProtos: []string{"doq"}, ClientSessionCache: tls.NewLRUClientSessionCache(1)}
 	qconns := make([]*quic.Conn, n)
-	var qwg sync.WaitGroup
-	qerrs := make(chan error, n)
-	qwork := make(chan int)
-	for range 8 {
-		qwg.Add(1)
-		go func() {
-			defer qwg.Done()
-			for i := range qwork {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				c, err := qt.Dial(ctx, qaddr, qtc, &quic.Config{KeepAlivePeriod: 5 * time.Second})
-				cancel()
-				if err != nil {
-					qerrs <- err
-					continue
-				}
-				qconns[i] = c
-			}
-		}()
-	}
-	for i := range n {
-		qwork <- i
-	}
-	close(qwork)
-	qwg.Wait()
-	close(qerrs)
-	for err := range qerrs {
+	err = inParallel(n, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var err error
+		qconns[i], err = qt.Dial(ctx, qaddr, qtc, &quic.Config{KeepAlivePeriod: 5 * time.Second})
+		return err
+	})
+	if err != nil {
 		t.Fatalf("opening %d DoQ connections: %v", n, err)
 	}
 	time.Sleep(500 * time.Millisecond)
@@ -177,4 +139,30 @@ func TestNodeHoldsManyIdleConnections(t *testing.T) {
 	if !tn.Log.Contains("connection limit") {
 		t.Error("the node did not log its connection limit")
 	}
+}
+
+// inParallel runs f for 0..n-1 on 8 goroutines and returns the first
+// error.
+func inParallel(n int, f func(i int) error) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := f(i); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	return <-errs
 }

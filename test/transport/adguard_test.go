@@ -1,7 +1,6 @@
 package transport_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,9 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -85,14 +82,7 @@ func TestAdGuardDNSProxy(t *testing.T) {
 // proxyAddr is a running dnsproxy: its UDP address and its output.
 type proxyAddr struct {
 	addr string
-	mu   *sync.Mutex
-	out  *bytes.Buffer
-}
-
-func (p proxyAddr) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
+	*process
 }
 
 // startDNSProxy runs dnsproxy on a free loopback port with the given
@@ -100,32 +90,9 @@ func (p proxyAddr) log() string {
 func startDNSProxy(t *testing.T, bin, caFile string, args ...string) proxyAddr {
 	t.Helper()
 	port := freeport.UDPTCP(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, append([]string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "--timeout=3s"}, args...)...)
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=/nonexistent")
-	p := proxyAddr{addr: net.JoinHostPort("127.0.0.1", fmt.Sprint(port)), mu: &sync.Mutex{}, out: &bytes.Buffer{}}
-	w := lockedWriter{p.mu, p.out}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	return p
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
+	env := append(os.Environ(), "SSL_CERT_FILE="+caFile, "SSL_CERT_DIR=/nonexistent")
+	p := startProcessEnv(t, env, bin, append([]string{"-l", "127.0.0.1", "-p", fmt.Sprint(port), "--timeout=3s"}, args...)...)
+	return proxyAddr{addr: net.JoinHostPort("127.0.0.1", fmt.Sprint(port)), process: p}
 }
 
 // askUntilAnswered asks p over UDP until it answers (it may still be

@@ -1,8 +1,6 @@
 package transport_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"net/netip"
@@ -10,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -51,42 +48,6 @@ func askFromUntilAnswered(network, src, addr, name string, wait time.Duration) (
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// process is a third-party program the test runs, with its output kept.
-type process struct {
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// startProcess runs bin with args; the test stops it.
-func startProcess(t *testing.T, bin string, args ...string) *process {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	p := &process{}
-	cmd.Stdout, cmd.Stderr = p, p
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	return p
 }
 
 func proxiedStack(t *testing.T) *stack {
