@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
@@ -209,22 +210,63 @@ func (s *Server) startDoH3(ctx context.Context, l Listener) error {
 	if err != nil {
 		return fmt.Errorf("doh3: %w", err)
 	}
+	// The listener is ours, not the http3.Server's, so that it can bound
+	// the connections (http3.Server accepts them itself).
+	// Listen, not ListenEarly: 0-RTT is off, and a connection accepted
+	// before its handshake is done could only be refused with a bare
+	// APPLICATION_ERROR (RFC 9000 10.2.3), not H3_EXCESSIVE_LOAD.
+	ln, err := quic.Listen(pc, http3.ConfigureTLSConfig(tc), s.quicConfig(kindDoH3))
+	if err != nil {
+		_ = pc.Close()
+		return fmt.Errorf("doh3 listen %s: %w", l.Address, err)
+	}
 	srv := &http3.Server{
 		Handler:        s.newDoHHandler(l, dataplane.TransportDoH3, "doh3"),
-		TLSConfig:      http3.ConfigureTLSConfig(tc),
-		QUICConfig:     s.quicConfig(kindDoH3),
 		MaxHeaderBytes: 16 << 10,
 		IdleTimeout:    s.idle(),
 	}
+	lim := &limitListener{QUICListener: ln, max: int64(s.cfg.MaxQUICConns), code: h3ExcessiveLoad,
+		reject: func() { s.m.reject("doh3", "max_conns") }}
 	s.h3 = append(s.h3, srv)
 	s.addrs[kindDoH3] = append(s.addrs[kindDoH3], addrPortOf(pc.LocalAddr()))
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer pc.Close()
-		if err := srv.Serve(pc); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
+		defer ln.Close()
+		if err := srv.ServeListener(lim); err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 			s.log.Error("doh3 listener stopped", "address", l.Address, "err", err)
 		}
 	}()
 	return nil
+}
+
+// h3ExcessiveLoad is HTTP/3's H3_EXCESSIVE_LOAD (RFC 9114 8.1).
+const h3ExcessiveLoad = 0x0107
+
+// limitListener passes on at most max QUIC connections at once; one more
+// is closed with code as soon as its handshake is done.
+type limitListener struct {
+	http3.QUICListener
+	max    int64
+	n      atomic.Int64
+	code   quic.ApplicationErrorCode
+	reject func()
+}
+
+func (l *limitListener) Accept(ctx context.Context) (*quic.Conn, error) {
+	for {
+		c, err := l.QUICListener.Accept(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if l.n.Add(1) > l.max {
+			l.n.Add(-1)
+			l.reject()
+			_ = c.CloseWithError(l.code, "too many connections")
+			continue
+		}
+		context.AfterFunc(c.Context(), func() { l.n.Add(-1) })
+		return c, nil
+	}
 }

@@ -67,7 +67,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// MaxConns bounds connections per TCP listener (default 1000).
 	MaxConns int
-	// MaxQUICConns bounds DoQ connections (default MaxConns).
+	// MaxQUICConns bounds the connections of each DoQ and DoH3 listener
+	// (default MaxConns).
 	MaxQUICConns int
 	// MaxInflight bounds pipelined queries per DoT connection and open
 	// streams per QUIC connection (default 32 and 100).

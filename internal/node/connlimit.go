@@ -22,7 +22,7 @@ import (
 //     DoH listener has its own);
 //   - memory, when it is limited (GOMEMLIMIT, or the cgroup's limit in a
 //     container): half of it for connections, so that every pool and every
-//     DoQ listener full at once still fits, at streamConnCost per stream
+//     DoQ and DoH3 listener full at once still fits, at streamConnCost per stream
 //     connection (an idle DoT connection is about 13 KB in the process and
 //     a few KB in the kernel) and quicConnCost per QUIC connection (about
 //     55 KB);
@@ -41,12 +41,12 @@ const (
 // connLimits are the bounds a node gives its listeners.
 type connLimits struct {
 	Stream int // per stream pool
-	QUIC   int // DoQ connections per listener
+	QUIC   int // per DoQ and DoH3 listener
 }
 
 // connLimit computes the limits from the descriptor limit (0: unknown),
-// the memory limit (0: none), the number of stream pools and of DoQ
-// listeners.
+// the memory limit (0: none), the number of stream pools and of QUIC
+// (DoQ and DoH3) listeners.
 func connLimit(nofile, mem uint64, pools, quic int) connLimits {
 	stream, q := int64(maxConnsPerPool), int64(maxConnsPerPool)
 	if nofile > 0 {
@@ -73,7 +73,7 @@ func streamPools(cfg *settings.Config) int {
 
 // nodeConnLimits are the limits of this process for cfg.
 func nodeConnLimits(cfg *settings.Config) connLimits {
-	return connLimit(nofile(), memLimit("/"), streamPools(cfg), len(cfg.Listeners.DoQ))
+	return connLimit(nofile(), memLimit("/"), streamPools(cfg), len(cfg.Listeners.DoQ)+len(cfg.Listeners.DoH3))
 }
 
 // unlimitedMem is where a cgroup limit means "none" (v1 writes the page-

@@ -453,3 +453,107 @@ func TestEDNSPadding(t *testing.T) {
 		})
 	}
 }
+
+// TestQUICConnectionLimit: with MaxQUICConns 2, a DoQ or DoH3 listener
+// holding two connections closes a third as soon as its handshake is done
+// (DOQ_EXCESSIVE_LOAD, H3_EXCESSIVE_LOAD), and takes a new one once one of
+// the two has gone.
+func TestQUICConnectionLimit(t *testing.T) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.MaxQUICConns = 2 }})
+	t.Run("doq", func(t *testing.T) {
+		dial := func() *quic.Conn {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			c, err := quic.DialAddr(ctx, st.addr("doq").String(), st.pki.ClientTLS("doq"), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
+		}
+		ask := func(c *quic.Conn) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			resp, err := doqAsk(ctx, c, query(t, 0))
+			if err == nil {
+				checkAnswer(t, resp)
+			}
+			return err
+		}
+		a, b := dial(), dial()
+		for _, c := range []*quic.Conn{a, b} {
+			if err := ask(c); err != nil {
+				t.Fatalf("within the limit: %v", err)
+			}
+		}
+		third := dial()
+		var ae *quic.ApplicationError
+		if err := ask(third); !errors.As(err, &ae) || ae.ErrorCode != quic.ApplicationErrorCode(transport.DoQExcessiveLoad) {
+			t.Fatalf("third connection: %v, want DOQ_EXCESSIVE_LOAD", err)
+		}
+		_ = a.CloseWithError(0, "")
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			c := dial()
+			err := ask(c)
+			_ = c.CloseWithError(0, "")
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no room after a connection went: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		_ = b.CloseWithError(0, "")
+	})
+	t.Run("doh3", func(t *testing.T) {
+		url := fmt.Sprintf("https://%s:%d/dns-query?dns=%s", serverName, st.addr("doh3").Port(), base64.RawURLEncoding.EncodeToString(query(t, 0)))
+		client := func() (*http3.Transport, *http.Client) {
+			rt := &http3.Transport{TLSClientConfig: st.pki.ClientTLS(), Dial: func(ctx context.Context, _ string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
+				return quic.DialAddrEarly(ctx, st.addr("doh3").String(), tc, qc)
+			}}
+			return rt, &http.Client{Transport: rt, Timeout: 3 * time.Second}
+		}
+		get := func(c *http.Client) error {
+			resp, err := c.Get(url)
+			if err != nil {
+				return err
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			checkAnswer(t, body)
+			return nil
+		}
+		rtA, a := client()
+		rtB, b := client()
+		defer rtB.Close()
+		for _, c := range []*http.Client{a, b} {
+			if err := get(c); err != nil {
+				t.Fatalf("within the limit: %v", err)
+			}
+		}
+		rtC, c := client()
+		defer rtC.Close()
+		var ae *quic.ApplicationError
+		if err := get(c); !errors.As(err, &ae) || ae.ErrorCode != 0x0107 {
+			t.Fatalf("third connection: %v, want H3_EXCESSIVE_LOAD", err)
+		}
+		rtA.Close()
+		deadline := time.Now().Add(3 * time.Second)
+		for {
+			rt, c := client()
+			err := get(c)
+			rt.Close()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no room after a connection went: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
