@@ -110,9 +110,8 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 }
 
 // serveDoHConn does the TLS handshake and serves the connection by its
-// ALPN protocol.
-// done is called when the connection has ended (an HTTP/1.1 connection
-// may outlive this call: see h1conn.park).
+// ALPN protocol; done is called when the connection has ended (an
+// HTTP/1.1 connection may outlive this call: see h1conn.park).
 func (s *Server) serveDoHConn(raw net.Conn, tc *tls.Config, h *dohHandler, h2 *doh2Server, done func()) {
 	conn := tls.Server(&batchConn{Conn: raw}, tc)
 	hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)

@@ -22,10 +22,10 @@ import (
 //     DoH listener has its own);
 //   - memory, when it is limited (GOMEMLIMIT, or the cgroup's limit in a
 //     container): half of it for connections, so that every pool and every
-//     DoQ and DoH3 listener full at once still fits, at streamConnCost per stream
-//     connection (an idle DoT connection is about 13 KB in the process and
-//     a few KB in the kernel) and quicConnCost per QUIC connection (about
-//     55 KB);
+//     DoQ and DoH3 listener full at once still fits, at streamConnCost per
+//     stream connection (an idle DoT connection is about 13 KB in the
+//     process and a few KB in the kernel) and quicConnCost per QUIC
+//     connection (about 55 KB);
 //
 // each within [minConnsPerPool, maxConnsPerPool]. The data plane and the
 // transports default to 1000, which refused the 1001st idle DoT client of
@@ -69,11 +69,6 @@ func streamPools(cfg *settings.Config) int {
 		}
 	}
 	return n
-}
-
-// nodeConnLimits are the limits of this process for cfg.
-func nodeConnLimits(cfg *settings.Config) connLimits {
-	return connLimit(nofile(), memLimit("/"), streamPools(cfg), len(cfg.Listeners.DoQ)+len(cfg.Listeners.DoH3))
 }
 
 // unlimitedMem is where a cgroup limit means "none" (v1 writes the page-

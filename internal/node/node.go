@@ -102,6 +102,7 @@ type proc struct {
 	role     string
 	kubeMode bool
 	nodeName string
+	limits   connLimits // connections per listener (connlimit.go)
 	env      func(string) string
 	reg      *prometheus.Registry
 	life     *Lifecycle
@@ -259,14 +260,15 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 	}
 	dpCfg := dataplaneConfig(cfg, p.nodeName)
 	dpCfg.ProxyProtocol = p.pp
-	mem := memLimit("/")
+	mem, fds := memLimit("/"), nofile()
 	if mem > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// In a container with a memory limit, let the garbage collector
 		// work harder near it rather than be killed at it.
 		debug.SetMemoryLimit(int64(mem / 10 * 9))
 	}
-	lim := nodeConnLimits(cfg)
-	logger.Info("connection limit", "per_listener", lim.Stream, "doq_per_listener", lim.QUIC, "fd_limit", nofile(), "memory_limit", mem)
+	p.limits = connLimit(fds, mem, streamPools(cfg), len(cfg.Listeners.DoQ)+len(cfg.Listeners.DoH3))
+	dpCfg.TCPMaxConns = p.limits.Stream
+	logger.Info("connection limit", "per_listener", p.limits.Stream, "doq_per_listener", p.limits.QUIC, "fd_limit", fds, "memory_limit", mem)
 	qlog, qlogger, err := openQueryLog(ctx, cfg, p.nodeName, p.reg, logger)
 	if err != nil {
 		return fmt.Errorf("query log: %w", err)
@@ -409,7 +411,7 @@ func (p *proc) startDNS(ctx context.Context) error {
 	for _, a := range dp.TCPAddrs() {
 		p.addrs.DNS = append(p.addrs.DNS, "tcp/"+a.String())
 	}
-	tp, err := transport.New(dp, transportConfig(p.cfg, p.pp), transport.Options{Logger: p.logger.With("component", "transport"), Registerer: p.reg})
+	tp, err := transport.New(dp, transportConfig(p.cfg, p.pp, p.limits), transport.Options{Logger: p.logger.With("component", "transport"), Registerer: p.reg})
 	if err != nil {
 		return fmt.Errorf("encrypted DNS listeners: %w", err)
 	}

@@ -53,7 +53,7 @@ func ratelimitConfig(cfg *settings.Config) ratelimit.Config {
 }
 
 // transportConfig maps listeners.dot, .doh, .doq and .doh3.
-func transportConfig(cfg *settings.Config, pp *proxyproto.Policy) transport.Config {
+func transportConfig(cfg *settings.Config, pp *proxyproto.Policy, lim connLimits) transport.Config {
 	conv := func(in []settings.TLSListener) []transport.Listener {
 		var out []transport.Listener
 		for _, l := range in {
@@ -68,7 +68,6 @@ func transportConfig(cfg *settings.Config, pp *proxyproto.Policy) transport.Conf
 		}
 		return out
 	}
-	lim := nodeConnLimits(cfg)
 	return transport.Config{
 		DoT: conv(cfg.Listeners.DoT), DoQ: conv(cfg.Listeners.DoQ),
 		DoH: convHTTP(cfg.Listeners.DoH), DoH3: convHTTP(cfg.Listeners.DoH3),
