@@ -133,7 +133,7 @@ func (b *blocking) refreshCatalogue(ctx context.Context, c settings.Catalogue) {
 // reconcilePolicy writes a policy's status (unknown catalogue ids).
 func (b *blocking) reconcilePolicy(ctx context.Context, namespace, name string) {
 	go func() {
-		if _, err := b.pols.Reconcile(ctx, namespace, name); err != nil && ctx.Err() == nil {
+		if _, err := b.pols.Reconcile(ctx, namespace, name); stoppedEarly(ctx, err) {
 			b.log.Warn("policy status", "policy", namespace+"/"+name, "err", err)
 		}
 	}()

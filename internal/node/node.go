@@ -31,6 +31,7 @@ import (
 	"github.com/svcdns/svc/internal/objectsdir"
 	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/internal/settings"
+	"github.com/svcdns/svc/internal/store"
 	"github.com/svcdns/svc/internal/validation"
 )
 
@@ -123,6 +124,14 @@ type proc struct {
 	creds     *internalapi.Credentials
 	apiErr    chan error
 	snapErr   chan error
+}
+
+// stoppedEarly reports whether err, from a loop that runs for the whole
+// of Run, is worth logging: not the end of Run (ctx done) nor the store
+// closed by Run's stops, which run before ctx is cancelled (a failed start
+// closes the store under loops that are still starting).
+func stoppedEarly(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrClosed)
 }
 
 // onStop registers f to run when Run returns, before what was registered
@@ -240,7 +249,7 @@ func (p *proc) openState(ctx context.Context) error {
 		p.logger.Error("inline objects of the config file not applied", "err", err)
 	}
 	go func() {
-		if err := p.objs.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := p.objs.Run(ctx); stoppedEarly(ctx, err) {
 			p.logger.Error("objectsDir watch stopped", "dir", cfg.ObjectsDir, "err", err)
 		}
 	}()
@@ -359,7 +368,7 @@ func (p *proc) startBlocking(ctx context.Context) error {
 	}
 	initial := make(chan error, 1)
 	go func() {
-		if err := blk.run(ctx, cfg, initial); err != nil && ctx.Err() == nil {
+		if err := blk.run(ctx, cfg, initial); stoppedEarly(ctx, err) {
 			logger.Error("block list reconciler stopped", "err", err)
 		}
 	}()

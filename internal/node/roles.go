@@ -107,7 +107,7 @@ func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, b
 	}()
 	go func() {
 		defer close(done)
-		if err := op.Run(ctx); err != nil && ctx.Err() == nil {
+		if err := op.Run(ctx); stoppedEarly(ctx, err) {
 			log.Error("operator stopped", "err", err)
 		}
 	}()

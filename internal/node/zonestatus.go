@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -71,9 +70,7 @@ func (z *zoneStatus) run(ctx context.Context) {
 			k := p.Kind + "/" + p.Namespace + "/" + p.Name
 			problems[k] = append(problems[k], problemText(p))
 		}
-		// A closed store means the node is stopping (a failed start
-		// closes it before the context ends): nothing to report.
-		if err := z.w.Sync(ctx, in.zones, in.sets, compiled, problems); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
+		if err := z.w.Sync(ctx, in.zones, in.sets, compiled, problems); stoppedEarly(ctx, err) {
 			// A conflict means the object changed; the next build writes again.
 			z.log.Warn("zone status not written", "err", err)
 		}
