@@ -88,22 +88,27 @@ func (s *Server) encode(q *Query) []byte {
 	if len(out) > s.sizeLimit(q) {
 		out = s.encodeFast(q, out[:0], true)
 	}
-	if q.keepalive && q.EDNS.Present {
+	if q.EDNS.Present && (q.keepalive || q.padding) {
+		var o wire.AnswerOptions
 		// RFC 7828 3.3.2: over TCP the answer tells the connection's idle
 		// timeout; over UDP (and HTTP and QUIC, which manage their own
 		// connections) the option is ignored.
-		switch q.Transport {
-		case TransportTCP:
-			out = wire.AddKeepalive(out, wire.KeepaliveUnits(s.cfg.TCPIdleTimeout), s.sizeLimit(q))
-		case TransportDoT:
-			out = wire.AddKeepalive(out, wire.KeepaliveUnits(s.cfg.DoTIdleTimeout), s.sizeLimit(q))
+		switch {
+		case !q.keepalive:
+		case q.Transport == TransportTCP:
+			o.Keepalive, o.KeepaliveUnits = true, wire.KeepaliveUnits(s.cfg.TCPIdleTimeout)
+		case q.Transport == TransportDoT:
+			o.Keepalive, o.KeepaliveUnits = true, wire.KeepaliveUnits(s.cfg.DoTIdleTimeout)
 		}
-	}
-	if q.padding && q.Transport.Encrypted() && q.EDNS.Present {
-		// RFC 8467 4.1: a padded query over an encrypted transport gets an
-		// answer padded to a multiple of 468 octets, so its size tells
-		// little about the name.
-		out = wire.Pad(out, wire.PadBlock, s.sizeLimit(q))
+		if q.padding && q.Transport.Encrypted() {
+			// RFC 8467 4.1: a padded query over an encrypted transport gets
+			// an answer padded to a multiple of 468 octets, so its size
+			// tells little about the name.
+			o.PadBlock = wire.PadBlock
+		}
+		if o.Keepalive || o.PadBlock > 0 {
+			out = wire.AddOptions(out, o, s.sizeLimit(q))
+		}
 	}
 	q.out = out
 	return out

@@ -32,7 +32,7 @@ func TestAddKeepalive(t *testing.T) {
 		return m
 	}
 	b := packMsg(t, withOPT(&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"}))
-	k := AddKeepalive(bytes.Clone(b), 300, 65535)
+	k := addKeepalive(bytes.Clone(b), 300, 65535)
 	if len(k) != len(b)+6 {
 		t.Fatalf("%d -> %d bytes", len(b), len(k))
 	}
@@ -46,8 +46,13 @@ func TestAddKeepalive(t *testing.T) {
 		t.Fatalf("options %v", opts)
 	}
 	// Padding afterwards counts the keepalive option in.
-	if p := Pad(k, PadBlock, 65535); len(p)%PadBlock != 0 || new(dns.Msg).Unpack(p) != nil {
+	p := pad(bytes.Clone(k), PadBlock, 65535)
+	if len(p)%PadBlock != 0 || new(dns.Msg).Unpack(p) != nil {
 		t.Fatalf("padded after keepalive: %d bytes", len(p))
+	}
+	// Both in one call (one walk of the message) give the same bytes.
+	if both := AddOptions(bytes.Clone(b), AnswerOptions{Keepalive: true, KeepaliveUnits: 300, PadBlock: PadBlock}, 65535); !bytes.Equal(both, p) {
+		t.Fatalf("AddOptions with both: %x, want %x", both, p)
 	}
 	plain := new(dns.Msg)
 	plain.SetQuestion("www.example.com.", dns.TypeA)
@@ -62,7 +67,7 @@ func TestAddKeepalive(t *testing.T) {
 		{"truncated record", b[:40], 65535},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if k := AddKeepalive(bytes.Clone(tc.b), 300, tc.max); !bytes.Equal(k, tc.b) {
+			if k := addKeepalive(bytes.Clone(tc.b), 300, tc.max); !bytes.Equal(k, tc.b) {
 				t.Fatalf("changed: %d -> %d bytes", len(tc.b), len(k))
 			}
 		})
@@ -78,7 +83,7 @@ func FuzzAddKeepalive(f *testing.F) {
 	f.Add(packMsg(f, m))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		orig := bytes.Clone(b)
-		k := AddKeepalive(b, 100, 65535)
+		k := addKeepalive(b, 100, 65535)
 		if bytes.Equal(k, orig) {
 			return
 		}

@@ -16,9 +16,18 @@ func packMsg(t testing.TB, m *dns.Msg) []byte {
 	return b
 }
 
+// pad and addKeepalive are AddOptions with one option.
+func pad(b []byte, block, max int) []byte {
+	return AddOptions(b, AnswerOptions{PadBlock: block}, max)
+}
+
+func addKeepalive(b []byte, units uint16, max int) []byte {
+	return AddOptions(b, AnswerOptions{Keepalive: true, KeepaliveUnits: units}, max)
+}
+
 // TestPad: a message whose last record is its OPT grows to a multiple of
 // the block with a zero-filled Padding option and still unpacks; every
-// message Pad must not touch comes back byte for byte.
+// message the padding must not touch comes back byte for byte.
 func TestPad(t *testing.T) {
 	answer := func(extra ...dns.RR) *dns.Msg {
 		m := new(dns.Msg)
@@ -43,7 +52,7 @@ func TestPad(t *testing.T) {
 	t.Run("padded", func(t *testing.T) {
 		for _, m := range []*dns.Msg{withOPT(), withOPT(&dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})} {
 			b := packMsg(t, m)
-			p := Pad(bytes.Clone(b), PadBlock, 65535)
+			p := pad(bytes.Clone(b), PadBlock, 65535)
 			if len(p)%PadBlock != 0 {
 				t.Fatalf("padded to %d bytes, not a multiple of %d", len(p), PadBlock)
 			}
@@ -83,7 +92,7 @@ func TestPad(t *testing.T) {
 		{"bad block", packMsg(t, withOPT()), 0, 65535},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if p := Pad(bytes.Clone(tc.b), tc.block, tc.max); !bytes.Equal(p, tc.b) {
+			if p := pad(bytes.Clone(tc.b), tc.block, tc.max); !bytes.Equal(p, tc.b) {
 				t.Fatalf("changed: %d -> %d bytes", len(tc.b), len(p))
 			}
 		})
@@ -100,7 +109,7 @@ func FuzzPad(f *testing.F) {
 	f.Add([]byte{0, 0, 0x81, 0x80, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 41, 4, 0xd0, 0, 0, 0, 0, 0, 4, 0, 12, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		orig := bytes.Clone(b)
-		p := Pad(b, PadBlock, 65535)
+		p := pad(b, PadBlock, 65535)
 		if bytes.Equal(p, orig) {
 			return
 		}

@@ -350,23 +350,41 @@ const OptionPadding = 12
 // padded to when the query was padded (RFC 8467 4.1: 468 octets).
 const PadBlock = 468
 
-// Pad adds a Padding option to the OPT record of message b so that its
-// length becomes a multiple of block. It does so only when the OPT record
-// is the message's last record, carries no Padding option yet, and the
-// padded message fits in max bytes; otherwise, and for anything it cannot
-// walk, b is returned unchanged. The padding is zeros (RFC 7830 3).
-func Pad(b []byte, block, max int) []byte {
+// AnswerOptions are the options the server adds to an answer's OPT record.
+type AnswerOptions struct {
+	// Keepalive adds edns-tcp-keepalive with TIMEOUT KeepaliveUnits
+	// (RFC 7828 3.3.2: the server's idle timeout on this connection).
+	Keepalive      bool
+	KeepaliveUnits uint16
+	// PadBlock pads the message with a Padding option to a multiple of
+	// PadBlock octets (0: no padding); the padding is zeros (RFC 7830 3).
+	PadBlock int
+}
+
+// AddOptions appends o's options to the OPT record of message b, walking
+// the message once: the keepalive first, then the padding, which counts
+// it in. Each is added only when the OPT record is the message's last
+// record, does not carry that option yet, and the message still fits in
+// max bytes; otherwise, and for anything it cannot walk, b is left as it
+// is.
+func AddOptions(b []byte, o AnswerOptions, max int) []byte {
 	opt, ok := lastOPT(b)
-	if !ok || block <= 0 {
+	if !ok {
 		return b
 	}
 	var e EDNS
-	if scanOptions(b[opt+10:], &e); e.Padding {
+	scanOptions(b[opt+10:], &e)
+	rdlen := int(binary.BigEndian.Uint16(b[opt+8:]))
+	if o.Keepalive && !e.Keepalive && !e.KeepaliveData && len(b)+6 <= max && rdlen+6 <= 0xFFFF {
+		rdlen += 6
+		binary.BigEndian.PutUint16(b[opt+8:], uint16(rdlen))
+		b = append(b, 0, OptionTCPKeepalive, 0, 2, byte(o.KeepaliveUnits>>8), byte(o.KeepaliveUnits))
+	}
+	if o.PadBlock <= 0 || e.Padding {
 		return b
 	}
-	padded := (len(b) + 4 + block - 1) / block * block
-	rdlen := int(binary.BigEndian.Uint16(b[opt+8:])) + padded - len(b)
-	if padded > max || rdlen > 0xFFFF {
+	padded := (len(b) + 4 + o.PadBlock - 1) / o.PadBlock * o.PadBlock
+	if rdlen += padded - len(b); padded > max || rdlen > 0xFFFF {
 		return b
 	}
 	n := padded - len(b) - 4
@@ -415,25 +433,4 @@ const OptionTCPKeepalive = 11
 // 100 milliseconds, at most 0xFFFF.
 func KeepaliveUnits(idle time.Duration) uint16 {
 	return uint16(min(idle/(100*time.Millisecond), 0xFFFF))
-}
-
-// AddKeepalive adds an edns-tcp-keepalive option with TIMEOUT units to the
-// OPT record of message b (RFC 7828 3.3.2: the server's idle timeout on
-// this connection), under the same conditions as Pad: the OPT record is
-// last, carries no such option yet, and the message still fits in max.
-func AddKeepalive(b []byte, units uint16, max int) []byte {
-	opt, ok := lastOPT(b)
-	if !ok || len(b)+6 > max {
-		return b
-	}
-	var e EDNS
-	if scanOptions(b[opt+10:], &e); e.Keepalive || e.KeepaliveData {
-		return b
-	}
-	rdlen := int(binary.BigEndian.Uint16(b[opt+8:])) + 6
-	if rdlen > 0xFFFF {
-		return b
-	}
-	binary.BigEndian.PutUint16(b[opt+8:], uint16(rdlen))
-	return append(b, 0, OptionTCPKeepalive, 0, 2, byte(units>>8), byte(units))
 }
