@@ -79,16 +79,18 @@ func (s *Server) startDoQ(ctx context.Context, l Listener) error {
 	}
 	s.quic = append(s.quic, ln)
 	s.addrs[kindDoQ] = append(s.addrs[kindDoQ], addrPortOf(pc.LocalAddr()))
+	lim := &limitListener{QUICListener: ln, max: int64(s.cfg.MaxQUICConns), code: DoQExcessiveLoad,
+		reject: func() { s.m.reject("doq", "max_conns") }}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer pc.Close()
-		s.acceptDoQ(ln, certs)
+		s.acceptDoQ(lim, certs)
 	}()
 	return nil
 }
 
-func (s *Server) acceptDoQ(ln *quic.Listener, certs *tlscert.Reloader) {
+func (s *Server) acceptDoQ(ln http3.QUICListener, certs *tlscert.Reloader) {
 	inflight := make(chan struct{}, maxDoQInflight)
 	for {
 		conn, err := ln.Accept(s.ctx)
@@ -96,10 +98,9 @@ func (s *Server) acceptDoQ(ln *quic.Listener, certs *tlscert.Reloader) {
 			return // closed
 		}
 		s.mu.Lock()
-		if s.closed || len(s.quicConns) >= s.cfg.MaxQUICConns {
+		if s.closed {
 			s.mu.Unlock()
-			s.m.reject("doq", "max_conns")
-			_ = conn.CloseWithError(DoQExcessiveLoad, "too many connections")
+			_ = conn.CloseWithError(DoQNoError, "")
 			continue
 		}
 		s.quicConns[conn] = struct{}{}
@@ -244,8 +245,9 @@ func (s *Server) startDoH3(ctx context.Context, l Listener) error {
 // h3ExcessiveLoad is HTTP/3's H3_EXCESSIVE_LOAD (RFC 9114 8.1).
 const h3ExcessiveLoad = 0x0107
 
-// limitListener passes on at most max QUIC connections at once; one more
-// is closed with code as soon as its handshake is done.
+// limitListener passes on at most max QUIC connections at once (DoQ, and
+// DoH3, whose connections http3.Server accepts itself); one more is closed
+// with code as soon as its handshake is done.
 type limitListener struct {
 	http3.QUICListener
 	max    int64
