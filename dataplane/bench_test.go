@@ -22,10 +22,18 @@ func TestFastPathAllocs(t *testing.T) {
 	// Client cookies and padding (dig, kdig, browsers) stay on the fast
 	// path, padded answers included.
 	cases = append(cases, goldenCaseNamed(t, "auth-a-cookie"), goldenCaseNamed(t, "cache-a-cookie-padding-dot"), goldenCaseNamed(t, "auth-mx-padding-doh"),
-		goldenCaseNamed(t, "auth-a-keepalive-tcp"), goldenCaseNamed(t, "cache-a-keepalive-padding-dot"))
+		goldenCaseNamed(t, "auth-a-keepalive-tcp"), goldenCaseNamed(t, "cache-a-keepalive-padding-dot"),
+		// ECS, as cluster DNS forwarders add it to every query: echoed, and
+		// from a trusted forwarder the client it names is identified.
+		goldenCaseNamed(t, "auth-a-ecs-trusted"), goldenCaseNamed(t, "cache-a-ecs6-trusted"),
+		goldenCaseNamed(t, "auth-a-ecs-untrusted"), goldenCaseNamed(t, "auth-a-ecs-cookie-padding-dot"))
 	for _, tc := range cases {
 		pkt := tc.packet(t)
 		out := make([]byte, 0, 4096)
+		client := client
+		if tc.peer != "" {
+			client = tc.client()
+		}
 		allocs := testing.AllocsPerRun(200, func() {
 			out, _ = fast.ServeWire(pkt, client, tc.tr, out[:0])
 		})
@@ -58,6 +66,10 @@ func goldenCaseNamed(t testing.TB, name string) goldenCase {
 }
 
 func BenchmarkServeWireAuthoritative(b *testing.B) { benchServeWire(b, goldenCases[0]) }
+
+// BenchmarkServeWireECS is the authoritative query with the ECS option a
+// cluster DNS forwarder adds, from a trusted forwarder.
+func BenchmarkServeWireECS(b *testing.B) { benchServeWire(b, goldenCaseNamed(b, "auth-a-ecs-trusted")) }
 
 // BenchmarkServeWireCookie is the authoritative query with a client cookie,
 // as dig sends it.

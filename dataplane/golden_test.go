@@ -25,6 +25,17 @@ type goldenCase struct {
 	cd    bool
 	opts  []dns.EDNS0 // EDNS options (edns > 0)
 	tr    Transport   // TransportUDP unless set
+	peer  string      // the client's address; goldenClient unless set
+}
+
+// goldenClient is the golden servers' listeners.ecsClientFrom forwarder.
+const goldenClient = "192.0.2.9:5353"
+
+func (c goldenCase) client() netip.AddrPort {
+	if c.peer != "" {
+		return netip.MustParseAddrPort(c.peer)
+	}
+	return netip.MustParseAddrPort(goldenClient)
 }
 
 var goldenCases = []goldenCase{
@@ -60,6 +71,28 @@ var goldenCases = []goldenCase{
 	{name: "auth-a-keepalive-doh", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(0)}, tr: TransportDoH},
 	{name: "auth-a-keepalive-timeout-tcp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(50)}, tr: TransportTCP},
 	{name: "auth-a-keepalive-timeout-udp", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{keepalive(50)}},
+	// EDNS Client Subnet (RFC 7871) stays on the fast path and is echoed:
+	// scope = source prefix when a trusted forwarder's option named the
+	// client, 0 when it was not used (short prefix, untrusted peer);
+	// malformed is FORMERR.
+	{name: "auth-a-ecs-trusted", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{ecs("127.0.0.2/32")}},
+	{name: "cache-a-ecs6-trusted", qname: "cached.example.net.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{ecs("2001:db8::7/128")}},
+	{name: "auth-a-ecs-short-trusted", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{ecs("10.1.2.0/24")}},
+	{name: "auth-a-ecs-untrusted", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{ecs("127.0.0.2/32")}, peer: "198.51.100.1:5353"},
+	{name: "auth-a-ecs-malformed", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{&dns.EDNS0_LOCAL{Code: dns.EDNS0SUBNET, Data: []byte{0, 1, 24, 0, 10, 1, 2, 3}}}},
+	{name: "auth-a-ecs-cookie-padding-dot", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{cookie(), ecs("127.0.0.2/32"), padding()}, tr: TransportDoT},
+	{name: "auth-a-ecs-nsid", qname: "www.example.com.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{&dns.EDNS0_NSID{Code: dns.EDNS0NSID}, ecs("127.0.0.2/32")}},
+}
+
+// ecs is an EDNS Client Subnet option for prefix, as miekg/dns (and so
+// CoreDNS's rewrite plugin) builds it.
+func ecs(prefix string) dns.EDNS0 {
+	p := netip.MustParsePrefix(prefix)
+	family := uint16(1)
+	if p.Addr().Is6() {
+		family = 2
+	}
+	return &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: family, SourceNetmask: uint8(p.Bits()), Address: p.Addr().AsSlice()}
 }
 
 func keepalive(timeout uint16) dns.EDNS0 {
@@ -100,6 +133,7 @@ func goldenServers(t testing.TB) (fast, slow *Server) {
 		cfg := testConfig()
 		cfg.Cache.Now = clock.Now
 		cfg.DisableFastPath = disable
+		cfg.ECSClientFrom = []netip.Prefix{netip.MustParsePrefix(goldenClient[:strings.IndexByte(goldenClient, ':')] + "/32")}
 		s, err := New(cfg, Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -127,12 +161,11 @@ func goldenServers(t testing.TB) (fast, slow *Server) {
 
 func TestGoldenFastSlowIdentical(t *testing.T) {
 	fast, slow := goldenServers(t)
-	client := netip.MustParseAddrPort("192.0.2.9:5353")
 	for _, tc := range goldenCases {
 		t.Run(tc.name, func(t *testing.T) {
 			pkt := tc.packet(t)
-			a, ok1 := fast.ServeWire(pkt, client, tc.tr, nil)
-			b, ok2 := slow.ServeWire(pkt, client, tc.tr, nil)
+			a, ok1 := fast.ServeWire(pkt, tc.client(), tc.tr, nil)
+			b, ok2 := slow.ServeWire(pkt, tc.client(), tc.tr, nil)
 			if !ok1 || !ok2 {
 				t.Fatalf("dropped: fast %v slow %v", ok1, ok2)
 			}
@@ -208,5 +241,52 @@ func TestKeepaliveAnswers(t *testing.T) {
 				t.Fatalf("rcode %s, keepalive %d; want %s, %d\n%v", dns.RcodeToString[m.Rcode], got, dns.RcodeToString[w.rcode], w.timeout, m)
 			}
 		})
+	}
+}
+
+// TestECSAnswers checks what the ECS golden cases hold: the option echoed
+// with the query's family, prefix and address, scope = source prefix for
+// a trusted forwarder's full-length option and 0 otherwise; FORMERR
+// without an option for a malformed one.
+func TestECSAnswers(t *testing.T) {
+	fast, _ := goldenServers(t)
+	want := map[string]struct {
+		rcode  int
+		subnet string // "" for no option
+		scope  uint8
+	}{
+		"auth-a-ecs-trusted":            {dns.RcodeSuccess, "127.0.0.2/32", 32},
+		"cache-a-ecs6-trusted":          {dns.RcodeSuccess, "2001:db8::7/128", 128},
+		"auth-a-ecs-short-trusted":      {dns.RcodeSuccess, "10.1.2.0/24", 0},
+		"auth-a-ecs-untrusted":          {dns.RcodeSuccess, "127.0.0.2/32", 0},
+		"auth-a-ecs-malformed":          {dns.RcodeFormatError, "", 0},
+		"auth-a-ecs-cookie-padding-dot": {dns.RcodeSuccess, "127.0.0.2/32", 32},
+		"auth-a-ecs-nsid":               {dns.RcodeSuccess, "127.0.0.2/32", 32},
+	}
+	seen := 0
+	for _, tc := range goldenCases {
+		w, ok := want[tc.name]
+		if !ok {
+			continue
+		}
+		seen++
+		t.Run(tc.name, func(t *testing.T) {
+			out, _ := fast.ServeWire(tc.packet(t), tc.client(), tc.tr, nil)
+			m := new(dns.Msg)
+			if err := m.Unpack(out); err != nil {
+				t.Fatal(err)
+			}
+			got, scope := "", uint8(0)
+			if e := echoedECS(m); e != nil {
+				a, _ := netip.AddrFromSlice(e.Address)
+				got, scope = netip.PrefixFrom(a.Unmap(), int(e.SourceNetmask)).String(), e.SourceScope
+			}
+			if m.Rcode != w.rcode || got != w.subnet || scope != w.scope {
+				t.Fatalf("rcode %s, ECS %q scope %d; want %s, %q scope %d\n%v", dns.RcodeToString[m.Rcode], got, scope, dns.RcodeToString[w.rcode], w.subnet, w.scope, m)
+			}
+		})
+	}
+	if seen != len(want) {
+		t.Fatalf("%d of %d cases found", seen, len(want))
 	}
 }

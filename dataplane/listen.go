@@ -18,6 +18,7 @@ import (
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/ratelimit"
+	"github.com/svcdns/svc/dataplane/wire"
 )
 
 // Start opens the configured listeners and serves until Shutdown.
@@ -225,6 +226,7 @@ type udpLoop struct {
 	cache *cache.Cache
 	lim   *ratelimit.Limiter
 	proxy bool
+	ecs   bool        // listeners.ecsClientFrom is set
 	reply *udpReplier // answers of detached queries
 }
 
@@ -234,6 +236,7 @@ func (l *udpLoop) begin(s *Server, now time.Time) {
 	l.cache = s.cache.Load()
 	l.lim = s.limiter.Load()
 	l.proxy = s.cfg.ProxyProtocol != nil
+	l.ecs = len(s.cfg.ECSClientFrom) > 0
 }
 
 // udpPacket answers the datagram in q.in[:n] from addr (as the socket
@@ -259,6 +262,15 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 		}
 		client = real
 	}
+	ecsChecked, ecsClient := false, false
+	if l.ecs && s.ecsTrusted(client.Addr()) {
+		// A cluster DNS forwarder: the client its ECS option names is the
+		// one rate limited, identified and logged.
+		ecsChecked = true
+		if e, ok, _ := wire.FindECS(buf[:n]); ok {
+			client, ecsClient = s.ecsIdentity(client, e)
+		}
+	}
 	if l.lim != nil {
 		if act := l.lim.Check(client.Addr(), buf[:n]); act != ratelimit.Allow {
 			if act == ratelimit.Slip {
@@ -272,6 +284,7 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 	}
 	q.in = buf[:n]
 	q.Client, q.Transport, q.Node = client, TransportUDP, s.cfg.Node
+	q.ecsChecked, q.ecsClient = ecsChecked, ecsClient
 	q.Start = l.now
 	q.snap = l.snap
 	q.cache = l.cache

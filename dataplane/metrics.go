@@ -28,6 +28,9 @@ type metrics struct {
 	cachePrefetch prometheus.Counter
 	cacheStale    prometheus.Counter
 	shed          prometheus.Counter
+	// ECS options of listeners.ecsClientFrom forwarders: used as the
+	// client, or ignored for a source prefix shorter than one address.
+	ecsUsed, ecsShort prometheus.Counter
 }
 
 // newMetrics creates every label child up front so counting never allocates.
@@ -41,6 +44,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help:    "Time from reading a query to its answer being decided.",
 		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 	}, []string{"transport"})
+	ev := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "service", Subsystem: "dns", Name: "ecs_clients_total",
+		Help: "EDNS Client Subnet options from listeners.ecsClientFrom forwarders, by result: used as the client, or short_prefix (ignored: not a /32 or /128).",
+	}, []string{"result"})
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "service", Subsystem: "dns_cache", Name: name, Help: help})
 	}
@@ -51,6 +58,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		cacheStale:    counter("stale_total", "Stale answers served (RFC 8767)."),
 		shed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "service", Subsystem: "dns", Name: "shed_total",
 			Help: "UDP queries dropped because MaxWorkers queries were already waiting for upstreams."}),
+		ecsUsed:  ev.WithLabelValues("used"),
+		ecsShort: ev.WithLabelValues("short_prefix"),
 	}
 	for t := range numTransports {
 		m.latency[t] = lv.WithLabelValues(t.String())
@@ -61,7 +70,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed} {
+		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed, ev} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register: %w", err)
 			}

@@ -102,8 +102,12 @@ func stageIngress(s *Server, q *Query) stageResult {
 	q.EDNS = e
 	q.padding, q.keepalive = e.Padding, e.Keepalive
 	if e.Present && e.Version > 0 {
-		q.EDNS.DO = false
+		q.EDNS.DO, q.EDNS.ECS = false, wire.ECS{}
 		return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)
+	}
+	if e.ECSBad {
+		// RFC 7871 7.2.1: a malformed option is a FORMERR, not ignored.
+		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	if e.KeepaliveData && q.Transport.Stream() {
 		// RFC 7828 3.2.1: only servers send a TIMEOUT.
@@ -162,9 +166,14 @@ func (s *Server) ingressSlow(q *Query) stageResult {
 			if keepaliveData && q.Transport.Stream() {
 				return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 			}
+			ecs, _, err := wire.FindECS(q.in)
+			if err != nil {
+				return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
+			}
+			q.EDNS.ECS = ecs
 		}
 		if q.EDNS.Present && q.EDNS.Version > 0 {
-			q.EDNS.DO = false
+			q.EDNS.DO, q.EDNS.ECS = false, wire.ECS{}
 			return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)
 		}
 		if q.Class != dns.ClassINET {
@@ -185,8 +194,13 @@ func (q *Query) fail(st Status, r Reason, rcode int) stageResult {
 	return stageDone
 }
 
-// identify names the client and its groups.
+// identify names the client and its groups. A trusted forwarder's ECS
+// option names the client first (the UDP read loop has done it already,
+// before rate limiting).
 func stageIdentify(s *Server, q *Query) stageResult {
+	if len(s.cfg.ECSClientFrom) > 0 {
+		s.applyECS(q)
+	}
 	if id := q.snap.in.Identifier; id != nil {
 		q.ClientInfo = id.Identify(q.Client.Addr(), q.ClientID)
 	}
@@ -547,6 +561,13 @@ func (q *Query) upstreamRequest(name string) *dns.Msg {
 		req.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
 		if q.EDNS.Present {
 			req.SetEdns0(q.EDNS.UDPSize, q.EDNS.DO)
+			if e := q.EDNS.ECS; e.Present {
+				// As the slow path keeps it: the forwarder applies
+				// upstreams.ecs.mode (strip, forward or add). The
+				// option's bytes as the client sent them.
+				opt := req.Extra[0].(*dns.OPT)
+				opt.Option = append(opt.Option, &dns.EDNS0_LOCAL{Code: wire.OptionECS, Data: e.AppendData(nil, 0)})
+			}
 		}
 	}
 	// The upstream pool draws IDs the same way when one is taken; the

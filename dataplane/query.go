@@ -203,6 +203,10 @@ type Query struct {
 	chaseLower []byte
 	detachable bool
 	next       int
+	// ecsChecked: the peer's trust for ECS has been looked at (the UDP
+	// read loop does it before rate limiting); ecsClient: Client is the
+	// address of the ECS option of a listeners.ecsClientFrom forwarder.
+	ecsChecked, ecsClient bool
 	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
 	// the zone lookup allocates nothing per query.
 	inGroupFn func(string) bool

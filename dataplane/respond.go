@@ -142,7 +142,11 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 		}
 	}
 	if q.EDNS.Present {
+		opt := len(out)
 		out = wire.AppendOPT(out, uint16(s.cfg.MaxUDPSize), uint8(rcode>>4), q.EDNS.DO)
+		if q.EDNS.ECS.Present {
+			out = wire.AppendECS(out, opt, q.EDNS.ECS, q.ecsScope())
+		}
 		h.AR++
 	}
 	wire.PutHeader(out, h)
@@ -155,9 +159,15 @@ func (s *Server) encodeSlow(q *Query, out []byte) ([]byte, error) {
 	m := q.resp
 	if q.EDNS.Present {
 		m.SetEdns0(uint16(s.cfg.MaxUDPSize), q.EDNS.DO)
+		opt := m.Extra[len(m.Extra)-1].(*dns.OPT)
 		if q.ede != nil {
-			opt := m.Extra[len(m.Extra)-1].(*dns.OPT)
 			opt.Option = append(opt.Option, q.ede)
+		}
+		if e := q.EDNS.ECS; e.Present {
+			// RFC 7871 7.2.2: a query's ECS option is answered with one.
+			// Encoded by the same code as the fast path's, so both are
+			// byte for byte equal.
+			opt.Option = append(opt.Option, &dns.EDNS0_LOCAL{Code: wire.OptionECS, Data: e.AppendData(nil, q.ecsScope())})
 		}
 	}
 	b, err := m.PackBuffer(out[:cap(out)])

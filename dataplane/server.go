@@ -65,6 +65,10 @@ type Config struct {
 	// that put a PROXY v2 header before each UDP datagram and TCP
 	// connection. Nil: nobody.
 	ProxyProtocol *proxyproto.Policy
+	// ECSClientFrom is listeners.ecsClientFrom: forwarders (cluster DNS)
+	// whose EDNS Client Subnet option, when it names one address (/32,
+	// /128), is the client for identify, the query log and rate limiting.
+	ECSClientFrom []netip.Prefix
 }
 
 func (c *Config) setDefaults() {
@@ -125,6 +129,7 @@ type Server struct {
 	workers       *workers
 	limiter       atomic.Pointer[ratelimit.Limiter]
 	proxyRejected atomic.Uint64
+	ecsShort      atomic.Uint64
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and

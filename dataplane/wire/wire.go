@@ -181,6 +181,10 @@ type EDNS struct {
 	// send it (Keepalive), or with a TIMEOUT, which only servers send
 	// (KeepaliveData).
 	Keepalive, KeepaliveData bool
+	// ECS is the EDNS Client Subnet option (RFC 7871); ECSBad marks one
+	// that is malformed or sent twice, which is answered with FORMERR.
+	ECS    ECS
+	ECSBad bool
 }
 
 // optionCookie is the EDNS(0) Cookie option (RFC 7873).
@@ -188,10 +192,11 @@ const optionCookie = 10
 
 // scanOptions looks at the options of an OPT record's data. The fast path
 // takes a client cookie (this server sets no server cookies, so it answers
-// as without one), padding (answered in kind on encrypted transports) and
-// edns-tcp-keepalive (answered with the idle timeout over TCP and DoT) as
-// they are; any other option, or one of these malformed, sets
-// HasOptions and sends the query to the full parser.
+// as without one), padding (answered in kind on encrypted transports),
+// edns-tcp-keepalive (answered with the idle timeout over TCP and DoT) and
+// EDNS Client Subnet (echoed in the answer; cluster DNS forwarders add it
+// to every query) as they are; any other option, or one of the first three
+// malformed, sets HasOptions and sends the query to the full parser.
 func scanOptions(rdata []byte, e *EDNS) {
 	for len(rdata) > 0 {
 		if len(rdata) < 4 {
@@ -211,6 +216,12 @@ func scanOptions(rdata []byte, e *EDNS) {
 			e.Keepalive = true
 		case code == OptionTCPKeepalive:
 			e.KeepaliveData = true
+		case code == OptionECS:
+			ecs, err := ParseECS(rdata[4 : 4+n])
+			if err != nil || e.ECS.Present || e.ECSBad {
+				e.ECSBad, ecs = true, ECS{}
+			}
+			e.ECS = ecs
 		default:
 			e.HasOptions = true
 		}
