@@ -11,7 +11,7 @@ import (
 // dataplaneConfig maps node settings onto the data plane's own configuration.
 func dataplaneConfig(cfg *settings.Config, nodeName string) dataplane.Config {
 	dc := dataplane.Config{Node: nodeName, Sockets: cfg.Listeners.Sockets, Cache: cacheConfig(cfg),
-		DoTIdleTimeout: transport.DefaultIdleTimeout}
+		DoTIdleTimeout: transport.DefaultIdleTimeout, ECSClientFrom: cfg.Listeners.ECSClientFrom}
 	for _, l := range cfg.Listeners.DNS {
 		dc.Listeners = append(dc.Listeners, dataplane.ListenerConfig{Address: l.Address, Protocols: l.Protocols})
 	}

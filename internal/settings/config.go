@@ -46,6 +46,7 @@ type Listeners struct {
 	Metrics                 AddrListener
 	ProxyProtocolFrom       []netip.Prefix
 	ProxyProtocolSecretFile string
+	ECSClientFrom           []netip.Prefix // forwarders whose ECS option names the client
 	Internal                InternalListener
 	BlockPage               BlockPageListener
 	Sockets                 int // 0: one per CPU

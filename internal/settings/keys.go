@@ -255,6 +255,14 @@ func registry() []*key {
 		mk("listeners.ops.address", hostport(), "0.0.0.0:8081", N, hr, "serves /healthz/live and /healthz/ready without login", func(c *Config, v string) { c.Listeners.Ops.Address = v }),
 		mk("listeners.metrics.address", hostport(), "0.0.0.0:9153", N, hr, "serves /metrics", func(c *Config, v string) { c.Listeners.Metrics.Address = v }),
 		mk("listeners.proxyProtocolFrom", cidrs(), []netip.Prefix{}, N, hr, "peers allowed to send PROXY protocol v2", func(c *Config, v []netip.Prefix) { c.Listeners.ProxyProtocolFrom = v }),
+		mk("listeners.ecsClientFrom", cidrs(), []netip.Prefix{}, N, hr, "forwarders (e.g. cluster DNS) whose EDNS Client Subnet option names the client: a /32 or /128 source prefix is the client for client groups, the query log and rate limiting; never trusted from other peers", func(c *Config, v []netip.Prefix) { c.Listeners.ECSClientFrom = v }, opt[[]netip.Prefix]{check: func(l []netip.Prefix) error {
+			for _, p := range l {
+				if p.Bits() == 0 {
+					return fmt.Errorf("%s trusts every peer, so any client could choose its identity with an ECS option; list the forwarders' addresses or their pod network", p)
+				}
+			}
+			return nil
+		}}),
 		mk("listeners.proxyProtocolSecretFile", str(), "", N, hr, "file with the PROXY protocol secret (at least 32 bytes, TLV 0xE0); required when a peer is not loopback", func(c *Config, v string) { c.Listeners.ProxyProtocolSecretFile = v }),
 		mk("listeners.internal.address", hostport(), "0.0.0.0:8082", N, hr, "node-to-node listener (TLS plus bearer token)", func(c *Config, v string) { c.Listeners.Internal.Address = v }),
 		mk("listeners.internal.tokenFile", str(), "", N, hr, "internal bearer token; empty derives it from the encryption key", func(c *Config, v string) { c.Listeners.Internal.TokenFile = v }),
