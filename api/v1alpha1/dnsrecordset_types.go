@@ -8,7 +8,7 @@ import (
 // external-dns's DNSEndpoint, so external-dns sources can write it unchanged.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=rrset;rrsets;dnsrecordset
+// +kubebuilder:resource:scope=Namespaced,categories=service-dns,shortName=rrset;rrsets;dnsrecordset
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="ZONE",type=string,JSONPath=`.spec.zoneRef.name`
 // +kubebuilder:printcolumn:name="NAMES",type=integer,JSONPath=`.status.names`
@@ -43,19 +43,29 @@ type ZoneRef struct {
 }
 
 // Endpoint is one record type at one name with its targets.
+// +kubebuilder:validation:XValidation:rule="self.recordType != 'A' || self.targets.all(t, t.startsWith('\\\\#') || (isIP(t) && ip(t).family() == 4))",message="every target of an A record must be an IPv4 address (or in the RFC 3597 generic form)",fieldPath=".targets"
+// +kubebuilder:validation:XValidation:rule="self.recordType != 'AAAA' || self.targets.all(t, t.startsWith('\\\\#') || (isIP(t) && ip(t).family() == 6))",message="every target of an AAAA record must be an IPv6 address (or in the RFC 3597 generic form)",fieldPath=".targets"
+// +kubebuilder:validation:XValidation:rule="!(self.recordType in ['CNAME', 'DNAME']) || size(self.targets) == 1",message="a CNAME or DNAME record has exactly one target",fieldPath=".targets"
+// +kubebuilder:validation:XValidation:rule="self.recordType != 'SOA'",message="SOA comes from the DNSZone's spec.soa",fieldPath=".recordType"
 type Endpoint struct {
 	// DNSName is the owner name, absolute ("www.example.com") or relative to the
-	// zone ("www", "@" for the apex); "*" labels make wildcards.
+	// zone ("www", "@" for the apex); "*" labels make wildcards. No spaces.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=255
+	// +kubebuilder:validation:Pattern=`^[^\s]+$`
 	DNSName string `json:"dnsName"`
 	// RecordType is a type mnemonic (A, AAAA, MX, ...) or TYPEnnn (RFC 3597).
 	// +kubebuilder:validation:Pattern=`^([A-Z0-9]+|TYPE[0-9]+)$`
 	RecordType string `json:"recordType"`
 	// Targets are the record data in presentation format, one record each.
 	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MaxLength=4096
 	Targets []string `json:"targets"`
 	// RecordTTL in seconds; the zone's defaultTTL applies when omitted.
 	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
 	RecordTTL *int64 `json:"recordTTL,omitempty"`
 	// +optional
 	SetIdentifier string `json:"setIdentifier,omitempty"`

@@ -9,7 +9,7 @@ import (
 // is the object named "root" whose spec.zoneName is ".".
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=zone;zones;dnszone
+// +kubebuilder:resource:scope=Cluster,categories=service-dns,shortName=zone;zones;dnszone
 // +kubebuilder:subresource:status
 // +kubebuilder:validation:XValidation:rule="self.metadata.name != 'root' || (has(self.spec) && has(self.spec.zoneName) && self.spec.zoneName == '.')",message="the DNSZone named root is the root zone: spec.zoneName must be \".\""
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.zoneName) || !(self.spec.zoneName in ['.']) || self.metadata.name == 'root'",message="only the DNSZone named root may have spec.zoneName \".\""
@@ -77,6 +77,65 @@ type DNSZoneSpec struct {
 	// Policy holds transfer policy of the zone.
 	// +optional
 	Policy *ZonePolicy `json:"policy,omitempty"`
+
+	// RecordSetNamespaces says which namespaces may attach DNSRecordSets to the
+	// zone (like Gateway API's allowedRoutes). A record set from any other
+	// namespace is not served and shows Ready=False, reason NamespaceNotAllowed.
+	// Omitted means the namespace "default" only: where the REST API writes
+	// record sets and where the SQLite store keeps them.
+	// +optional
+	// +kubebuilder:default={from: "Names", names: {"default"}}
+	RecordSetNamespaces *RecordSetNamespaces `json:"recordSetNamespaces,omitempty"`
+}
+
+// Values of RecordSetNamespaces.From.
+const (
+	NamespacesFromAll   = "All"
+	NamespacesFromNames = "Names"
+)
+
+// DefaultRecordSetNamespace is the one namespace a zone without
+// spec.recordSetNamespaces accepts record sets from.
+const DefaultRecordSetNamespace = "default"
+
+// RecordSetNamespaces names the namespaces whose DNSRecordSets a zone accepts.
+// There is no label selector: matching one would need every data-plane pod to
+// watch Namespace objects cluster-wide, and a tenant who may label its own
+// namespace could then select itself into a zone.
+// +kubebuilder:validation:XValidation:rule="self.from != 'All' || !has(self.names) || size(self.names) == 0",message="names is only used with from: Names",fieldPath=".names"
+type RecordSetNamespaces struct {
+	// From is All (record sets of every namespace) or Names (only the
+	// namespaces listed in names; none when names is empty).
+	// +optional
+	// +kubebuilder:default=Names
+	// +kubebuilder:validation:Enum=All;Names
+	From string `json:"from,omitempty"`
+	// Names are the namespaces allowed with from: Names.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Names []string `json:"names,omitempty"`
+}
+
+// Allows reports whether record sets of namespace ns may attach to the zone.
+// A nil receiver is the default (the namespace "default" only).
+func (r *RecordSetNamespaces) Allows(ns string) bool {
+	if r == nil {
+		return ns == DefaultRecordSetNamespace
+	}
+	switch r.From {
+	case NamespacesFromAll:
+		return true
+	case NamespacesFromNames, "":
+		for _, n := range r.Names {
+			if n == ns {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SOA is the start of authority of a zone. Times are in seconds.
@@ -170,6 +229,11 @@ type DNSZoneStatus struct {
 	// Serial is the serial the zone is served with.
 	// +optional
 	Serial int64 `json:"serial,omitempty"`
+	// SerialDigest identifies the content Serial was assigned to (the zone's
+	// generation and its record sets' UIDs and generations): while the content
+	// matches, every data-plane pod serves Serial; a change gets a larger one.
+	// +optional
+	SerialDigest string `json:"serialDigest,omitempty"`
 	// RecordSets counts the DNSRecordSet objects referencing the zone.
 	// +optional
 	RecordSets int64 `json:"recordSets,omitempty"`

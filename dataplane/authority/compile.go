@@ -58,6 +58,7 @@ func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRe
 		}
 	}
 	byObject := make(map[string]*zone, len(zones))
+	tenancy := make(map[string]*v1alpha1.RecordSetNamespaces, len(zones))
 
 	sorted := make([]*v1alpha1.DNSZone, len(zones))
 	for i := range zones {
@@ -77,6 +78,7 @@ func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRe
 		c.t.zones[z.wire] = z
 		c.t.list = append(c.t.list, z)
 		byObject[obj.Name] = z
+		tenancy[obj.Name] = obj.Spec.RecordSetNamespaces
 	}
 
 	setsByZone := make(map[*zone][]*v1alpha1.DNSRecordSet)
@@ -84,11 +86,16 @@ func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRe
 		rs := &sets[i]
 		z := byObject[rs.Spec.ZoneRef.Name]
 		if z == nil {
-			c.problem("DNSRecordSet", rs.Namespace, rs.Name, -1, -1, fmt.Sprintf("zone %q does not exist", rs.Spec.ZoneRef.Name))
+			c.refuse(rs, CodeZoneNotFound, fmt.Sprintf("zone %q does not exist", rs.Spec.ZoneRef.Name))
 			continue
 		}
 		if z.typ == forward {
-			c.problem("DNSRecordSet", rs.Namespace, rs.Name, -1, -1, fmt.Sprintf("zone %q is a forward zone; its records are not served", rs.Spec.ZoneRef.Name))
+			c.refuse(rs, CodeForwardZone, fmt.Sprintf("zone %q is a forward zone; its records are not served", rs.Spec.ZoneRef.Name))
+			continue
+		}
+		if rules := tenancy[rs.Spec.ZoneRef.Name]; !recordSetAllowed(rules, rs.Namespace) {
+			c.refuse(rs, CodeNamespaceNotAllowed, fmt.Sprintf("namespace %q may not attach record sets to zone %q; its spec.recordSetNamespaces allows %s",
+				namespaceOf(rs.Namespace), rs.Spec.ZoneRef.Name, describeNamespaces(rules)))
 			continue
 		}
 		setsByZone[z] = append(setsByZone[z], rs)
@@ -226,6 +233,37 @@ func (c *compiler) newSets(s rrset) []rrset {
 
 func (c *compiler) problem(kind, ns, name string, ep, target int, reason string) {
 	c.problems = append(c.problems, Problem{Kind: kind, Namespace: ns, Name: name, Endpoint: ep, Target: target, Reason: reason})
+}
+
+// refuse reports a record set none of whose records is served.
+func (c *compiler) refuse(rs *v1alpha1.DNSRecordSet, code, reason string) {
+	c.problems = append(c.problems, Problem{Kind: "DNSRecordSet", Namespace: rs.Namespace, Name: rs.Name, Endpoint: -1, Target: -1, Reason: reason, Code: code})
+}
+
+// namespaceOf is the namespace of a record set; objects built in Go without
+// one (never stored) count as the default namespace.
+func namespaceOf(ns string) string {
+	if ns == "" {
+		return v1alpha1.DefaultRecordSetNamespace
+	}
+	return ns
+}
+
+// recordSetAllowed is the zone's tenancy rule (spec.recordSetNamespaces).
+func recordSetAllowed(r *v1alpha1.RecordSetNamespaces, ns string) bool {
+	return r.Allows(namespaceOf(ns))
+}
+
+func describeNamespaces(r *v1alpha1.RecordSetNamespaces) string {
+	switch {
+	case r == nil:
+		return fmt.Sprintf("only %q (the default)", v1alpha1.DefaultRecordSetNamespace)
+	case r.From == v1alpha1.NamespacesFromAll:
+		return "every namespace"
+	case len(r.Names) == 0:
+		return "no namespace"
+	}
+	return fmt.Sprintf("only %q", r.Names)
 }
 
 func ttlOf(v *int64, def uint32) uint32 {

@@ -54,7 +54,7 @@ func TestCompileRejects(t *testing.T) {
 		{ep("x", "TYPE65534", `\# 2 abcdef`), "TYPE65534"},
 	}
 	for _, c := range cases {
-		rs := recordSet("ns", "rs", "example.com", c.ep)
+		rs := recordSet("default", "rs", "example.com", c.ep)
 		_, problems := Compile(zones, []v1alpha1.DNSRecordSet{rs}, time.Now())
 		var all []string
 		for _, p := range problems {
@@ -68,7 +68,7 @@ func TestCompileRejects(t *testing.T) {
 }
 
 func TestCNAMEAndOtherData(t *testing.T) {
-	rs := recordSet("ns", "rs", "example.com", ep("x", "A", "192.0.2.1"), ep("x", "CNAME", "www.example.com."))
+	rs := recordSet("default", "rs", "example.com", ep("x", "A", "192.0.2.1"), ep("x", "CNAME", "www.example.com."))
 	tab, problems := Compile([]v1alpha1.DNSZone{zoneObj("example.com")}, []v1alpha1.DNSRecordSet{rs}, time.Now())
 	if len(problems) != 1 || !strings.Contains(problems[0].Reason, "CNAME and other data") || problems[0].Endpoint != 1 {
 		t.Fatalf("problems = %v", problems)
@@ -91,7 +91,7 @@ func TestZonesAndSerial(t *testing.T) {
 	// explicit one is kept.
 	z := zoneObj("example.com")
 	z.ResourceVersion = "10"
-	rs := recordSet("ns", "a", "example.com", ep("www", "A", "192.0.2.1"))
+	rs := recordSet("default", "a", "example.com", ep("www", "A", "192.0.2.1"))
 	rs.ResourceVersion = "12"
 	t1, _ := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{rs}, time.Now())
 	rs.ResourceVersion = "17"
@@ -139,7 +139,7 @@ func TestZoneFileRoundTrip(t *testing.T) {
 	}
 	z := zoneObj("example.com")
 	z.Spec.SOA, z.Spec.NameServers = imp.SOA, imp.NameServers
-	back, problems := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{recordSet("ns", "imported", "example.com", imp.Endpoints...)}, fixtureNow)
+	back, problems := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{recordSet("default", "imported", "example.com", imp.Endpoints...)}, fixtureNow)
 	if len(problems) > 0 {
 		t.Fatalf("re-import problems: %v", problems)
 	}
@@ -181,7 +181,7 @@ func FuzzParseZoneFile(f *testing.F) {
 		}
 		z := zoneObj("example.com")
 		z.Spec.SOA, z.Spec.NameServers = imp.SOA, imp.NameServers
-		tab, _ := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{recordSet("ns", "f", "example.com", imp.Endpoints...)}, fixtureNow)
+		tab, _ := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{recordSet("default", "f", "example.com", imp.Endpoints...)}, fixtureNow)
 		if _, err := tab.ZoneFile("example.com."); err != nil {
 			t.Fatal(err)
 		}
@@ -237,7 +237,7 @@ func bigZone(n int) ([]v1alpha1.DNSZone, []v1alpha1.DNSRecordSet) {
 		for j := i; j < min(i+1000, n); j++ {
 			eps = append(eps, ep(fmt.Sprintf("host%d", j), "A", fmt.Sprintf("10.%d.%d.%d", j>>16&255, j>>8&255, j&255)))
 		}
-		sets = append(sets, recordSet("ns", fmt.Sprintf("set%d", i/1000), "example.com", eps...))
+		sets = append(sets, recordSet("default", fmt.Sprintf("set%d", i/1000), "example.com", eps...))
 	}
 	return []v1alpha1.DNSZone{z}, sets
 }

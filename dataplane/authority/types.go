@@ -79,7 +79,17 @@ type Problem struct {
 	Endpoint  int // index in spec.endpoints, -1 for the whole object
 	Target    int // index in targets, -1 for the whole endpoint
 	Reason    string
+	// Code classifies a whole-object refusal (Endpoint -1) for status
+	// reasons; "" for a record that did not compile.
+	Code string
 }
+
+// Codes of whole-record-set refusals; status conditions use them as reasons.
+const (
+	CodeZoneNotFound        = "ZoneNotFound"
+	CodeNamespaceNotAllowed = "NamespaceNotAllowed"
+	CodeForwardZone         = "ForwardZone"
+)
 
 func (p Problem) String() string {
 	s := p.Kind + " "
