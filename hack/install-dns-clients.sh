@@ -59,6 +59,17 @@ DNSPYRE_VERSION=v3.6.0
 DNSPYRE_SUM="h1:Rrxr9FOqtL2qVDXWL8hjNCK+TxTDeKfvbKnN8zuAGEU="
 build_pinned "github.com/tantalor93/dnspyre/v3" "$DNSPYRE_VERSION" "$DNSPYRE_SUM" dnspyre
 
+# CoreDNS (github.com/coredns/coredns), the cluster DNS of Kubernetes:
+# test/clusterdns runs it with "rewrite edns0 subnet set 32 128" and
+# "forward" to a node, as a cluster forwards a stub domain, to check that
+# per-client policies see the pods behind it (listeners.ecsClientFrom). Its
+# module root is the coredns main package with every in-tree plugin (and
+# their cloud SDKs): the first build takes several minutes and about 1 GiB of
+# module cache, later runs reuse the binary. Same download and check.
+COREDNS_VERSION=v1.14.7
+COREDNS_SUM="h1:UPDkn4QN+xyNfjz3U5ldgoLszDYpMZEJoy3+ze9au4Q="
+build_pinned "github.com/coredns/coredns" "$COREDNS_VERSION" "$COREDNS_SUM" coredns
+
 for t in kdig dig; do
   command -v "$t" >/dev/null || { echo "hack/install-dns-clients: $t missing" >&2; exit 1; }
 done
