@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -61,29 +60,9 @@ func (z *zoneStatus) run(ctx context.Context) {
 		if in == nil {
 			continue
 		}
-		compiled := map[string]zones.Compiled{}
-		for _, zi := range in.table.Zones() {
-			compiled[zi.Object] = zones.Compiled{Serial: int64(zi.Serial), Records: int64(zi.Records), Synced: zi.Synced}
-		}
-		problems := map[string][]string{}
-		for _, p := range in.problems {
-			k := p.Kind + "/" + p.Namespace + "/" + p.Name
-			problems[k] = append(problems[k], problemText(p))
-		}
-		if err := z.w.Sync(ctx, in.zones, in.sets, compiled, problems); stoppedEarly(ctx, err) {
+		if err := z.w.Sync(ctx, in.zones, in.sets, zones.FromCompile(in.table, in.problems)); stoppedEarly(ctx, err) {
 			// A conflict means the object changed; the next build writes again.
 			z.log.Warn("zone status not written", "err", err)
 		}
-	}
-}
-
-func problemText(p authority.Problem) string {
-	switch {
-	case p.Endpoint < 0:
-		return p.Reason
-	case p.Target < 0:
-		return fmt.Sprintf("endpoint %d: %s", p.Endpoint, p.Reason)
-	default:
-		return fmt.Sprintf("endpoint %d target %d: %s", p.Endpoint, p.Target, p.Reason)
 	}
 }
