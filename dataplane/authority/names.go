@@ -158,3 +158,10 @@ func ownerName(dnsName, zone string) string {
 	}
 	return dnsName + "." + zone
 }
+
+// OwnerName is the absolute owner name (trailing dot) the compile step gives
+// an endpoint's dnsName in zone (presentation form, trailing dot optional).
+// Zone file export uses it so that what is exported is what is served.
+func OwnerName(dnsName, zone string) string {
+	return ownerName(strings.TrimSpace(dnsName), dns.Fqdn(zone))
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/authority"
 )
 
 // Endpoint is one name and type with its targets, as in DNSRecordSet.
@@ -29,7 +31,10 @@ var ErrTooMany = errors.New("zone file has too many records")
 func fqdn(name string) string { return dns.Fqdn(strings.TrimSpace(name)) }
 
 // Export writes eps as a zone file for origin; records whose text does not
-// parse are written as comments so that nothing is silently lost.
+// parse are written as comments so that nothing is silently lost. Owner
+// names are resolved against origin the way the data plane serves them
+// ("www" and "www.<origin>" are the same name, "@" the apex) and written
+// absolute.
 func Export(origin string, defaultTTL int64, eps []Endpoint) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "$ORIGIN %s\n$TTL %d\n", fqdn(origin), defaultTTL)
@@ -40,7 +45,8 @@ func Export(origin string, defaultTTL int64, eps []Endpoint) []byte {
 			ttl = *ep.TTL
 		}
 		for _, t := range ep.Targets {
-			rr, err := dns.NewRR(fmt.Sprintf("%s %d IN %s %s", fqdn(ep.DNSName), ttl, ep.RecordType, t))
+			owner := authority.OwnerName(ep.DNSName, fqdn(origin))
+			rr, err := dns.NewRR(fmt.Sprintf("%s %d IN %s %s", owner, ttl, ep.RecordType, t))
 			if err != nil || rr == nil {
 				lines = append(lines, fmt.Sprintf("; unparsable %s %s %q", ep.DNSName, ep.RecordType, t))
 				continue
