@@ -15,10 +15,13 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/controllers/events"
 	"github.com/svcdns/svc/internal/listfetch"
 	"github.com/svcdns/svc/internal/store"
 )
@@ -71,6 +74,33 @@ func ConfigMapBody(data map[string]string) string {
 	return b.String()
 }
 
+// ConfigMapNamespace is the namespace a configMapRef source of a list in
+// listNamespace reads: the list's own. Another namespace is refused (the
+// service reads ConfigMaps with its own cluster-wide credentials, so
+// honouring it would let a tenant read any namespace's ConfigMaps through
+// a BlockList).
+func ConfigMapNamespace(listNamespace string, ref *v1alpha1.ConfigMapRef) (string, error) {
+	if ref.Namespace == "" || ref.Namespace == listNamespace {
+		return listNamespace, nil
+	}
+	return "", fmt.Errorf("configMapRef %s/%s: a BlockList reads ConfigMaps of its own namespace only (%s); remove configMapRef.namespace and put the ConfigMap in %s",
+		ref.Namespace, ref.Name, listNamespace, listNamespace)
+}
+
+// report turns Ready and Degraded into (deduplicated) Events.
+func report(ev *events.Reporter, obj *unstructured.Unstructured, conds []metav1.Condition) {
+	ready := meta.FindStatusCondition(conds, ConditionReady)
+	degraded := meta.FindStatusCondition(conds, ConditionDegraded)
+	switch {
+	case ready != nil && ready.Status != metav1.ConditionTrue:
+		ev.Warn(obj, ready.Reason, ready.Message)
+	case degraded != nil && degraded.Status == metav1.ConditionTrue:
+		ev.Warn(obj, degraded.Reason, degraded.Message)
+	case ready != nil:
+		ev.OK(obj, ready.Reason, ready.Message)
+	}
+}
+
 // Options configure a Reconciler.
 type Options[S CompiledSource, L any] struct {
 	Store    store.Store
@@ -91,8 +121,12 @@ type Options[S CompiledSource, L any] struct {
 	// ("namespace/name"): FetchOK, FetchNotModified, FetchDegraded (failed,
 	// a cached body is served) or FetchError.
 	OnFetch func(list, result string)
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Events records a Warning Event when the list's Ready or Degraded
+	// turns bad (or its reason changes) and a Normal one when it recovers;
+	// nil records none (sqlite store, data-plane followers).
+	Events *events.Reporter
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 type sourceState[S CompiledSource] struct {
@@ -140,6 +174,7 @@ func (r *Reconciler[S, L]) Reconcile(ctx context.Context, namespace, name string
 	u, err := r.o.Store.Get(ctx, Kind, namespace, name)
 	if errors.Is(err, store.ErrNotFound) {
 		delete(r.state, key)
+		r.o.Events.Forget(Kind, namespace, name)
 		var zero L
 		if r.o.OnList != nil {
 			r.o.OnList(key, zero, false)
@@ -202,6 +237,7 @@ func (r *Reconciler[S, L]) Reconcile(ctx context.Context, namespace, name string
 		}
 	}
 	desired := DesiredStatus(&bl, listOn, results, now)
+	report(r.o.Events, u, desired.Conditions)
 	if StatusChanged(bl.Status, desired) {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&desired)
 		if err != nil {
@@ -291,14 +327,16 @@ func (r *Reconciler[S, L]) gatherSource(ctx context.Context, bl *v1alpha1.BlockL
 		fp = "url:" + digest + string(specJSON)
 		body = func() (io.ReadCloser, error) { return r.o.Fetcher.Open(digest) }
 	case src.ConfigMapRef != nil && src.Inline == nil:
+		if _, err := ConfigMapNamespace(bl.Namespace, src.ConfigMapRef); err != nil {
+			res.Err, res.Reason, res.Digest = err.Error(), ReasonConfigMapNamespace, ""
+			st.cmDigest, st.fingerprint = "", ""
+			return res, zero, false
+		}
 		if r.o.ConfigMaps == nil {
 			res.Err = "configMapRef sources need the Kubernetes store"
 			return res, zero, false
 		}
-		ns := src.ConfigMapRef.Namespace
-		if ns == "" {
-			ns = bl.Namespace
-		}
+		ns, _ := ConfigMapNamespace(bl.Namespace, src.ConfigMapRef)
 		text, err := r.o.ConfigMaps.ListBody(ctx, ns, src.ConfigMapRef.Name)
 		if err != nil {
 			res.Err = fmt.Sprintf("configMap %s/%s: %v", ns, src.ConfigMapRef.Name, err)
@@ -355,7 +393,7 @@ func (r *Reconciler[S, L]) compile(ctx context.Context, src v1alpha1.BlockListSo
 
 // Run is the local runner for the sqlite store: it reconciles every list
 // once, reports the errors of that first pass on initial (nil when none)
-// and closes it, then watches BlockList objects and reconciles each change
+// and closes it, then follows BlockList objects and reconciles each change
 // and each due refresh until ctx ends. blocking.initStrategy decides what
 // the node does with the first pass: fast serves at once, blocking waits
 // for initial, failOnError also stops on its error.
@@ -379,24 +417,10 @@ func (r *Reconciler[S, L]) Run(ctx context.Context, initial chan<- error) error 
 			delete(due, k)
 		}
 	}
-	lr, err := r.o.Store.List(ctx, store.ListOptions{Kind: Kind})
-	if err != nil {
-		return fmt.Errorf("list blocklists: %w", err)
-	}
-	for _, u := range lr.Items {
-		runOne(objectKey(u))
-	}
-	initialDone = true
-	if initial != nil {
-		if len(firstErrs) > 0 {
-			initial <- errors.Join(firstErrs...)
-		}
-		close(initial)
-	}
-	ch, err := r.o.Store.Watch(ctx, store.WatchOptions{Kind: Kind, ResourceVersion: lr.ResourceVersion})
-	if err != nil {
-		return fmt.Errorf("watch blocklists: %w", err)
-	}
+	// store.Follow lists again whenever a watch ends (an apiserver
+	// restart, a compaction), so this loop never ends with the watch.
+	events := store.Follow(ctx, r.o.Store, []string{Kind}, store.FollowOptions{Logger: r.o.Logger})
+	known := map[string]bool{}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -410,14 +434,31 @@ func (r *Reconciler[S, L]) Run(ctx context.Context, initial chan<- error) error 
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-ch:
+		case ev, ok := <-events:
 			if !ok {
 				return ctx.Err()
 			}
-			if ev.Type == store.Error {
-				return fmt.Errorf("watch blocklists: %w", ev.Err)
+			switch ev.Type {
+			case store.Error:
+				return fmt.Errorf("follow blocklists: %w", ev.Err)
+			case store.Synced:
+				for _, k := range store.SyncedKeys(known, ev.Objects) {
+					runOne(k)
+				}
+				if !initialDone {
+					initialDone = true
+					if initial != nil {
+						if len(firstErrs) > 0 {
+							initial <- errors.Join(firstErrs...)
+						}
+						close(initial)
+					}
+				}
+			default:
+				k := objectKey(ev.Object)
+				known[k] = ev.Type != store.Deleted
+				runOne(k)
 			}
-			runOne(objectKey(ev.Object))
 		case <-timer.C:
 			now := r.o.Now()
 			for k, t := range due {

@@ -69,10 +69,6 @@ func parsePeers(v string) []string {
 // changes; lists whose bodies could not be copied are retried with backoff.
 func (f *listFollower) run(ctx context.Context, initial chan<- error) error {
 	f.recs = map[string]*followedList{}
-	lr, err := f.st.List(ctx, store.ListOptions{Kind: blocklists.Kind})
-	if err != nil {
-		return fmt.Errorf("list blocklists: %w", err)
-	}
 	retry := map[string]time.Time{}
 	backoff := map[string]time.Duration{}
 	var firstErrs []error
@@ -88,21 +84,11 @@ func (f *listFollower) run(ctx context.Context, initial chan<- error) error {
 		f.log.Info("block list not complete yet", "list", key, "err", err, "retry", b)
 		return err
 	}
-	for _, u := range lr.Items {
-		if err := one(objectKey(u)); err != nil {
-			firstErrs = append(firstErrs, err)
-		}
-	}
-	if initial != nil {
-		if len(firstErrs) > 0 {
-			initial <- errors.Join(firstErrs...)
-		}
-		close(initial)
-	}
-	ch, err := f.st.Watch(ctx, store.WatchOptions{Kind: blocklists.Kind, ResourceVersion: lr.ResourceVersion})
-	if err != nil {
-		return fmt.Errorf("watch blocklists: %w", err)
-	}
+	// store.Follow lists again whenever a watch ends (an apiserver
+	// restart, a compaction), so this loop never ends with the watch.
+	events := store.Follow(ctx, f.st, []string{blocklists.Kind}, store.FollowOptions{Logger: f.log})
+	known := map[string]bool{}
+	first := true
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -114,14 +100,31 @@ func (f *listFollower) run(ctx context.Context, initial chan<- error) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-ch:
+		case ev, ok := <-events:
 			if !ok {
 				return ctx.Err()
 			}
-			if ev.Type == store.Error {
-				return fmt.Errorf("watch blocklists: %w", ev.Err)
+			switch ev.Type {
+			case store.Error:
+				return fmt.Errorf("follow blocklists: %w", ev.Err)
+			case store.Synced:
+				for _, k := range store.SyncedKeys(known, ev.Objects) {
+					if err := one(k); err != nil && first {
+						firstErrs = append(firstErrs, err)
+					}
+				}
+				if first && initial != nil {
+					if len(firstErrs) > 0 {
+						initial <- errors.Join(firstErrs...)
+					}
+					close(initial)
+				}
+				first = false
+			default:
+				k := objectKey(ev.Object)
+				known[k] = ev.Type != store.Deleted
+				_ = one(k)
 			}
-			_ = one(objectKey(ev.Object))
 		case <-timer.C:
 			for k, t := range retry {
 				if !t.After(time.Now()) {

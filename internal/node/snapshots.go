@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -91,30 +90,15 @@ func (s *snapshotter) Trigger() {
 	}
 }
 
-// Run loads the objects, builds the first snapshot, then follows the store.
+// Run follows the store (store.Follow: a watch that ends is resumed by
+// listing again, while the last snapshot keeps serving), builds the first
+// snapshot after the first list and rebuilds on every change. It returns
+// when ctx ends, or with store.ErrClosed.
 func (s *snapshotter) Run(ctx context.Context) error {
-	var since int64
-	for _, kind := range compiledKinds {
-		rv, err := s.load(ctx, kind)
-		if err != nil {
-			return err
-		}
-		if since == 0 || rv < since {
-			since = rv
-		}
-	}
-	events, err := s.st.Watch(ctx, store.WatchOptions{ResourceVersion: strconv.FormatInt(since, 10)})
-	if err != nil {
-		return fmt.Errorf("watch store: %w", err)
-	}
-	next := s.build()
-	s.mu.Lock()
-	s.synced = true
-	s.mu.Unlock()
-
+	events := store.Follow(ctx, s.st, compiledKinds, store.FollowOptions{Logger: s.log})
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	pending := false
+	pending, synced := false, false
 	var expiry <-chan time.Time
 	arm := func(at time.Time) {
 		if at.IsZero() {
@@ -123,7 +107,12 @@ func (s *snapshotter) Run(ctx context.Context) error {
 		}
 		expiry = time.After(time.Until(at))
 	}
-	arm(next)
+	later := func() {
+		if !pending {
+			pending = true
+			timer.Reset(debounce)
+		}
+	}
 	// Freshness is polled: when the store view turns stale (or fresh again)
 	// the snapshot is rebuilt with the zones marked accordingly.
 	freshTick := time.NewTicker(time.Second)
@@ -133,23 +122,28 @@ func (s *snapshotter) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case ev, ok := <-events:
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
+			switch {
+			case !ok:
+				return nil
+			case ev.Type == store.Error:
+				return fmt.Errorf("follow store: %w", ev.Err)
+			case ev.Type == store.Synced:
+				changed := s.replace(ev.Objects)
+				if !synced {
+					arm(s.build())
+					synced = true
+					s.mu.Lock()
+					s.synced = true
+					s.mu.Unlock()
+				} else if changed {
+					later()
 				}
-				return errors.New("store watch ended")
-			}
-			if !s.apply(ev) {
-				continue
-			}
-			if !pending {
-				pending = true
-				timer.Reset(debounce)
+			case s.apply(ev):
+				later()
 			}
 		case <-s.rebuild:
-			if !pending {
-				pending = true
-				timer.Reset(debounce)
+			if synced {
+				later()
 			}
 		case <-timer.C:
 			pending = false
@@ -157,7 +151,7 @@ func (s *snapshotter) Run(ctx context.Context) error {
 		case <-expiry:
 			arm(s.build())
 		case now := <-freshTick.C:
-			if s.fresh != nil {
+			if synced && s.fresh != nil {
 				if ok, _ := s.fresh(now); ok != s.wasFresh {
 					arm(s.build())
 				}
@@ -166,28 +160,30 @@ func (s *snapshotter) Run(ctx context.Context) error {
 	}
 }
 
-// load lists every object of a kind and returns the list's resource version.
-func (s *snapshotter) load(ctx context.Context, kind string) (int64, error) {
-	var rv int64
-	opts := store.ListOptions{Kind: kind, Limit: 500}
-	for {
-		page, err := s.st.List(ctx, opts)
-		if err != nil {
-			return 0, fmt.Errorf("list %s: %w", kind, err)
+// replace takes a full list as the new view; it reports whether anything a
+// build compiles changed (an object added, deleted or changed).
+func (s *snapshotter) replace(items []*unstructured.Unstructured) bool {
+	seen := make(map[store.Key]bool, len(items))
+	changed := false
+	for _, o := range items {
+		seen[store.KeyOf(o)] = true
+		if s.apply(store.Event{Type: store.Modified, Object: o}) {
+			changed = true
 		}
-		if rv == 0 {
-			rv, _ = strconv.ParseInt(page.ResourceVersion, 10, 64)
-		}
-		s.mu.Lock()
-		for _, o := range page.Items {
-			s.objects[store.KeyOf(o)] = o
-		}
-		s.mu.Unlock()
-		if page.Continue == "" {
-			return rv, nil
-		}
-		opts.Continue = page.Continue
 	}
+	s.mu.Lock()
+	var gone []*unstructured.Unstructured
+	for k, o := range s.objects {
+		if !seen[k] {
+			gone = append(gone, o)
+		}
+	}
+	s.mu.Unlock()
+	for _, o := range gone {
+		s.apply(store.Event{Type: store.Deleted, Object: o})
+		changed = true
+	}
+	return changed
 }
 
 // apply records one change; it reports whether the change matters to a build.

@@ -92,6 +92,8 @@ type Event struct {
 	Object *unstructured.Unstructured
 	// Err is set on an Error event only.
 	Err error
+	// Objects is set on a Synced event only (Follow).
+	Objects []*unstructured.Unstructured
 }
 
 // WatchOptions select the changes a watch delivers.
