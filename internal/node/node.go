@@ -48,6 +48,14 @@ type Options struct {
 	OpsUp func(addr string)
 	// Role is all (default), operator or dataplane (`svc serve --role`).
 	Role string
+	// Lease tunes the operator's leader election; zero fields take the
+	// defaults (15s lease, 10s renew deadline, 2s retry). Tests shorten it.
+	Lease LeaseTimings
+}
+
+// LeaseTimings are the leader-election durations of the operator.
+type LeaseTimings struct {
+	Duration, RenewDeadline, RetryPeriod time.Duration
 }
 
 // Addrs are the addresses the node's listeners are bound to.
@@ -335,6 +343,7 @@ func (p *proc) startBlocking(ctx context.Context) error {
 		return fmt.Errorf("blocking: %w", err)
 	}
 	p.blk = blk
+	blk.setTenancy(cfg, namespace(p.env))
 	p.snaps.blocking = blk.compile
 	if !p.kubeMode {
 		// with the kube store the operator leader writes Policy status
@@ -348,10 +357,11 @@ func (p *proc) startBlocking(ctx context.Context) error {
 		}
 	}
 	if p.kubeMode && p.role != RoleDataplane {
-		stopOperator, err := startOperator(ctx, cfg, p.st, blk, p.env, p.nodeName, logger)
+		stopOperator, live, err := startOperator(ctx, cfg, p.st, blk, p.env, p.nodeName, p.opts.Lease, logger)
 		if err != nil {
 			return err
 		}
+		p.ops.AddLiveCheck("operator", live)
 		p.onStop(stopOperator)
 	}
 	if p.kubeMode {

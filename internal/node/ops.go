@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"sort"
 	"sync"
 	"time"
 )
@@ -24,11 +23,20 @@ type Ops struct {
 
 	mu     sync.RWMutex
 	checks map[string]ReadinessCheck
+	live   map[string]ReadinessCheck
 }
 
 // NewOps returns the ops handler over a lifecycle.
 func NewOps(life *Lifecycle, defaultLameduck time.Duration) *Ops {
-	return &Ops{life: life, defaultLameduck: defaultLameduck, checks: map[string]ReadinessCheck{}}
+	return &Ops{life: life, defaultLameduck: defaultLameduck, checks: map[string]ReadinessCheck{}, live: map[string]ReadinessCheck{}}
+}
+
+// AddLiveCheck adds a named liveness check: a failing one makes
+// /healthz/live answer 503, so the kubelet restarts the process.
+func (o *Ops) AddLiveCheck(name string, c ReadinessCheck) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.live[name] = c
 }
 
 // AddCheck adds a named readiness check.
@@ -50,29 +58,38 @@ func (o *Ops) readiness() readiness {
 	if ld, until := o.life.State(); ld {
 		r.Ready, r.Lameduck, r.Until = false, true, &until
 	}
-	o.mu.RLock()
-	names := make([]string, 0, len(o.checks))
-	for n := range o.checks {
-		names = append(names, n)
+	if failing := runChecks(&o.mu, o.checks); len(failing) > 0 {
+		r.Ready, r.Failing = false, failing
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		if err := o.checks[n](); err != nil {
-			if r.Failing == nil {
-				r.Failing = map[string]string{}
+	return r
+}
+
+// runChecks runs checks (read under mu) and returns the failing ones by
+// name; nil when all pass.
+func runChecks(mu *sync.RWMutex, checks map[string]ReadinessCheck) map[string]string {
+	mu.RLock()
+	defer mu.RUnlock()
+	var failing map[string]string
+	for n, c := range checks {
+		if err := c(); err != nil {
+			if failing == nil {
+				failing = map[string]string{}
 			}
-			r.Failing[n] = err.Error()
-			r.Ready = false
+			failing[n] = err.Error()
 		}
 	}
-	o.mu.RUnlock()
-	return r
+	return failing
 }
 
 // Handler serves /healthz/live, /healthz/ready and POST /lameduck.
 func (o *Ops) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz/live", func(w http.ResponseWriter, _ *http.Request) {
+		failing := runChecks(&o.mu, o.live)
+		if len(failing) > 0 {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]any{"live": false, "failing": failing})
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"live": true})
 	})
 	mux.HandleFunc("GET /healthz/ready", func(w http.ResponseWriter, _ *http.Request) {

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/svcdns/svc/controllers/blocklists"
-	"github.com/svcdns/svc/controllers/policies"
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/policy"
 	"github.com/svcdns/svc/internal/api"
@@ -68,53 +68,125 @@ func internalCredentials(cfg *settings.Config, env func(string) string) (*intern
 // election, the DNSZone/DNSRecordSet status reconcilers, the Policy status
 // reconciler and the BlockList reconciler that fetches list URLs (into the
 // node's list cache, which the internal listener serves by digest). All of
-// them run only while this replica holds the Lease. stop ends the operator,
-// releasing the Lease, and waits for it.
-func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, blk *blocking, env func(string) string, nodeName string, log *slog.Logger) (stop func(), err error) {
+// them run only while this replica holds the Lease; a replica that loses it
+// runs for election again. stop ends the operator, releasing the Lease, and
+// waits for it; live is the operator's liveness check.
+func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, blk *blocking, env func(string) string, nodeName string, lease LeaseTimings, log *slog.Logger) (stop func(), live ReadinessCheck, err error) {
 	cms, err := newConfigMaps(st.rest)
 	if err != nil {
-		return nil, fmt.Errorf("configmap reader: %w", err)
+		return nil, nil, fmt.Errorf("configmap reader: %w", err)
 	}
 	lists := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: st, Fetcher: blk.fetcher, Compiler: policy.ListCompiler{}, ConfigMaps: cms,
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: log.With("component", "blocklists"),
-		OnFetch: blk.metrics.listFetched,
+		OnFetch: blk.metrics.listFetched, Events: blk.listEvents(),
 	})
-	pols := operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
-		_, err := blk.pols.Reconcile(ctx, ns, name)
-		return 0, err
-	})
-	op, err := operator.New(st.rest, operator.Options{
+	opts := operator.Options{
 		Namespace: namespace(env), Identity: nodeName, Store: st,
-		Controllers: []operator.Controller{
-			{Kind: blocklists.Kind, Reconciler: lists},
-			{Kind: policies.Kind, Reconciler: pols},
-		},
-		Logger: log.With("component", "operator"),
-	})
+		LeaseDuration: lease.Duration, RenewDeadline: lease.RenewDeadline, RetryPeriod: lease.RetryPeriod,
+		Controllers: blk.operatorControllers(ctx, st.rest, lists),
+		Logger:      log.With("component", "operator"),
+	}
+	// The first manager is built here so a configuration error stops the
+	// start; later ones are built by the loop.
+	op, err := operator.New(st.rest, opts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
+	life := &operatorLife{}
+	life.running()
 	done := make(chan struct{})
 	go func() {
-		select {
-		case <-op.Elected():
-			log.Info("operator: elected leader")
-		case <-ctx.Done():
-		}
-	}()
-	go func() {
 		defer close(done)
-		if err := op.Run(ctx); stoppedEarly(ctx, err) {
-			log.Error("operator stopped", "err", err)
-		}
+		runOperator(ctx, op, life, func() (*operator.Operator, error) { return operator.New(st.rest, opts) }, log)
 	}()
 	return func() {
 		cancel()
 		<-done
-	}, nil
+	}, life.live, nil
+}
+
+// The wait before a replica that lost the Lease (or whose manager failed)
+// runs for election again, doubling between the two.
+const (
+	operatorRejoinMin = time.Second
+	operatorRejoinMax = 30 * time.Second
+)
+
+// runOperator runs managers until ctx ends. A controller-runtime manager
+// stops for good when it loses the Lease (the apiserver was away longer than
+// the lease, or another replica took over); a replica that merely stopped
+// would leave the cluster without an operator after two outages, so a new
+// manager rejoins the election instead.
+func runOperator(ctx context.Context, op *operator.Operator, life *operatorLife, rebuild func() (*operator.Operator, error), log *slog.Logger) {
+	backoff := operatorRejoinMin
+	for {
+		elected := op.Elected()
+		go func() {
+			select {
+			case <-elected:
+				log.Info("operator: elected leader")
+			case <-ctx.Done():
+			}
+		}()
+		started := time.Now()
+		err := op.Run(ctx)
+		life.stopped()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > time.Minute {
+			backoff = operatorRejoinMin
+		}
+		log.Warn("operator: manager stopped (leader lease lost or apiserver unreachable); rejoining the election", "err", err, "retry", backoff)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, operatorRejoinMax)
+			if op, err = rebuild(); err == nil {
+				break
+			}
+			log.Error("operator: cannot build a new manager", "err", err, "retry", backoff)
+		}
+		life.running()
+	}
+}
+
+// operatorLife is what liveness knows of the operator loop: a replica whose
+// manager has not run for operatorDeadAfter is not live, so the kubelet
+// restarts it.
+type operatorLife struct {
+	mu        sync.Mutex
+	down      bool
+	downSince time.Time
+}
+
+const operatorDeadAfter = 2 * time.Minute
+
+func (l *operatorLife) running() {
+	l.mu.Lock()
+	l.down = false
+	l.mu.Unlock()
+}
+
+func (l *operatorLife) stopped() {
+	l.mu.Lock()
+	l.down, l.downSince = true, time.Now()
+	l.mu.Unlock()
+}
+
+func (l *operatorLife) live() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := time.Since(l.downSince); l.down && d > operatorDeadAfter {
+		return fmt.Errorf("operator manager not running for %s", d.Round(time.Second))
+	}
+	return nil
 }
 
 // kubeBearer authenticates Kubernetes ServiceAccount tokens in the REST API

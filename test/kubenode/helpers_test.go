@@ -6,19 +6,12 @@ package kubenode_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcdns/svc/internal/node"
@@ -69,19 +62,7 @@ func needEnv(t *testing.T) client.Client {
 // (the cutting proxy).
 func kubeconfig(t *testing.T, cfg *rest.Config, host string) string {
 	t.Helper()
-	if host == "" {
-		host = cfg.Host
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	p := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, p); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return kubeenv.Kubeconfig(t, cfg, host)
 }
 
 // testNode is a node of these tests; it is stopped when the test ends.
@@ -132,19 +113,5 @@ func (tn *testNode) rcode(name string) int {
 // --server-side` would (field manager kubectl).
 func apply(t *testing.T, c client.Client, docs string) {
 	t.Helper()
-	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(docs), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err == io.EOF {
-			return
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if len(u.Object) == 0 {
-			continue
-		}
-		if err := c.Patch(t.Context(), u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
-			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
-		}
-	}
+	kubeenv.Apply(t, c, docs)
 }

@@ -108,6 +108,7 @@ type settings struct {
 	// the run
 	environ     []string
 	role        string
+	lease       node.LeaseTimings
 	readyWithin time.Duration
 	stopWithin  time.Duration
 }
@@ -171,6 +172,9 @@ func Env(vars ...string) Option {
 
 // Role runs the node in a role (node.RoleOperator, node.RoleDataplane).
 func Role(role string) Option { return func(s *settings) { s.role = role } }
+
+// Lease shortens the operator's leader election (lease, renew deadline, retry).
+func Lease(l node.LeaseTimings) Option { return func(s *settings) { s.lease = l } }
 
 // ReadyWithin is how long Start waits for the node to be ready (60s by default).
 func ReadyWithin(d time.Duration) Option { return func(s *settings) { s.readyWithin = d } }
@@ -258,7 +262,7 @@ func Start(t testing.TB, opts ...Option) *Node {
 	go func() {
 		defer close(n.exited)
 		n.err = node.Run(ctx, node.Options{
-			ConfigPath: n.ConfigPath, ConfigExplicit: true, Environ: s.environ, Role: s.role,
+			ConfigPath: n.ConfigPath, ConfigExplicit: true, Environ: s.environ, Role: s.role, Lease: s.lease,
 			Stderr: n.Log, Ready: func(a node.Addrs) { ready <- a },
 		})
 	}()
@@ -292,6 +296,16 @@ func (n *Node) Stop() {
 		}
 		n.Log.stop()
 	})
+}
+
+// Exited reports whether node.Run has returned, and what it returned.
+func (n *Node) Exited() (bool, error) {
+	select {
+	case <-n.exited:
+		return true, n.err
+	default:
+		return false, nil
+	}
 }
 
 // DNSAddr is the address of the DNS listener for proto ("udp", "tcp"), or
@@ -331,6 +345,17 @@ func (n *Node) Query(t testing.TB, proto, name string, qtype uint16) *dns.Msg {
 // Ready reports whether the ops listener's /healthz/ready answers 200.
 func (n *Node) Ready() bool {
 	resp, err := http.Get("http://" + n.Addrs.Ops + "/healthz/ready")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
+
+// Live reports whether the ops listener's /healthz/live answers 200.
+func (n *Node) Live() bool {
+	resp, err := http.Get("http://" + n.Addrs.Ops + "/healthz/live")
 	if err != nil {
 		return false
 	}

@@ -57,12 +57,17 @@ func RepoRoot() string {
 // Env is a running control plane.
 type Env struct {
 	*envtest.Environment
-	Config *rest.Config
+	Config  *rest.Config
+	cleanup func()
 }
 
 // Start starts etcd and kube-apiserver with the CRDs of config/crd/bases.
 // Etcd accepts requests up to 4 MiB so objects at the store's size cap fit.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return start(nil, nil) }
+
+// start starts the control plane; configure, when set, adjusts it first and
+// cleanup runs after Stop.
+func start(configure func(*Env), cleanup func()) (*Env, error) {
 	assets := Assets()
 	if assets == "" {
 		return nil, fmt.Errorf("%s", SkipReason())
@@ -76,11 +81,28 @@ func Start() (*Env, error) {
 	env.ControlPlane.Etcd.Configure().Set("max-request-bytes", "4194304")
 	env.ControlPlane.GetAPIServer().StartTimeout = time.Minute
 	env.ControlPlane.Etcd.StartTimeout = time.Minute
+	e := &Env{Environment: env, cleanup: cleanup}
+	if configure != nil {
+		configure(e)
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
 		return nil, fmt.Errorf("start envtest: %w", err)
 	}
-	return &Env{Environment: env, Config: cfg}, nil
+	e.Config = cfg
+	return e, nil
+}
+
+// Stop stops the control plane and removes what start made for it.
+func (e *Env) Stop() error {
+	err := e.Environment.Stop()
+	if e.cleanup != nil {
+		e.cleanup()
+	}
+	return err
 }
 
 // Namespaces creates the namespaces (existing ones are fine).
