@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/proxyproto"
@@ -198,7 +199,14 @@ func (p *proc) startOps(context.Context) error {
 	}
 	if p.cfg.Listeners.Metrics.Address != "" {
 		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(p.reg, promhttp.HandlerOpts{Registry: p.reg}))
+		var g prometheus.Gatherer = p.reg
+		if p.kubeMode && p.role != RoleDataplane {
+			// controller-runtime counts reconciles, errors, workqueue depth
+			// and leadership (leader_election_master_status) in its own
+			// registry; the operator serves them beside its own series.
+			g = prometheus.Gatherers{p.reg, ctrlmetrics.Registry}
+		}
+		mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: p.reg}))
 		if p.addrs.Metrics, err = p.serveHTTP("metrics", p.cfg.Listeners.Metrics.Address, mux); err != nil {
 			return err
 		}

@@ -8,8 +8,11 @@ package kuberestart_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,6 +249,18 @@ func TestOperatorRejoinsAfterLosingLease(t *testing.T) {
 			if !op.Live() {
 				t.Fatalf("outage %d: operator %s not live", i, op.Name)
 			}
+		}
+	}
+	// controller-runtime's series are on the operator's metrics listener.
+	resp, err := http.Get("http://" + ops[0].Addrs.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"leader_election_master_status", "controller_runtime_reconcile_total", "workqueue_depth", "service_snapshot_build_seconds"} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("operator /metrics (%d) has no %s", resp.StatusCode, want)
 		}
 	}
 	lost := 0
