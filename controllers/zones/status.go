@@ -132,7 +132,6 @@ func RecordSetStatus(rs *v1alpha1.DNSRecordSet, problems []authority.Problem, ol
 		msg := fmt.Sprintf("%d of %d records not served: %s", dropped, total, problemList(problems))
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonInvalidRecords, msg
 		if dropped < total {
-			ready.Reason = ReasonPartiallyServed
 			deg.Status, deg.Reason, deg.Message = metav1.ConditionTrue, ReasonPartiallyServed, msg
 		} else {
 			deg.Reason, deg.Message = ReasonInvalidRecords, "no record of the record set is served"

@@ -64,10 +64,10 @@ func TestConditionKeepsTransitionTime(t *testing.T) {
 		t.Fatal("an unchanged Ready condition moved its transition time")
 	}
 	broken := RecordSetStatus(rs, []authority.Problem{{Endpoint: 0, Target: 0, Reason: "bad address"}}, later.Conditions, t0.Add(2*time.Hour))
-	if c := cond(t, broken.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonPartiallyServed || c.LastTransitionTime.Time != t0.Add(2*time.Hour) {
+	if c := cond(t, broken.Conditions, ConditionReady); c.Status != metav1.ConditionFalse || c.Reason != ReasonInvalidRecords || c.LastTransitionTime.Time != t0.Add(2*time.Hour) {
 		t.Fatalf("broken = %+v", c)
 	}
-	if c := cond(t, broken.Conditions, ConditionDegraded); c.Status != metav1.ConditionTrue {
+	if c := cond(t, broken.Conditions, ConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != ReasonPartiallyServed {
 		t.Fatalf("degraded = %+v", c)
 	}
 }
@@ -92,9 +92,9 @@ func TestEvaluateReportsWhatIsNotServed(t *testing.T) {
 	}{
 		{"served", set("default", "ok", "apps.test", ep("t1", "A", "192.0.2.1")), ReasonServing, "served"},
 		{"bad address", set("default", "bad", "apps.test", ep("t1", "A", "not-an-ip")), ReasonInvalidRecords, "not-an-ip"},
-		{"partly bad", set("default", "part", "apps.test", ep("t1", "A", "192.0.2.1", "not-an-ip")), ReasonPartiallyServed, "1 of 2"},
+		{"partly bad", set("default", "part", "apps.test", ep("t1", "A", "192.0.2.1", "not-an-ip")), ReasonInvalidRecords, "1 of 2"},
 		{"outside", set("default", "out", "apps.test", ep("www.other.test.", "A", "192.0.2.1")), ReasonInvalidRecords, "outside zone"},
-		{"cname and other", set("default", "cn", "apps.test", ep("x", "A", "192.0.2.1"), ep("x", "CNAME", "y.test.")), ReasonPartiallyServed, "CNAME and other data"},
+		{"cname and other", set("default", "cn", "apps.test", ep("x", "A", "192.0.2.1"), ep("x", "CNAME", "y.test.")), ReasonInvalidRecords, "CNAME and other data"},
 		{"no zone", set("default", "gone", "deleted.test", ep("x", "A", "192.0.2.1")), authority.CodeZoneNotFound, "does not exist"},
 		{"tenant", set("intruder", "hijack", "apps.test", ep("www", "A", "192.0.2.66")), authority.CodeNamespaceNotAllowed, "recordSetNamespaces"},
 	}
