@@ -29,6 +29,9 @@ const (
 	ReasonAsExpected    = "AsExpected"
 	ReasonDisabled      = "Disabled"
 	ReasonStaleExcludes = "StaleExcludes"
+	// ReasonConfigMapNamespace: a configMapRef names another namespace's
+	// ConfigMap (refused, never read).
+	ReasonConfigMapNamespace = "ConfigMapNamespaceNotAllowed"
 )
 
 // SourceResult is what gathering found for one source.
@@ -40,6 +43,9 @@ type SourceResult struct {
 	// Stale: served from the cache of an earlier fetch after a failure.
 	Stale bool
 	Err   string
+	// Reason, when set, names why the source was refused (it becomes the
+	// Ready reason instead of SourceFailed).
+	Reason string
 	// From fetching (URL sources).
 	Digest, ETag string
 	LastFetched  time.Time
@@ -54,6 +60,7 @@ func DesiredStatus(bl *v1alpha1.BlockList, listEnabled bool, results []SourceRes
 	st := v1alpha1.BlockListStatus{ObservedGeneration: bl.Generation,
 		Conditions: append([]metav1.Condition(nil), bl.Status.Conditions...)}
 	var failed, degraded []string
+	failReason := ReasonSourceFailed
 	var last time.Time
 	for _, r := range results {
 		ss := v1alpha1.BlockListSourceStatus{Name: r.Name, Digest: r.Digest, ETag: r.ETag, Error: r.Err}
@@ -87,6 +94,9 @@ func DesiredStatus(bl *v1alpha1.BlockList, listEnabled bool, results []SourceRes
 		switch {
 		case !r.Compiled:
 			failed = append(failed, fmt.Sprintf("%s: %s", r.Name, r.Err))
+			if r.Reason != "" {
+				failReason = r.Reason
+			}
 		case r.Stale || r.Err != "":
 			degraded = append(degraded, fmt.Sprintf("%s: %s", r.Name, r.Err))
 		}
@@ -105,7 +115,7 @@ func DesiredStatus(bl *v1alpha1.BlockList, listEnabled bool, results []SourceRes
 	case !listEnabled:
 		set(ConditionReady, metav1.ConditionTrue, ReasonDisabled, "list switched off by the service.io/enabled annotation")
 	case len(failed) > 0:
-		set(ConditionReady, metav1.ConditionFalse, ReasonSourceFailed, strings.Join(failed, "; "))
+		set(ConditionReady, metav1.ConditionFalse, failReason, strings.Join(failed, "; "))
 	default:
 		set(ConditionReady, metav1.ConditionTrue, ReasonCompiled, fmt.Sprintf("%d rules from %d sources", st.RuleCount, len(results)))
 	}

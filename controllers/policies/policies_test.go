@@ -1,40 +1,52 @@
 package policies
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/svcdns/svc/api/v1alpha1"
 )
 
-type cat struct{}
-
-func (cat) HasService(id string) bool  { return id == "youtube" || id == "tiktok" }
-func (cat) HasCategory(id string) bool { return id == "video" }
-
 func TestDesiredStatus(t *testing.T) {
 	now := time.Now()
 	cases := []struct {
-		name             string
-		spec             v1alpha1.PolicySpec
-		degraded, reason string
+		name                     string
+		problems                 []Problem
+		ready, readyReason       string
+		degraded, degradedReason string
+		readyMsgHas, degradedHas string
 	}{
-		{"known", v1alpha1.PolicySpec{BlockedServices: []string{"youtube"}, BlockedCategories: []string{"video"}}, "False", ReasonAsExpected},
-		{"unknown service", v1alpha1.PolicySpec{BlockedServices: []string{"youtube", "nope"}}, "True", ReasonUnknownService},
-		{"unknown allowed service", v1alpha1.PolicySpec{AllowedServices: []string{"nope"}}, "True", ReasonUnknownService},
-		{"unknown category", v1alpha1.PolicySpec{BlockedCategories: []string{"nope"}}, "True", ReasonUnknownCategory},
+		{"known", nil, "True", ReasonAccepted, "False", ReasonAsExpected, "", ""},
+		{"unknown service", []Problem{{ReasonUnknownService, `service "nope" is not in the catalogue`}},
+			"True", ReasonAccepted, "True", ReasonUnknownService, "", `"nope"`},
+		{"unknown category", []Problem{{ReasonUnknownCategory, `category "nope" is not in the catalogue`}},
+			"True", ReasonAccepted, "True", ReasonUnknownCategory, "", `category "nope"`},
+		{"service before category", []Problem{{ReasonUnknownCategory, "c"}, {ReasonUnknownService, "s"}},
+			"True", ReasonAccepted, "True", ReasonUnknownService, "", "s; c"},
+		{"missing list", []Problem{{ReasonUnknownService, "s"}, {ReasonUnknownList, "block list team/gone does not exist"}},
+			"False", ReasonUnknownList, "True", ReasonUnknownList, "team/gone", "s"},
+		{"missing group", []Problem{{ReasonUnknownClientGroup, "client group team/kids does not exist"}},
+			"False", ReasonUnknownClientGroup, "True", ReasonUnknownClientGroup, "team/kids", "team/kids"},
+		{"refused", []Problem{{ReasonGlobalPolicyNotAllowed, "empty clientGroupRefs ..."}, {ReasonUnknownList, "l"}},
+			"False", ReasonGlobalPolicyNotAllowed, "False", ReasonAsExpected, "not applied", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := &v1alpha1.Policy{Spec: tc.spec}
+			p := &v1alpha1.Policy{}
 			p.Generation = 2
-			st := DesiredStatus(p, cat{}, now)
-			if len(st.Conditions) != 2 || st.Conditions[0].Type != "Ready" || string(st.Conditions[0].Status) != "True" {
+			st := DesiredStatus(p, tc.problems, now)
+			if len(st.Conditions) != 2 {
 				t.Fatalf("conditions %+v", st.Conditions)
 			}
-			d := st.Conditions[1]
-			if d.Type != "Degraded" || string(d.Status) != tc.degraded || d.Reason != tc.reason || d.ObservedGeneration != 2 {
-				t.Fatalf("degraded %+v", d)
+			r, d := meta.FindStatusCondition(st.Conditions, "Ready"), meta.FindStatusCondition(st.Conditions, "Degraded")
+			if string(r.Status) != tc.ready || r.Reason != tc.readyReason || !strings.Contains(r.Message, tc.readyMsgHas) {
+				t.Errorf("ready %+v", r)
+			}
+			if string(d.Status) != tc.degraded || d.Reason != tc.degradedReason || d.ObservedGeneration != 2 || !strings.Contains(d.Message, tc.degradedHas) {
+				t.Errorf("degraded %+v", d)
 			}
 		})
 	}

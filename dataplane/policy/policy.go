@@ -50,6 +50,8 @@ type Input struct {
 	Settings   Settings
 	// Now is the clock schedules are evaluated against (time.Now when nil).
 	Now func() time.Time
+	// Tenancy confines policies to their namespace; nil is unconfined.
+	Tenancy *Tenancy
 }
 
 // Special list names in decisions and the query log.
@@ -89,6 +91,7 @@ type compiled struct {
 	allow     []listRef
 	block     []listRef
 	allowOnly bool
+	refused   bool // by the tenancy rules: never chosen
 	modeSet   bool
 	mode      dataplane.BlockMode
 	ttl       time.Duration
@@ -145,6 +148,14 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 			break
 		}
 		p := &in.Policies[i]
+		if refusals := in.Tenancy.admit(p); len(refusals) > 0 {
+			// refused as a whole: a partly applied policy could still
+			// reach clients it may not select
+			problems = append(problems, refusals...)
+			t.byName[key(p.Namespace, p.Name)] = &compiled{name: key(p.Namespace, p.Name), namespace: p.Namespace,
+				priority: p.Spec.Priority, refused: true, groupSet: map[string]struct{}{}}
+			continue
+		}
 		c, probs := compilePolicy(p, lists, groupNames, in.Catalogue, t.settings)
 		problems = append(problems, probs...)
 		t.policies = append(t.policies, c)
@@ -165,16 +176,20 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 // globalPolicy builds the implicit policy from the lists that no Policy
 // references (in blockListRefs or allowListRefs), ordered by name: a user
 // who only applies a BlockList gets blocking for every client. nil when
-// there is no such block list.
+// there is no such block list. Only references of admitted policies count,
+// and only those Tenancy.takesOut allows: a tenant cannot switch off
+// another namespace's global list by naming it.
 func globalPolicy(in Input, lists map[string]*List, set Settings) *compiled {
 	referenced := map[string]bool{}
 	for i := range in.Policies {
 		p := &in.Policies[i]
-		for _, r := range p.Spec.BlockListRefs {
-			referenced[ref(p.Namespace, r)] = true
+		if len(in.Tenancy.admit(p)) > 0 {
+			continue
 		}
-		for _, r := range p.Spec.AllowListRefs {
-			referenced[ref(p.Namespace, r)] = true
+		for _, r := range append(append([]string(nil), p.Spec.BlockListRefs...), p.Spec.AllowListRefs...) {
+			if k := ref(p.Namespace, r); in.Tenancy.takesOut(p.Namespace, k) {
+				referenced[k] = true
+			}
 		}
 	}
 	var names []string
@@ -254,7 +269,7 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 	for _, gr := range s.ClientGroupRefs {
 		k := ref(p.Namespace, gr)
 		if !groups[k] {
-			bad("UnknownClientGroup", "client group %s does not exist", k)
+			bad(ReasonUnknownClientGroup, "client group %s does not exist", k)
 		}
 		if _, dup := c.groupSet[k]; !dup {
 			c.groupSet[k] = struct{}{}
@@ -280,8 +295,13 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 		for _, r := range refs {
 			k := ref(p.Namespace, r)
 			l, ok := lists[k]
-			if !ok || l.Compiled == nil {
-				bad("UnknownList", "block list %s does not exist or is not loaded", k)
+			if !ok {
+				bad(ReasonUnknownList, "block list %s does not exist", k)
+				continue
+			}
+			if l.Compiled == nil {
+				// the list's own status says why
+				bad(ReasonListNotLoaded, "block list %s is not loaded", k)
 				continue
 			}
 			lr := newListRef(k, l)

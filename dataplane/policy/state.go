@@ -38,6 +38,12 @@ func (t *Table) State(name string) (State, bool) {
 	now := t.now()
 	st := State{Policy: p.name, Priority: p.priority, Scheduled: p.schedule != nil, At: now,
 		Active: p.schedule == nil || p.schedule.active(now), ShadowedBy: []Shadow{}}
+	if p.refused {
+		// not compiled: it applies to nobody; Problems say why
+		st.Active, st.Groups = false, []string{}
+		st.Problems = t.problemsOf(name)
+		return st, true
+	}
 	groups := p.groups
 	if p.all {
 		groups = []string{"*"}
@@ -67,11 +73,17 @@ func (t *Table) State(name string) (State, bool) {
 		}
 	}
 	st.Effective = st.Active && len(shadowed) < len(groups)
+	st.Problems = t.problemsOf(name)
+	return st, true
+}
+
+func (t *Table) problemsOf(name string) []string {
+	var out []string
 	for _, pr := range t.problems {
 		if pr.Kind == "Policy" && pr.Name == name {
-			st.Problems = append(st.Problems, pr.Reason+": "+pr.Msg)
+			out = append(out, pr.Reason+": "+pr.Msg)
 		}
 	}
-	sort.Strings(st.Problems)
-	return st, true
+	sort.Strings(out)
+	return out
 }

@@ -10,6 +10,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/controllers/blocklists"
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/internal/api"
@@ -100,9 +102,9 @@ func (l listRules) SourceRules(ctx context.Context, src api.BlockListSource) ([]
 		if l.b.follow == nil || l.b.follow.configMaps == nil {
 			return nil, false, nil // sqlite store: such sources cannot be read
 		}
-		ns := src.ConfigMapRef.Namespace
-		if ns == "" {
-			ns = src.Namespace
+		ns, err := blocklists.ConfigMapNamespace(src.Namespace, &v1alpha1.ConfigMapRef{Name: src.ConfigMapRef.Name, Namespace: src.ConfigMapRef.Namespace})
+		if err != nil {
+			return nil, false, nil // refused: the list's status says why
 		}
 		text, err := l.b.follow.configMaps.ListBody(ctx, ns, src.ConfigMapRef.Name)
 		if apierrors.IsNotFound(err) {

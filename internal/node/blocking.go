@@ -2,13 +2,21 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	kevents "k8s.io/client-go/tools/events"
+
+	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/controllers/blocklists"
+	"github.com/svcdns/svc/controllers/events"
 	"github.com/svcdns/svc/controllers/policies"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/blocklist"
@@ -17,6 +25,7 @@ import (
 	"github.com/svcdns/svc/dataplane/policy/toggle"
 	"github.com/svcdns/svc/dataplane/safesearch"
 	"github.com/svcdns/svc/internal/listfetch"
+	"github.com/svcdns/svc/internal/operator"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store"
 )
@@ -33,6 +42,12 @@ type blocking struct {
 	toggle  *toggle.Toggle
 	pols    *policies.Reconciler
 	hot     *hotConfig
+	// events is the Kubernetes Events recorder of the operator's
+	// reconcilers (empty outside Kubernetes: nothing is recorded).
+	events *events.Deferred
+	// tenancy confines policies to their namespace (set by setTenancy
+	// before anything compiles).
+	tenancy *policy.Tenancy
 
 	mu    sync.Mutex
 	lists map[string]*blocklist.List // "namespace/name"
@@ -65,8 +80,164 @@ func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *
 		toggle: toggle.New(dp, toggle.RealClock(), nodeName, cfg.Blocking.Enabled),
 		lists:  map[string]*blocklist.List{},
 	}
-	b.pols = &policies.Reconciler{Store: st, Catalogue: func() policies.Catalogue { return cat.Current() }, Now: time.Now}
+	b.tenancy = resolveTenancy(cfg, DefaultNamespace)
+	b.events = &events.Deferred{}
+	b.pols = &policies.Reconciler{Store: st, Checker: checker{b}, Now: time.Now}
 	return b, nil
+}
+
+// listEvents is the Events reporter of the operator's BlockList reconciler.
+func (b *blocking) listEvents() *events.Reporter { return events.NewReporter(b.events, "Reconcile") }
+
+// kubeRecorder records events.k8s.io Events as "service-operator" until ctx
+// ends.
+func kubeRecorder(ctx context.Context, rc *rest.Config) (events.Recorder, error) {
+	if rc == nil {
+		return nil, errors.New("no Kubernetes client configuration")
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("events client: %w", err)
+	}
+	br := kevents.NewBroadcaster(&kevents.EventSinkImpl{Interface: cs.EventsV1()})
+	if err := br.StartRecordingToSinkWithContext(ctx); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	context.AfterFunc(ctx, br.Shutdown)
+	return br.NewRecorder(runtime.NewScheme(), "service-operator"), nil
+}
+
+// setTenancy resolves blocking.globalPolicyNamespaces against the service's
+// namespace (SERVICE_NAMESPACE); call before the node compiles anything.
+func (b *blocking) setTenancy(cfg *settings.Config, serviceNamespace string) {
+	b.tenancy = resolveTenancy(cfg, serviceNamespace)
+}
+
+// resolveTenancy: an empty blocking.globalPolicyNamespaces means the
+// service's own namespace; with the sqlite store also "default", where
+// objects applied without a namespace live, so a single-team install keeps
+// its policies for everyone.
+func resolveTenancy(cfg *settings.Config, serviceNamespace string) *policy.Tenancy {
+	ns := append([]string(nil), cfg.Blocking.GlobalPolicyNamespaces...)
+	if len(ns) == 0 {
+		ns = []string{serviceNamespace}
+		if cfg.Store.Driver != "kube" && serviceNamespace != "default" {
+			ns = append(ns, "default")
+		}
+	}
+	return &policy.Tenancy{GlobalNamespaces: ns}
+}
+
+// checker runs the data plane's compile for the status reconcilers, over
+// the objects in the store (one source of truth for status and serving).
+type checker struct{ b *blocking }
+
+func (c checker) input(ctx context.Context) (policy.Input, error) {
+	cfg := c.b.hot.current()
+	in := policy.Input{Catalogue: c.b.cat.Current(), SafeSearch: c.b.safe, Tenancy: c.b.tenancy,
+		Settings: policy.Settings{DefaultResponse: cfg.Blocking.DefaultResponse, BlockTTL: cfg.Blocking.BlockTTL}}
+	groups, err := listTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind)
+	if err != nil {
+		return in, err
+	}
+	lists, err := listTyped[v1alpha1.BlockList](ctx, c.b.st, blocklists.Kind)
+	if err != nil {
+		return in, err
+	}
+	in.Groups = groups
+	for i := range lists {
+		// existence is what a reference needs; the rules are the list's business
+		in.Lists = append(in.Lists, policy.List{Object: &lists[i]})
+	}
+	return in, nil
+}
+
+// CheckPolicy implements policies.Checker.
+func (c checker) CheckPolicy(ctx context.Context, p *v1alpha1.Policy) ([]policies.Problem, error) {
+	in, err := c.input(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []policies.Problem
+	for _, pr := range policy.Check(ctx, in, p) {
+		out = append(out, policies.Problem{Reason: pr.Reason, Message: pr.Msg})
+	}
+	return out, nil
+}
+
+// CheckGroup implements policies.GroupChecker.
+func (c checker) CheckGroup(ctx context.Context, g *v1alpha1.ClientGroup) ([]policies.Problem, error) {
+	groups, err := listTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind)
+	if err != nil {
+		return nil, err
+	}
+	_, problems := policy.CompileGroups(groups)
+	name := g.Namespace + "/" + g.Name
+	var out []policies.Problem
+	for _, pr := range problems {
+		if pr.Name == name {
+			out = append(out, policies.Problem{Reason: pr.Reason, Message: pr.Msg})
+		}
+	}
+	return out, nil
+}
+
+// listTyped lists every object of kind from the store, decoded.
+func listTyped[T any](ctx context.Context, st store.Store, kind string) ([]T, error) {
+	var out []T
+	opts := store.ListOptions{Kind: kind, Limit: 500}
+	for {
+		page, err := st.List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", kind, err)
+		}
+		for _, u := range page.Items {
+			var v T
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
+				return nil, fmt.Errorf("decode %s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
+			}
+			out = append(out, v)
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// operatorControllers are the BlockList, Policy and ClientGroup controllers
+// of the operator (the kube store). Each records Kubernetes Events through
+// the node's own recorder (started here with the operator's credentials, so
+// it outlives each leader term's manager); a BlockList or ClientGroup
+// change re-checks the policies that name it, so a reference that appears
+// or disappears shows on them at once. lists is the BlockList reconciler,
+// built with Events: b.listEvents().
+func (b *blocking) operatorControllers(ctx context.Context, rc *rest.Config, lists operator.Reconciler) []operator.Controller {
+	if rec, err := kubeRecorder(ctx, rc); err != nil {
+		b.log.Warn("no Kubernetes Events for block lists, policies and client groups", "err", err)
+	} else {
+		b.events.Set(rec)
+	}
+	pols := &policies.Reconciler{Store: b.st, Checker: checker{b}, Now: time.Now,
+		Events: events.NewReporter(b.events, "Reconcile")}
+	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols,
+		Events: events.NewReporter(b.events, "Reconcile")}
+	return []operator.Controller{
+		{Kind: blocklists.Kind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			after, err := lists.Reconcile(ctx, ns, name)
+			if perr := pols.ReconcileReferencing(ctx, blocklists.Kind, ns, name); err == nil {
+				err = perr
+			}
+			return after, err
+		})},
+		{Kind: policies.Kind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			_, err := pols.Reconcile(ctx, ns, name)
+			return 0, err
+		})},
+		{Kind: policies.GroupKind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			return 0, groups.Reconcile(ctx, ns, name)
+		})},
+	}
 }
 
 // run reconciles block lists until ctx ends; initial receives the result of the
@@ -130,7 +301,7 @@ func (b *blocking) refreshCatalogue(ctx context.Context, c settings.Catalogue) {
 	}
 }
 
-// reconcilePolicy writes a policy's status (unknown catalogue ids).
+// reconcilePolicy writes a policy's status (sqlite store: the node itself).
 func (b *blocking) reconcilePolicy(ctx context.Context, namespace, name string) {
 	go func() {
 		if _, err := b.pols.Reconcile(ctx, namespace, name); stoppedEarly(ctx, err) {
@@ -143,7 +314,7 @@ func (b *blocking) reconcilePolicy(ctx context.Context, namespace, name string) 
 func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier) {
 	cfg := b.hot.current()
 	in := policy.Input{
-		Groups: objs.groups, Policies: objs.policies,
+		Groups: objs.groups, Policies: objs.policies, Tenancy: b.tenancy,
 		Catalogue: b.cat.Current(), SafeSearch: b.safe,
 		Settings: policy.Settings{
 			DefaultResponse: cfg.Blocking.DefaultResponse, BlockTTL: cfg.Blocking.BlockTTL,
@@ -153,10 +324,9 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 	}
 	b.mu.Lock()
 	for i := range objs.lists {
+		// a list without rules yet is still a list (ListNotLoaded, not UnknownList)
 		l := &objs.lists[i]
-		if compiled, ok := b.lists[l.Namespace+"/"+l.Name]; ok {
-			in.Lists = append(in.Lists, policy.List{Object: l, Compiled: compiled})
-		}
+		in.Lists = append(in.Lists, policy.List{Object: l, Compiled: b.lists[l.Namespace+"/"+l.Name]})
 	}
 	b.mu.Unlock()
 	table, problems := policy.Compile(context.Background(), in)

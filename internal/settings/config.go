@@ -172,6 +172,9 @@ type Blocking struct {
 	ListsDir           string // empty in the file reads as <dataDir>/lists here
 	AllowLocalListURLs bool
 	Catalogue          Catalogue
+	// GlobalPolicyNamespaces may hold policies for every client; empty
+	// means the service's own namespace (resolved by the node).
+	GlobalPolicyNamespaces []string
 }
 
 type CustomIP struct {

@@ -314,6 +314,7 @@ func registry() []*key {
 		mk("blocking.catalogue.url", urlKind(), "", C, rst, "catalogue document (schema version 2 or 1); empty uses the embedded one; an invalid document leaves the current one", func(c *Config, v string) { c.Blocking.Catalogue.URL = v }),
 		mk("blocking.catalogue.importedServicesURL", urlKind(), "", C, rst, "opt-in import of a third-party services file; empty is off", func(c *Config, v string) { c.Blocking.Catalogue.ImportedServicesURL = v }),
 		mk("blocking.catalogue.refreshInterval", duration(), 24*time.Hour, C, rst, "how often the catalogue is fetched", func(c *Config, v time.Duration) { c.Blocking.Catalogue.RefreshInterval = v }, durMin(time.Minute)),
+		mk("blocking.globalPolicyNamespaces", strs(), []string{}, N, hr, "namespaces whose Policies may apply to every client (empty clientGroupRefs) and select ClientGroups of any namespace; others are confined to their own namespace's groups. Empty means the service's own namespace (SERVICE_NAMESPACE, default service-system; with the sqlite store also default); * allows every namespace", func(c *Config, v []string) { c.Blocking.GlobalPolicyNamespaces = v }, each(checkNamespaceOrAll)),
 
 		mk("blockPage.enabled", boolean(), false, C, rst, "answer blocked names with the block page address", func(c *Config, v bool) { c.BlockPage.Enabled = v }),
 		mk("blockPage.ipv4", ipv4(), netip.Addr{}, C, 0, "IPv4 address of the block page; empty picks a specific listener address", func(c *Config, v netip.Addr) { c.BlockPage.IPv4 = v }),

@@ -527,3 +527,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// checkNamespaceOrAll accepts a Kubernetes namespace name (an RFC 1123
+// label) or "*".
+func checkNamespaceOrAll(s string) error {
+	if s == "*" {
+		return nil
+	}
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63) or *", s)
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63) or *", s)
+		}
+	}
+	return nil
+}

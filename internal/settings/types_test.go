@@ -254,3 +254,15 @@ func TestFormatRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestGlobalPolicyNamespacesKey(t *testing.T) {
+	v, err := parseKey(t, "blocking.globalPolicyNamespaces", "platform, *")
+	if err != nil || !reflect.DeepEqual(v, []string{"platform", "*"}) {
+		t.Fatalf("parse: %v %v", v, err)
+	}
+	for _, bad := range []string{"Platform", "team_a", "-x", strings.Repeat("a", 64)} {
+		if _, err := parseKey(t, "blocking.globalPolicyNamespaces", bad); err == nil || !strings.Contains(err.Error(), "namespace") {
+			t.Errorf("%q accepted (%v)", bad, err)
+		}
+	}
+}
