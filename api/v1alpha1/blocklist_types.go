@@ -86,7 +86,8 @@ type BlockListSource struct {
 	// Inline rules, one per item, in the source's format.
 	// +optional
 	Inline []string `json:"inline,omitempty"`
-	// ConfigMapRef names a ConfigMap whose data values are list bodies.
+	// ConfigMapRef names a ConfigMap of the list's own namespace whose data
+	// values are list bodies.
 	// +optional
 	ConfigMapRef *ConfigMapRef `json:"configMapRef,omitempty"`
 	// Format of the rules; auto detects it per line.
@@ -113,10 +114,14 @@ type BlockListSource struct {
 	Entries []BlockListEntry `json:"entries,omitempty"`
 }
 
-// ConfigMapRef points at a ConfigMap; an empty namespace means the list's own.
+// ConfigMapRef points at a ConfigMap of the BlockList's own namespace.
 type ConfigMapRef struct {
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
+	// Namespace may be empty or the BlockList's own namespace. Another
+	// namespace is never read (the service's credentials would read it for
+	// the list's author): the list is Ready=False, reason
+	// ConfigMapNamespaceNotAllowed.
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 }
