@@ -543,8 +543,9 @@ func (s *Server) adminHandler() http.Handler {
 		} else {
 			mux.ServeHTTP(sw, r)
 		}
-		s.log.Info("admin socket request", "request_id", st.id, "method", r.Method, "path", r.URL.Path,
-			"status", sw.code, "peer_uid", peer.cred.UID, "peer_pid", peer.cred.PID, "admitted", peer.admitted)
+		level, errAttrs := answerAttrs(st, sw.code)
+		s.log.Log(ctx, level, "admin socket request", append([]any{"request_id", st.id, "method", r.Method, "path", r.URL.Path,
+			"status", sw.code, "peer_uid", peer.cred.UID, "peer_pid", peer.cred.PID, "admitted", peer.admitted}, errAttrs...)...)
 		if unsafeMethod(r.Method) {
 			s.auditAdmin(ctx, st, peer, r.Method, r.URL.Path, sw.code)
 		}

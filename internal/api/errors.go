@@ -60,6 +60,12 @@ type Error struct {
 
 	status  int
 	headers http.Header
+	// cause is the error the answer was made from; it is logged under the
+	// request id (never shown) when the fault is the server's.
+	cause error
+	// serverFault marks answers caused by the service, not the caller: every
+	// 5xx and the refusals of the service's own Kubernetes credentials.
+	serverFault bool
 }
 
 func (e *Error) Error() string { return e.Detail.Key + ": " + e.Detail.Message }
@@ -72,14 +78,26 @@ func (e *Error) GetHeaders() http.Header { return e.headers }
 
 func (e *Error) setTook(ms float64) { e.TookMS = ms }
 
+// withCause records why the answer was made, for the log.
+func (e *Error) withCause(err error) *Error {
+	e.cause = err
+	return e
+}
+
 // newErr builds an error answer.
 func newErr(status int, key, msg, hint string) *Error {
-	e := &Error{status: status, Detail: ErrorDetail{Key: key, Message: msg, Hint: hint}}
+	e := &Error{status: status, Detail: ErrorDetail{Key: key, Message: msg, Hint: hint}, serverFault: serverFaultStatus(status)}
 	switch status {
 	case http.StatusUnauthorized:
 		e.headers = http.Header{"Www-Authenticate": {`Bearer realm="service", Cookie`}}
 	}
 	return e
+}
+
+// serverFaultStatus: every 5xx but 501, a designed answer (the route is not
+// available on this node), is the server's fault.
+func serverFaultStatus(status int) bool {
+	return status >= 500 && status != http.StatusNotImplemented
 }
 
 func errInvalid(format string, a ...any) *Error {
@@ -112,9 +130,24 @@ func errInternal() *Error {
 	return newErr(http.StatusInternalServerError, KeyInternal, "internal error", "the server log has details under the request id")
 }
 
-// keyedError lets other packages (settings, data plane) name a stable key
-// without importing this package.
+// keyedError lets other packages (settings, data plane, store drivers) name
+// a stable key without importing this package.
 type keyedError interface{ ErrorKey() string }
+
+// Optional methods of a keyedError that shape the answer further (the kube
+// store's apiserver refusals implement them all).
+type (
+	statusError     interface{ HTTPStatus() int }
+	hintError       interface{ ErrorHint() string }
+	missingError    interface{ MissingPermission() string }
+	retryAfterError interface{ RetryAfter() time.Duration }
+	// serverFaultError is true when the service, not the caller, is at
+	// fault (e.g. its own credentials lack a permission): logged at ERROR.
+	serverFaultError interface{ ServerFault() bool }
+	// messageError gives the message to show instead of the whole wrapped
+	// chain of err.Error().
+	messageError interface{ ErrorMessage() string }
+)
 
 // statusOfKey gives the status of keys whose status the spec leaves open.
 var statusOfKey = map[string]int{
@@ -125,11 +158,21 @@ var statusOfKey = map[string]int{
 }
 
 // fromError maps errors of the store and of services to an answer; anything
-// unknown is an internal error whose text is not shown to the caller.
+// unknown is an internal error whose text is not shown to the caller but is
+// logged under the request id (the answer keeps err as its cause).
 func fromError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	return mapError(err).withCause(err)
+}
+
+func mapError(err error) *Error {
+	var ke keyedError
+	if errors.As(err, &ke) {
+		// Checked first: a driver's refusal may also wrap a store sentinel.
+		return fromKeyed(err, ke)
 	}
 	var mb *store.ManagedByError
 	switch {
@@ -152,15 +195,39 @@ func fromError(err error) *Error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return newErr(http.StatusServiceUnavailable, KeyUnavailable, "timed out", "retry later")
 	}
-	var ke keyedError
-	if errors.As(err, &ke) {
-		st, ok := statusOfKey[ke.ErrorKey()]
-		if !ok {
-			st = http.StatusConflict
-		}
-		return newErr(st, ke.ErrorKey(), err.Error(), "")
-	}
 	return errInternal()
+}
+
+// fromKeyed answers an error that names its key, with the status, hint,
+// missing permission and Retry-After it may also name.
+func fromKeyed(err error, ke keyedError) *Error {
+	key := ke.ErrorKey()
+	st, ok := statusOfKey[key]
+	if !ok {
+		st = http.StatusConflict
+	}
+	if se, ok := ke.(statusError); ok && se.HTTPStatus() >= 400 {
+		st = se.HTTPStatus()
+	}
+	msg := err.Error()
+	if me, ok := ke.(messageError); ok {
+		msg = me.ErrorMessage()
+	}
+	hint := ""
+	if he, ok := ke.(hintError); ok {
+		hint = he.ErrorHint()
+	}
+	e := newErr(st, key, msg, hint)
+	if me, ok := ke.(missingError); ok {
+		e.Detail.Missing = me.MissingPermission()
+	}
+	if re, ok := ke.(retryAfterError); ok && re.RetryAfter() > 0 {
+		e.headers = http.Header{"Retry-After": {strconv.Itoa(max(int(re.RetryAfter().Seconds()+0.999), 1))}}
+	}
+	if fe, ok := ke.(serverFaultError); ok && fe.ServerFault() {
+		e.serverFault = true
+	}
+	return e
 }
 
 // humaErrorOnce installs the error constructor once per process. huma offers
@@ -179,6 +246,16 @@ func installHumaErrors() {
 // humaError turns huma's own errors (validation, parsing, body size) into
 // the service's error body, naming the offending field.
 func humaError(status int, msg string, errs ...error) *Error {
+	e := humaErrorBody(status, msg, errs...)
+	if e.status >= 500 {
+		// A handler returned an error of its own (not an *Error): its text
+		// is not shown but logged under the request id.
+		e.cause = errors.Join(append([]error{errors.New(msg)}, errs...)...)
+	}
+	return e
+}
+
+func humaErrorBody(status int, msg string, errs ...error) *Error {
 	var parts []string
 	for _, err := range errs {
 		if err == nil {
@@ -226,6 +303,7 @@ func humaError(status int, msg string, errs ...error) *Error {
 // writeError writes an error body outside huma (middleware, unknown routes).
 func writeError(w http.ResponseWriter, r *http.Request, e *Error) {
 	e.TookMS = tookMS(r.Context())
+	noteAnswer(r.Context(), e)
 	for k, vs := range e.headers {
 		for _, v := range vs {
 			w.Header().Add(k, v)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -42,6 +43,9 @@ type reqState struct {
 	decision string
 	targets  []auditTarget
 	status   int
+	// answered is the error body the request was answered with, if any; the
+	// access log line carries its cause.
+	answered *Error
 }
 
 type auditTarget struct{ action, kind, namespace, name, result string }
@@ -240,9 +244,47 @@ func (s *Server) accessLog(h http.Handler) http.Handler {
 			who = st.principal.Name
 		}
 		// Only the path is logged: query strings may carry tokens.
-		s.log.Info("api request", "request_id", st.id, "method", r.Method, "path", r.URL.Path,
-			"status", code, "client", st.clientIP, "principal", who, "took_ms", tookMS(r.Context()))
+		level, errAttrs := answerAttrs(st, code)
+		s.log.Log(r.Context(), level, "api request", append([]any{"request_id", st.id, "method", r.Method, "path", r.URL.Path,
+			"status", code, "client", st.clientIP, "principal", who, "took_ms", tookMS(r.Context())}, errAttrs...)...)
 	})
+}
+
+// answerAttrs gives the level and error attributes of a request's log line:
+// ERROR with the cause when the server is at fault (every 5xx, and refusals
+// of the service's own credentials), else INFO with the error key if any.
+func answerAttrs(st *reqState, code int) (slog.Level, []any) {
+	e := st.answered
+	switch {
+	case e != nil && (e.serverFault || serverFaultStatus(code)):
+		return slog.LevelError, []any{"error_key", e.Detail.Key, "error", causeText(e)}
+	case e != nil:
+		return slog.LevelInfo, []any{"error_key", e.Detail.Key}
+	case serverFaultStatus(code):
+		return slog.LevelError, []any{"error", "answered without an error body"}
+	}
+	return slog.LevelInfo, nil
+}
+
+// causeText is what the log says about an error answer: the wrapped cause
+// (store and apiserver errors name objects and permissions, never secret
+// values), else the message; capped so one line stays readable.
+func causeText(e *Error) string {
+	text := e.Detail.Message
+	if e.cause != nil {
+		text = e.cause.Error()
+	}
+	if len(text) > 4000 {
+		text = text[:4000] + "..."
+	}
+	return text
+}
+
+// noteAnswer remembers the error body a request is answered with.
+func noteAnswer(ctx context.Context, e *Error) {
+	if st, ok := ctx.Value(stateKey{}).(*reqState); ok {
+		st.answered = e
+	}
 }
 
 func unsafeMethod(m string) bool {

@@ -80,6 +80,7 @@ func register[I, O any](s *Server, op huma.Operation, a access, h func(context.C
 // writeHumaErr writes an error body from a huma middleware.
 func writeHumaErr(ctx huma.Context, e *Error) {
 	e.TookMS = tookMS(ctx.Context())
+	noteAnswer(ctx.Context(), e)
 	for k, vs := range e.headers {
 		for _, v := range vs {
 			ctx.AppendHeader(k, v)

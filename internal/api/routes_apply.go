@@ -160,7 +160,13 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 			if len(todo) == 1 {
 				return nil, fromError(err)
 			}
-			out.Items = append(out.Items, refusal(r, fromError(err)))
+			e := fromError(err)
+			if e.serverFault {
+				// The answer is 200 with this refusal inside: the request's
+				// log line still carries the cause.
+				noteAnswer(ctx, e)
+			}
+			out.Items = append(out.Items, refusal(r, e))
 			continue
 		}
 		r.Result, r.ResourceVersion = string(res.Result), res.ResourceVersion

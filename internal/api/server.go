@@ -349,6 +349,9 @@ func (s *Server) buildAPI() {
 		if t, ok := v.(tookSetter); ok {
 			t.setTook(tookMS(ctx.Context()))
 		}
+		if e, ok := v.(*Error); ok {
+			noteAnswer(ctx.Context(), e)
+		}
 		return v, nil
 	})
 	cfg.Components.SecuritySchemes = map[string]*huma.SecurityScheme{

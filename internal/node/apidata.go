@@ -128,10 +128,19 @@ type listRefresher struct{ b *blocking }
 func (r listRefresher) RefreshBlockList(ctx context.Context, ns, name string) error {
 	rec := r.b.rec.Load()
 	if rec == nil {
-		return errors.New("this node does not fetch block lists; the operator leader does")
+		return notFetcher{errors.New("this node does not fetch block lists; the operator leader does")}
 	}
 	_, err := rec.Refresh(ctx, ns, name)
 	return err
+}
+
+// notFetcher refuses a refresh on a data-plane node (501 not_implemented,
+// not a bare 500): only the operator leader fetches list URLs.
+type notFetcher struct{ error }
+
+func (notFetcher) ErrorKey() string { return "not_implemented" }
+func (notFetcher) ErrorHint() string {
+	return "the operator leader refetches each list every spec.refreshInterval and data-plane nodes copy its bodies; shorten refreshInterval for fresher lists"
 }
 
 // BlockingState reports the node's blocking toggle (GET /dns/blocking).

@@ -16,12 +16,10 @@ import (
 	"reflect"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -489,7 +487,7 @@ func (d *Driver) write(ctx context.Context, ki *kindInfo, w store.Write) (*unstr
 		cur, _ := d.cached(ki, w.Key)
 		rv := w.ResourceVersion
 		if err := res.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}}); err != nil {
-			return nil, mapErr(err)
+			return nil, mapErr(err, d.request("delete", ki, w.Key.Namespace, name))
 		}
 		d.waitCache(ctx, func() bool {
 			now, _ := d.cached(ki, w.Key)
@@ -508,13 +506,15 @@ func (d *Driver) write(ctx context.Context, ki *kindInfo, w store.Write) (*unstr
 			return nil, err
 		}
 		var s *unstructured.Unstructured
+		verb := "create"
 		if w.Op == store.OpCreate {
 			s, err = res.Create(ctx, sec, metav1.CreateOptions{})
 		} else {
+			verb = "update"
 			s, err = res.Update(ctx, sec, metav1.UpdateOptions{})
 		}
 		if err != nil {
-			return nil, mapErr(err)
+			return nil, mapErr(err, d.request(verb, ki, "", sec.GetName()))
 		}
 		if stored, err = d.fromSecret(s); err != nil {
 			return nil, err
@@ -528,12 +528,12 @@ func (d *Driver) write(ctx context.Context, ki *kindInfo, w store.Write) (*unstr
 			obj.SetCreationTimestamp(metav1.Time{})
 			status, hasStatus := obj.Object["status"]
 			if stored, err = res.Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-				return nil, mapErr(err)
+				return nil, mapErr(err, d.request("create", ki, w.Key.Namespace, w.Key.Name))
 			}
 			if ki.Status && hasStatus && !reflect.DeepEqual(stored.Object["status"], status) {
 				stored.Object["status"] = status
 				if stored, err = res.UpdateStatus(ctx, stored, metav1.UpdateOptions{}); err != nil {
-					return nil, mapErr(err)
+					return nil, mapErr(err, d.statusRequest(ki, w.Key))
 				}
 			}
 		} else {
@@ -549,7 +549,7 @@ func (d *Driver) write(ctx context.Context, ki *kindInfo, w store.Write) (*unstr
 			stored = obj
 			if mainChanged {
 				if stored, err = res.Update(ctx, obj, metav1.UpdateOptions{}); err != nil {
-					return nil, mapErr(err)
+					return nil, mapErr(err, d.request("update", ki, w.Key.Namespace, w.Key.Name))
 				}
 			}
 			if statusChanged {
@@ -560,7 +560,7 @@ func (d *Driver) write(ctx context.Context, ki *kindInfo, w store.Write) (*unstr
 					delete(next.Object, "status")
 				}
 				if stored, err = res.UpdateStatus(ctx, next, metav1.UpdateOptions{}); err != nil {
-					return nil, mapErr(err)
+					return nil, mapErr(err, d.statusRequest(ki, w.Key))
 				}
 			}
 		}
@@ -638,22 +638,4 @@ func (d *Driver) catchUp(ctx context.Context, ki *kindInfo, key store.Key) {
 		now, _ := d.cached(ki, key)
 		return now != nil && !versionBefore(now.GetResourceVersion(), live.GetResourceVersion())
 	})
-}
-
-// mapErr turns apiserver errors into the store's.
-func mapErr(err error) error {
-	switch {
-	case apierrors.IsConflict(err), apierrors.IsAlreadyExists(err):
-		return fmt.Errorf("%w: %v", store.ErrConflict, err)
-	case apierrors.IsNotFound(err):
-		if se, ok := err.(apierrors.APIStatus); ok && se.Status().Details != nil && se.Status().Details.Kind == "namespaces" {
-			return fmt.Errorf("%w: %v", store.ErrInvalid, err)
-		}
-		return fmt.Errorf("%w: %v", store.ErrNotFound, err)
-	case apierrors.IsRequestEntityTooLargeError(err), strings.Contains(err.Error(), "too large"):
-		return fmt.Errorf("%w: %v", store.ErrTooLarge, err)
-	case apierrors.IsInvalid(err), apierrors.IsBadRequest(err):
-		return fmt.Errorf("%w: %v", store.ErrInvalid, err)
-	}
-	return err
 }
