@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,6 +47,12 @@ type blocking struct {
 	// events is the Kubernetes Events recorder of the operator's
 	// reconcilers (empty outside Kubernetes: nothing is recorded).
 	events *events.Deferred
+	// statusCtx is the context of the sqlite node's Policy status writes
+	// (nil until the first one, and always on the kube store).
+	statusCtx atomic.Pointer[context.Context]
+	statusMu  sync.Mutex
+	// refsPrev identifies the groups and lists of the last compile (b.mu).
+	refsPrev string
 	// tenancy confines policies to their namespace (set by setTenancy
 	// before anything compiles).
 	tenancy *policy.Tenancy
@@ -302,8 +310,15 @@ func (b *blocking) refreshCatalogue(ctx context.Context, c settings.Catalogue) {
 }
 
 // reconcilePolicy writes a policy's status (sqlite store: the node itself).
+// It also remembers ctx, so compile can re-check every policy when the
+// client groups or lists they may name change.
 func (b *blocking) reconcilePolicy(ctx context.Context, namespace, name string) {
+	b.statusCtx.CompareAndSwap(nil, &ctx)
 	go func() {
+		// one status write at a time: concurrent ones for the same policy
+		// would conflict
+		b.statusMu.Lock()
+		defer b.statusMu.Unlock()
 		if _, err := b.pols.Reconcile(ctx, namespace, name); stoppedEarly(ctx, err) {
 			b.log.Warn("policy status", "policy", namespace+"/"+name, "err", err)
 		}
@@ -334,7 +349,39 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 	for _, p := range problems {
 		b.log.Warn("policy problem", "problem", fmt.Sprint(p))
 	}
+	b.recheckPolicies(objs)
 	return table, table.Groups()
+}
+
+// recheckPolicies re-writes the status of every policy when the set of
+// client groups or block lists changed (sqlite store, where this node
+// writes Policy status: a list created after the policy that names it
+// turns it Ready). On the kube store the operator's BlockList and
+// ClientGroup controllers do this.
+func (b *blocking) recheckPolicies(objs blockingObjects) {
+	ctxp := b.statusCtx.Load()
+	if ctxp == nil {
+		return
+	}
+	keys := make([]string, 0, len(objs.groups)+len(objs.lists))
+	for _, g := range objs.groups {
+		keys = append(keys, fmt.Sprintf("g %s/%s %d", g.Namespace, g.Name, g.Generation))
+	}
+	for _, l := range objs.lists {
+		keys = append(keys, fmt.Sprintf("l %s/%s", l.Namespace, l.Name))
+	}
+	sort.Strings(keys)
+	refs := strings.Join(keys, "\n")
+	b.mu.Lock()
+	same := b.refsPrev == refs
+	b.refsPrev = refs
+	b.mu.Unlock()
+	if same {
+		return
+	}
+	for _, p := range objs.policies {
+		b.reconcilePolicy(*ctxp, p.Namespace, p.Name)
+	}
 }
 
 // waitInitialLists applies blocking.initStrategy: fast serves at once and blocks
