@@ -113,7 +113,7 @@ func errUnauthenticated() *Error {
 }
 
 func errForbidden(missing string) *Error {
-	e := newErr(http.StatusForbidden, KeyForbidden, "permission "+missing+" is required", "ask an administrator for a role binding that grants it")
+	e := newErr(http.StatusForbidden, KeyForbidden, "permission "+missing+" is required", forbiddenHint(missing))
 	e.Detail.Missing = missing
 	return e
 }

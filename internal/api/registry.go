@@ -115,7 +115,8 @@ func (s *Server) authorize(ctx huma.Context, next func(huma.Context)) {
 			return
 		}
 		if p.MustChangePassword && !self {
-			writeHumaErr(ctx, newErr(http.StatusForbidden, KeyPasswordChangeRequired, "the password must be changed first", "POST /auth/password"))
+			writeHumaErr(ctx, newErr(http.StatusForbidden, KeyPasswordChangeRequired, "the password must be changed first",
+				"svc passwd, or svc login -u NAME (asks for a new password); the API route is POST /auth/password"))
 			return
 		}
 		var d auth.Decision

@@ -81,23 +81,86 @@ const BootstrapServiceAccount = "bootstrap"
 // BreakGlassServiceAccount owns admin-socket tokens created without a user.
 const BreakGlassServiceAccount = "break-glass"
 
+// bootstrapTokenHelp says what a valid token looks like and how to get one;
+// every refusal of a bootstrap token ends with it.
+const bootstrapTokenHelp = "a token looks like svc_<12 lowercase letters or digits>_<43 base64url characters>; " +
+	"generate one with `svc token generate` (or `svc token generate --out FILE` for SERVICE_BOOTSTRAP_TOKEN_FILE), " +
+	"or unset the variable to start without a bootstrap token"
+
+// CheckBootstrapTokenEnv refuses a SERVICE_BOOTSTRAP_TOKEN that is set but
+// empty or not a token, and a SERVICE_BOOTSTRAP_TOKEN_FILE that is set but
+// empty, unreadable or holds no token. A shell recipe such as
+// SERVICE_BOOTSTRAP_TOKEN=$(cmd) whose command failed sets the variable to
+// "": starting without the token the admin meant to install, silently,
+// is the trap this check closes. lookup is os.LookupEnv or a test's.
+func CheckBootstrapTokenEnv(lookup func(string) (string, bool)) error {
+	v, set := lookup("SERVICE_BOOTSTRAP_TOKEN")
+	if set {
+		tok := strings.TrimSpace(v)
+		if tok == "" {
+			return errors.New("SERVICE_BOOTSTRAP_TOKEN is set but empty (did the command that should print it fail?); " + bootstrapTokenHelp)
+		}
+		if _, err := ParseToken(tok); err != nil {
+			return fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN is not a token (%s); %s", describeBadToken(tok), bootstrapTokenHelp)
+		}
+		return nil
+	}
+	f, set := lookup("SERVICE_BOOTSTRAP_TOKEN_FILE")
+	if !set {
+		return nil
+	}
+	if strings.TrimSpace(f) == "" {
+		return errors.New("SERVICE_BOOTSTRAP_TOKEN_FILE is set but empty; name a file holding one token; " + bootstrapTokenHelp)
+	}
+	_, err := bootstrapTokenFile(f)
+	return err
+}
+
+// bootstrapTokenFile reads and checks the token of SERVICE_BOOTSTRAP_TOKEN_FILE.
+func bootstrapTokenFile(f string) (string, error) {
+	b, err := readSmallFile(f, 1024)
+	if err != nil {
+		return "", fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN_FILE: %w; %s", err, bootstrapTokenHelp)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN_FILE %s is empty; %s", f, bootstrapTokenHelp)
+	}
+	if _, err := ParseToken(tok); err != nil {
+		return "", fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN_FILE %s holds no token (%s); %s", f, describeBadToken(tok), bootstrapTokenHelp)
+	}
+	return tok, nil
+}
+
+// describeBadToken says what is wrong without echoing the value, which may
+// be a secret pasted into the wrong variable.
+func describeBadToken(tok string) string {
+	switch {
+	case !strings.HasPrefix(tok, TokenPrefix):
+		return fmt.Sprintf("it does not start with %s", TokenPrefix)
+	case len(tok) != len(TokenPrefix)+tokenIDLen+1+tokenSecretLen:
+		return fmt.Sprintf("it has %d characters, a token has %d", len(tok), len(TokenPrefix)+tokenIDLen+1+tokenSecretLen)
+	default:
+		return "its id or secret has characters a token never has"
+	}
+}
+
 // InstallBootstrapToken installs SERVICE_BOOTSTRAP_TOKEN (or _FILE) as a token
 // of the service account <namespace>/bootstrap. Without one it does nothing.
 func InstallBootstrapToken(ctx context.Context, d *Directory, env Env, now time.Time) error {
 	tok := strings.TrimSpace(env("SERVICE_BOOTSTRAP_TOKEN"))
 	if f := env("SERVICE_BOOTSTRAP_TOKEN_FILE"); tok == "" && f != "" {
-		b, err := readSmallFile(f, 1024)
-		if err != nil {
-			return fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN_FILE: %w", err)
+		var err error
+		if tok, err = bootstrapTokenFile(f); err != nil {
+			return err
 		}
-		tok = strings.TrimSpace(string(b))
 	}
 	if tok == "" {
 		return nil
 	}
 	id, err := ParseToken(tok)
 	if err != nil {
-		return fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN: %w", err)
+		return fmt.Errorf("SERVICE_BOOTSTRAP_TOKEN is not a token (%s); %s", describeBadToken(tok), bootstrapTokenHelp)
 	}
 	m := store.Manager("bootstrap")
 	if err := d.EnsureBuiltinServiceAccount(ctx, BootstrapServiceAccount, m); err != nil {

@@ -356,7 +356,11 @@ func grantsCover(gs []Grant, perm string, at Scope) bool {
 // Grants returns the grants bindings give p (not narrowed by token scopes).
 func (a *Authorizer) Grants(ctx context.Context, p *Principal) ([]Grant, error) {
 	if p.BuiltinAdmin {
-		return []Grant{{Role: RoleAdmin, Scope: ClusterScope}}, nil
+		// The built-in administrator is allowed every permission (Authorize),
+		// querylogs.read included: its grants say so, so that it can hand
+		// out an auditor token (svc token create --role viewer,auditor) and
+		// /auth/me shows what it holds.
+		return []Grant{{Role: RoleAdmin, Scope: ClusterScope}, {Role: RoleAuditor, Scope: ClusterScope}}, nil
 	}
 	bs, _, err := a.bindings(ctx)
 	if err != nil {

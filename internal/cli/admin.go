@@ -17,6 +17,16 @@ import (
 	"github.com/svcdns/svc/internal/api"
 )
 
+// defaultAdminSocket is auth.adminSocket.path's default.
+const defaultAdminSocket = "/run/service/service.sock"
+
+// adminDialError names the socket and the fix: most failures are a server
+// started with another auth.adminSocket.path (make run uses
+// .run/service.sock) or a user outside the socket's group.
+func adminDialError(socket string, err error) error {
+	return fmt.Errorf("admin socket %s: %w\nhint: is the server running on this machine? Pass the path of its auth.adminSocket.path with --socket PATH or SERVICE_ADMIN_SOCKET (make run: --socket .run/service.sock); permission denied means run as the server's user or a member of auth.adminSocket.group", socket, err)
+}
+
 type adminOpts struct {
 	socket   string
 	protocol string
@@ -54,7 +64,7 @@ func (a *app) adminCall(ctx context.Context, o *adminOpts, method, path string, 
 	}
 	res, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("admin socket %s: %w", o.socket, err)
+		return adminDialError(o.socket, err)
 	}
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
@@ -76,7 +86,7 @@ func (a *app) adminNDJSON(ctx context.Context, o *adminOpts, method, path string
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", o.socket)
 	if err != nil {
-		return fmt.Errorf("admin socket %s: %w", o.socket, err)
+		return adminDialError(o.socket, err)
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(a.g.RequestTimeout))
@@ -112,9 +122,10 @@ func newAdminCmd(a *app) *cobra.Command {
 	o := &adminOpts{}
 	cmd := &cobra.Command{Use: "admin", Short: "Break-glass administration over the local admin socket"}
 	pf := cmd.PersistentFlags()
-	pf.StringVar(&o.socket, "socket", firstNonEmpty(a.env("SERVICE_ADMIN_SOCKET"), "/run/service/service.sock"), "admin socket path")
+	pf.StringVar(&o.socket, "socket", "", "admin socket path (default $SERVICE_ADMIN_SOCKET, else "+defaultAdminSocket+")")
 	pf.StringVar(&o.protocol, "protocol", "auto", "auto, http or ndjson")
 	check := func() error {
+		o.socket = firstNonEmpty(o.socket, a.env("SERVICE_ADMIN_SOCKET"), defaultAdminSocket)
 		switch o.protocol {
 		case "auto", "http", "ndjson":
 			return nil

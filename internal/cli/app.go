@@ -23,6 +23,12 @@ type app struct {
 
 	kinds *validation.Validator
 
+	// secretReader reads passwords from stdin or a terminal (secrets).
+	secretReader *secrets
+
+	// envResolved is set once resolveEnv filled the flags from the environment.
+	envResolved bool
+
 	// keyring replaces the OS keyring in tests; keyringWarned is set once
 	// the fallback to the config file was reported.
 	keyring       Keyring
@@ -60,7 +66,10 @@ func (a *app) resolveKind(name string) (validation.KindInfo, error) {
 	return ki, nil
 }
 
-func (a *app) config() (*ClientConfig, error) { return loadClientConfig(a.g.CLIConfig) }
+func (a *app) config() (*ClientConfig, error) {
+	a.resolveEnv()
+	return loadClientConfig(a.g.CLIConfig)
+}
 
 // currentContext returns the selected context (nil when none).
 func (a *app) currentContext(cfg *ClientConfig) (*Context, error) {

@@ -48,7 +48,7 @@ func GenerateDocs(w io.Writer) error {
 		if c.Long != "" {
 			fmt.Fprintf(&b, "%s\n\n", c.Long)
 		}
-		if c.Runnable() {
+		if c.Runnable() && c.Annotations[annotationGroup] == "" {
 			fmt.Fprintf(&b, "```\n%s\n```\n\n", c.UseLine())
 		}
 		if len(c.Aliases) > 0 {

@@ -22,6 +22,7 @@ type loginOpts struct {
 	username      string
 	password      string
 	passwordStdin bool
+	newPwStdin    bool
 	name          string
 	defaultNS     string
 	tokenName     string
@@ -36,7 +37,14 @@ func newLoginCmd(a *app) *cobra.Command {
 		Long: "Log in with an API token (--token or --token-stdin, verified with GET /auth/me) or with a " +
 			"username and password (a new API token is created for the CLI). The token is stored in the OS keyring " +
 			"(Secret Service on Linux, Keychain on macOS, Credential Manager on Windows); when the keyring fails it goes to the " +
-			"client configuration file (mode 0600) and the CLI says so on stderr. SERVICE_KEYRING=file skips the keyring.",
+			"client configuration file (mode 0600) and the CLI says so on stderr. SERVICE_KEYRING=file skips the keyring.\n\n" +
+			"When the server requires a new password (the generated administrator password of the first start, or one " +
+			"set by `svc admin reset-password`), login asks for it twice without echo on a terminal; without a terminal " +
+			"pass --new-password-stdin and give it as the next line of standard input (after the current password with " +
+			"--password-stdin). Without -p or --password-stdin login asks for the password on a terminal.",
+		Example: "  svc login --server https://127.0.0.1:8080 --ca-file .run/tls/ca.pem -u admin\n" +
+			"  printf '%s\\n%s\\n' \"$GENERATED\" \"$NEW\" | svc login --server URL -u admin --password-stdin --new-password-stdin\n" +
+			"  svc login --server URL --token-stdin < token.txt",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.login(cmd.Context(), o) },
 	}
@@ -45,6 +53,7 @@ func newLoginCmd(a *app) *cobra.Command {
 	f.StringVarP(&o.username, "username", "u", "", "local user name")
 	f.StringVarP(&o.password, "password", "p", "", "password (prefer --password-stdin)")
 	f.BoolVar(&o.passwordStdin, "password-stdin", false, "read the password from standard input")
+	f.BoolVar(&o.newPwStdin, "new-password-stdin", false, "when the server requires a new password, read it from the next line of standard input")
 	f.StringVar(&o.name, "name", "", "context name (default: the server's host:port)")
 	f.StringVar(&o.defaultNS, "default-namespace", "", "namespace of the context")
 	f.StringVar(&o.tokenName, "token-name", "", "description of the created token (default service-cli@<hostname>)")
@@ -90,9 +99,18 @@ func (a *app) login(ctx context.Context, o *loginOpts) error {
 	case o.username != "":
 		pw := o.password
 		if o.passwordStdin {
-			if pw, err = readSecret(a.stdin); err != nil {
+			if pw, err = a.secrets().line("password"); err != nil {
 				return err
 			}
+		} else if pw == "" {
+			p, ok, err := a.secrets().prompt("Password for " + o.username + ": ")
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return errors.New("a password is required: pass --password-stdin (or -p), or run on a terminal to be asked")
+			}
+			pw = p
 		}
 		if pw == "" {
 			return errors.New("a password is required: pass -p or --password-stdin")
@@ -140,7 +158,7 @@ func (a *app) login(ctx context.Context, o *loginOpts) error {
 	}
 	fmt.Fprintf(a.stdout, "logged in to %s as %s; context %q (token stored in %s)\n", server, user, name, ts.backend())
 	if me.MustChangePassword {
-		fmt.Fprintln(a.stderr, "warning: the password must be changed before other routes answer (POST /auth/password)")
+		fmt.Fprintln(a.stderr, "warning: the password must be changed before other verbs answer: run `svc passwd`")
 	}
 	return nil
 }
@@ -159,6 +177,25 @@ func (a *app) passwordLogin(ctx context.Context, server string, tlsOpts TLSOptio
 	// Sec-Fetch-Site, which the server accepts as same-origin.
 	if err := c.Do(ctx, request{method: http.MethodPost, path: "/auth/login", body: body, out: &me}); err != nil {
 		return nil, fmt.Errorf("login: %w", err)
+	}
+	if me.MustChangePassword {
+		// No other route answers until the password is changed: change it
+		// now, with the session just opened, and go on with the fresh one.
+		fmt.Fprintf(a.stderr, "the password of %s must be changed before first use\n", o.username)
+		next, err := a.secrets().newPassword(o.newPwStdin)
+		if errors.Is(err, errNoNewPassword) {
+			return nil, fmt.Errorf("the password of %s must be changed first: run on a terminal to be asked, or pass --new-password-stdin "+
+				"with the new password as the next line of standard input (after the current one with --password-stdin)", o.username)
+		}
+		if err != nil {
+			return nil, err
+		}
+		changed, err := changePassword(ctx, c, me.CSRF, pw, next, false)
+		if err != nil {
+			return nil, err
+		}
+		me = *changed
+		fmt.Fprintf(a.stderr, "password of %s changed\n", o.username)
 	}
 	desc := o.tokenName
 	if desc == "" {

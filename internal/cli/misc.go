@@ -3,8 +3,10 @@ package cli
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -63,9 +65,25 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("--since %q: an RFC 3339 time or a duration", s)
+		return time.Time{}, fmt.Errorf("--since %q: an RFC 3339 time such as 2024-05-01T12:00:00Z, or a duration back from now such as 5m, 1h30m or 48h (days as 24h)", s)
 	}
 	return t, nil
+}
+
+// parseDuration parses a Go duration and, when that fails, says what one
+// looks like: Go has no unit for days, which is the usual mistake.
+func parseDuration(flag, v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err == nil {
+		return d, nil
+	}
+	msg := fmt.Sprintf("%s %q: not a duration; use a number with a unit (ms, s, m, h) such as 5m, 1h30m or 90s", flag, v)
+	if strings.HasSuffix(strings.TrimSpace(v), "d") || strings.HasSuffix(strings.TrimSpace(v), "w") {
+		msg += "; there is no day or week unit: write days as hours (1d = 24h, 7d = 168h)"
+	} else {
+		msg += "; days as hours (24h)"
+	}
+	return 0, fmt.Errorf("%s", msg)
 }
 
 func newTokenCmd(a *app) *cobra.Command {
@@ -101,8 +119,128 @@ func newTokenCmd(a *app) *cobra.Command {
 		},
 	}
 	gen.Flags().StringVar(&out, "out", "", "write to this new file (mode 0600) instead of standard output")
-	cmd.AddCommand(gen)
+	cmd.AddCommand(gen, newTokenCreateCmd(a), newTokenListCmd(a), newTokenRevokeCmd(a))
 	return cmd
+}
+
+// newTokenCreateCmd is `svc token create`: POST /auth/tokens for the caller,
+// narrowed to --role grants. The secret goes to stdout alone (for a pipe),
+// the rest to stderr.
+func newTokenCreateCmd(a *app) *cobra.Command {
+	var roles []string
+	var desc, expires string
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create an API token of the logged-in user or service account, narrowed to roles",
+		Long: "The token belongs to the caller and holds at most the caller's grants; --role narrows it (comma-separated " +
+			"or repeated: " + strings.Join(auth.Roles(), ", ") + ", or zone-admin@zone:NAME). The query log needs the " +
+			"auditor role, which admin does not include: a read-only dashboard token is --role viewer,auditor. " +
+			"The token is printed once on standard output; its id, roles and expiry go to standard error.",
+		Example: "  svc token create --role viewer,auditor --description dashboard\n" +
+			"  svc token create --role zone-admin@zone:home.lan --expires-in 720h > ci.token",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var scopes []string
+			for _, r := range roles {
+				r = strings.TrimSpace(r)
+				if r == "" {
+					continue
+				}
+				role, _, _ := strings.Cut(r, "@")
+				if auth.RolePermissions(role) == nil {
+					return fmt.Errorf("--role %q: unknown role%s; roles: %s (zone-admin takes @zone:NAME)", r, didYouMean(role, auth.Roles()), strings.Join(auth.Roles(), ", "))
+				}
+				if _, err := auth.ParseGrant(r); err != nil {
+					return fmt.Errorf("--role: %w", err)
+				}
+				scopes = append(scopes, r)
+			}
+			if expires != "" {
+				if _, err := parseDuration("--expires-in", expires); err != nil {
+					return err
+				}
+			}
+			var res api.CreatedToken
+			if err := a.call(cmd.Context(), request{method: http.MethodPost, path: "/auth/tokens",
+				body: api.CreateTokenRequest{Description: desc, ExpiresIn: expires, Scopes: scopes}, out: &res}); err != nil {
+				return err
+			}
+			if ok, err := writeData(a.stdout, a.g.Output, res); ok {
+				return err
+			}
+			fmt.Fprintln(a.stdout, res.Token)
+			exp := "never"
+			if res.ExpiresAt != nil {
+				exp = res.ExpiresAt.Format(time.RFC3339)
+			}
+			rs := "all of the owner's"
+			if len(res.Scopes) > 0 {
+				rs = strings.Join(res.Scopes, ",")
+			}
+			fmt.Fprintf(a.stderr, "token %s of %s/%s, roles %s, expires %s (shown once; revoke with svc token revoke %s)\n",
+				res.ID, res.Owner.Kind, res.Owner.Name, rs, exp, res.ID)
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&roles, "role", nil, "roles of the token (comma-separated or repeated); default: all of the owner's")
+	cmd.Flags().StringVar(&desc, "description", "", "what the token is for")
+	cmd.Flags().StringVar(&expires, "expires-in", "", "lifetime, e.g. 720h (days as 24h multiples); default the server's auth.tokens.maxLifetime, or never")
+	return cmd
+}
+
+func newTokenListCmd(a *app) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use: "list", Aliases: []string{"ls"}, Short: "List my API tokens (--all: every token, needs tokens.read)", Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{}
+			if all {
+				q.Set("all", "true")
+			}
+			var page struct {
+				Items []api.TokenInfo `json:"items"`
+			}
+			if err := a.call(cmd.Context(), request{method: http.MethodGet, path: "/auth/tokens", query: q, out: &page}); err != nil {
+				return err
+			}
+			if ok, err := writeData(a.stdout, a.g.Output, page.Items); ok {
+				return err
+			}
+			tw := tabwriter.NewWriter(a.stdout, 0, 4, 3, ' ', 0)
+			fmt.Fprintln(tw, "ID\tOWNER\tROLES\tEXPIRES\tLAST-USED\tDESCRIPTION")
+			for _, t := range page.Items {
+				exp, used, roles := "never", "-", "all"
+				if t.ExpiresAt != nil {
+					exp = t.ExpiresAt.Format(time.RFC3339)
+				}
+				if t.LastUsedAt != nil {
+					used = t.LastUsedAt.Format(time.RFC3339)
+				}
+				if len(t.Scopes) > 0 {
+					roles = strings.Join(t.Scopes, ",")
+				}
+				fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", t.ID, t.Owner.Kind, t.Owner.Name, roles, exp, used, t.Description)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "every token, not only mine (needs tokens.read)")
+	return cmd
+}
+
+func newTokenRevokeCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use: "revoke ID...", Short: "Revoke API tokens by id", Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, id := range args {
+				if err := a.call(cmd.Context(), request{method: http.MethodDelete, path: "/auth/tokens/" + url.PathEscape(id)}); err != nil {
+					return fmt.Errorf("token %s: %w", id, err)
+				}
+				fmt.Fprintf(a.stdout, "token %s revoked\n", id)
+			}
+			return nil
+		},
+	}
 }
 
 // nodeInfo is one row of `svc nodes`.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/node"
 )
 
@@ -15,6 +16,11 @@ func newServeCmd(g *Globals, _ Env) *cobra.Command {
 		Short: "Run a node: DNS listeners, the REST API, health checks and metrics",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything starts: a bootstrap token that is set but empty
+			// or malformed stops the start instead of being ignored.
+			if err := auth.CheckBootstrapTokenEnv(os.LookupEnv); err != nil {
+				return err
+			}
 			return node.Run(cmd.Context(), node.Options{
 				ConfigPath:     g.Config,
 				ConfigExplicit: cmd.Flags().Changed("config"),
