@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/svcdns/svc/internal/version.Version=$(VERSION)
 CONTROLLER_GEN := GOFLAGS= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build run test test-deps bench generate manifests lint fmt vet clean
+.PHONY: all build run first-build-notice test test-deps bench generate manifests lint fmt vet clean
 
 all: build
 
@@ -15,10 +15,16 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/svc
 
 ## run: a node with the SQLite store on unprivileged loopback ports (hack/dev/service.yaml).
-run: build
+run: first-build-notice build
 	mkdir -p .run
 	$(GO) run ./hack/devcert .run/tls
 	$(BIN) serve --config hack/dev/service.yaml
+
+# Said before the build starts: on a fresh machine the first build compiles
+# every dependency (the Kubernetes client libraries are most of it) with no
+# output for several minutes, which reads as a hang.
+first-build-notice:
+	@test -x $(BIN) || echo "make run: the first build compiles svc and all its dependencies; this takes a few minutes (about 9 on 2 cores) with no output. Later builds reuse Go's build cache and take seconds."
 
 ## test: installs what the tests need (hack/), then runs every test.
 test: test-deps

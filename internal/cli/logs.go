@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -45,6 +46,33 @@ func (o *logsOpts) query() (map[string]string, error) {
 
 var logColumns = []string{"TIME", "CLIENT", "DOMAIN", "TYPE", "STATUS", "RCODE", "LIST", "UPSTREAM", "MS"}
 
+// wideLogColumns are -o wide's: the policy and the rule that decided.
+var wideLogColumns = append(append([]string{}, logColumns...), "POLICY", "RULE")
+
+func (a *app) logHeader() []string {
+	if a.g.Output == outWide {
+		return wideLogColumns
+	}
+	return logColumns
+}
+
+func (a *app) logRow(e map[string]any) []string {
+	r := logRow(e)
+	if a.g.Output == outWide {
+		r = append(r, field(e, "policy"), field(e, "rule"))
+	}
+	return r
+}
+
+func field(e map[string]any, keys ...string) string {
+	for _, k := range keys {
+		if v, ok := e[k]; ok && v != nil && fmt.Sprint(v) != "" {
+			return fmt.Sprint(v)
+		}
+	}
+	return "-"
+}
+
 func logRow(e map[string]any) []string {
 	get := func(keys ...string) string {
 		for _, k := range keys {
@@ -54,8 +82,12 @@ func logRow(e map[string]any) []string {
 		}
 		return "-"
 	}
+	ms := get("latency_ms", "elapsed_ms")
+	if f, ok := e["latency_ms"].(float64); ok {
+		ms = strconv.FormatFloat(f, 'f', 1, 64)
+	}
 	return []string{get("ts", "time"), get("client"), get("domain", "name", "qname"), get("qtype", "type"),
-		get("status"), get("rcode"), get("list"), get("upstream"), get("latency_ms", "elapsed_ms")}
+		get("status"), get("rcode"), get("list"), get("upstream"), ms}
 }
 
 func newLogsCmd(a *app) *cobra.Command {
@@ -90,10 +122,10 @@ func newLogsCmd(a *app) *cobra.Command {
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 2, ' ', 0)
 			if !o.noHeaders {
-				fmt.Fprintln(tw, strings.Join(logColumns, "\t"))
+				fmt.Fprintln(tw, strings.Join(a.logHeader(), "\t"))
 			}
 			for _, e := range items {
-				fmt.Fprintln(tw, strings.Join(logRow(e), "\t"))
+				fmt.Fprintln(tw, strings.Join(a.logRow(e), "\t"))
 			}
 			return tw.Flush()
 		},
@@ -129,7 +161,7 @@ func (a *app) followLogs(ctx context.Context, q url.Values, noHeaders bool) erro
 	c.HTTP.Timeout = 0 // a stream has no end
 	lastID := ""
 	if !noHeaders && a.g.Output != outJSON {
-		fmt.Fprintln(a.stdout, strings.Join(logColumns, "\t"))
+		fmt.Fprintln(a.stdout, strings.Join(a.logHeader(), "\t"))
 	}
 	const minBackoff, maxBackoff = 500 * time.Millisecond, 10 * time.Second
 	backoff := minBackoff
@@ -217,7 +249,7 @@ func (a *app) printLogEvent(data string) {
 		fmt.Fprintln(a.stdout, data)
 		return
 	}
-	fmt.Fprintln(a.stdout, strings.Join(logRow(e), "\t"))
+	fmt.Fprintln(a.stdout, strings.Join(a.logRow(e), "\t"))
 }
 
 // readSSE calls fn for each event until the stream ends.
@@ -260,12 +292,7 @@ func newStatsCmd(a *app) *cobra.Command {
 			if ok, err := writeData(a.stdout, a.g.Output, res); ok {
 				return err
 			}
-			flat := map[string]any{}
-			flatten("", res, flat)
-			for _, k := range sortedKeys(flat) {
-				fmt.Fprintf(a.stdout, "%s: %v\n", k, flat[k])
-			}
-			return nil
+			return printSummary(a.stdout, res)
 		},
 	}
 	summary.Flags().StringVar(&window, "window", "24h", "time window")
@@ -319,4 +346,76 @@ func firstOf(m map[string]any, keys ...string) any {
 		}
 	}
 	return "-"
+}
+
+// printSummary renders GET /stats/summary for people: counts as integers
+// with thousands separators, the blocked share as a percentage, latencies
+// in milliseconds with one decimal, the counts by status largest first.
+func printSummary(w io.Writer, res map[string]any) error {
+	num := func(k string) float64 { f, _ := res[k].(float64); return f }
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if n, ok := res["node"].(string); ok && n != "" {
+		fmt.Fprintf(tw, "Node:\t%s\n", n)
+	}
+	if win, ok := res["window"].(string); ok {
+		span := ""
+		if from, ok := res["from"].(string); ok {
+			until, _ := res["until"].(string)
+			span = fmt.Sprintf(" (%s to %s)", shortTime(from), shortTime(until))
+		}
+		fmt.Fprintf(tw, "Window:\t%s%s\n", win, span)
+	}
+	fmt.Fprintf(tw, "Queries:\t%s\n", thousands(int64(num("total"))))
+	fmt.Fprintf(tw, "Blocked:\t%s (%.1f%%)\n", thousands(int64(num("blocked"))), 100*num("blocked_share"))
+	fmt.Fprintf(tw, "Average latency:\t%.1f ms\n", num("avg_latency_ms"))
+	for _, sec := range []struct{ key, title string }{{"by_status", "By status"}, {"by_status_class", "By class"}} {
+		m, _ := res[sec.key].(map[string]any)
+		if len(m) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "%s:\t\n", sec.title)
+		keys := sortedKeys(m)
+		sort.SliceStable(keys, func(i, j int) bool {
+			fi, _ := m[keys[i]].(float64)
+			fj, _ := m[keys[j]].(float64)
+			return fi > fj
+		})
+		total := num("total")
+		for _, k := range keys {
+			f, _ := m[k].(float64)
+			share := ""
+			if total > 0 {
+				share = fmt.Sprintf("\t%.1f%%", 100*f/total)
+			}
+			fmt.Fprintf(tw, "  %s\t%s%s\n", k, thousands(int64(f)), share)
+		}
+	}
+	return tw.Flush()
+}
+
+// shortTime trims an RFC 3339 time to the minute, for a window's bounds.
+func shortTime(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format("2006-01-02 15:04Z")
+}
+
+// thousands writes 1234567 as 1,234,567.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }

@@ -40,8 +40,16 @@ func startBinaryServer(t *testing.T, env ...string) *binaryServer {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := nodetest.WriteConfig(t, dir, nodetest.APITLSOff(), nodetest.Lameduck(50*time.Millisecond))
+	return startBinaryServerIn(t, dir, cfg, "http", env...)
+}
+
+// startBinaryServerIn runs svc serve --config cfg from the directory dir
+// (relative paths of the config resolve there); scheme is the API's.
+func startBinaryServerIn(t *testing.T, dir, cfg, scheme string, env ...string) *binaryServer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", cfg)
+	cmd.Dir = dir
 	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -66,7 +74,7 @@ func startBinaryServer(t *testing.T, env ...string) *binaryServer {
 				s.Password = m[1]
 			}
 			if m := apiAddrRE.FindStringSubmatch(line); m != nil {
-				s.URL = "http://" + m[1]
+				s.URL = scheme + "://" + m[1]
 			}
 			if !closed && s.URL != "" && s.Password != "" {
 				closed = true
@@ -286,5 +294,44 @@ func TestDashboardTokenReadsQueryLog(t *testing.T) {
 	// An unknown role is refused by the CLI with a did-you-mean.
 	if r := admin.run("token", "create", "--role", "auditer"); r.code == 0 || !strings.Contains(r.stderr, `did you mean "auditor"?`) {
 		t.Errorf("token create --role auditer: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestLogsWideShowsPolicyAndRule: -o wide adds the policy and the rule that
+// decided (it once printed the same columns as the table).
+func TestLogsWideShowsPolicyAndRule(t *testing.T) {
+	s := startServer(t)
+	u := loggedIn(t, s)
+	u.ok("lists", "deny", "wide.cli-test.example")
+	var out string
+	nodetest.Eventually(t, 20*time.Second, "the blocked query in svc logs -o wide", func() bool {
+		s.query(t, "wide.cli-test.example")
+		out = u.ok("logs", "-o", "wide", "--domain", "wide.cli-test.example")
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "wide.cli-test.example") && strings.Contains(l, "blocked") {
+				return true
+			}
+		}
+		return false
+	})
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	head := strings.Fields(lines[0])
+	if len(head) < 2 || head[len(head)-2] != "POLICY" || head[len(head)-1] != "RULE" {
+		t.Fatalf("-o wide header %q lacks POLICY and RULE", lines[0])
+	}
+	var row []string
+	for _, l := range lines[1:] {
+		if strings.Contains(l, "blocked") {
+			row = strings.Fields(l)
+		}
+	}
+	if len(row) != len(head) {
+		t.Fatalf("row %q has %d columns, header %d", row, len(row), len(head))
+	}
+	if rule := row[len(row)-1]; !strings.Contains(rule, "wide.cli-test.example") {
+		t.Errorf("RULE column %q does not show the rule that blocked", rule)
+	}
+	if plain := u.ok("logs", "--domain", "wide.cli-test.example"); strings.Contains(plain, "POLICY") {
+		t.Errorf("the table without -o wide shows POLICY:\n%s", plain)
 	}
 }

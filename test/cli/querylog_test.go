@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,9 +142,16 @@ func TestLogsAndStats(t *testing.T) {
 		t.Errorf("querylog --no-headers:\n%s", out)
 	}
 
+	// Formatted for people: counts as integers, the share as a percentage,
+	// no raw floats such as 0.6666666666666666 or 1e+06.
 	sum := u.ok("stats", "summary")
-	if !strings.Contains(sum, "total: 3") {
-		t.Errorf("stats summary:\n%s", sum)
+	for _, re := range []string{`(?m)^Queries:\s+3$`, `(?m)^Blocked:\s+0 \(0\.0%\)$`, `(?m)^Average latency:\s+\d+\.\d ms$`} {
+		if !regexp.MustCompile(re).MatchString(sum) {
+			t.Errorf("stats summary does not match %s:\n%s", re, sum)
+		}
+	}
+	if regexp.MustCompile(`\d\.\d{3,}|e\+\d`).MatchString(sum) {
+		t.Errorf("stats summary prints raw floats:\n%s", sum)
 	}
 	var sj map[string]any
 	if err := json.Unmarshal([]byte(u.ok("stats", "summary", "-o", "json", "--window", "1h")), &sj); err != nil || sj["total"] != float64(3) {
