@@ -216,13 +216,9 @@ func securityHeaders(h http.Handler) http.Handler {
 		hd.Set("Referrer-Policy", "no-referrer")
 		hd.Set("Cache-Control", "no-store")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
-		// The interactive reference loads its script from a CDN; every other
-		// answer is data and needs nothing.
-		if strings.HasSuffix(r.URL.Path, "/docs") {
-			hd.Set("Content-Security-Policy", "default-src 'none'; script-src https://unpkg.com 'unsafe-inline'; style-src https://unpkg.com 'unsafe-inline'; img-src data: https:; connect-src 'self'; font-src https:; frame-ancestors 'none'")
-		} else {
-			hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
-		}
+		// Every answer is data and needs nothing; the reference page sets
+		// its own policy (docsCSP).
+		hd.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'")
 		if state(r.Context()).secure {
 			hd.Set("Strict-Transport-Security", "max-age=31536000")
 		}

@@ -269,15 +269,5 @@ func (s *Server) registerDocs(mux *http.ServeMux) {
 		w.Header().Set("Content-Type", "application/openapi+json")
 		_, _ = w.Write(b)
 	})
-	mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write([]byte(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="referrer" content="no-referrer">
-<title>service API</title>
-<link rel="stylesheet" href="https://unpkg.com/@stoplight/elements@9.0.15/styles.min.css" crossorigin integrity="sha384-iVQBHadsD+eV0M5+ubRCEVXrXEBj+BqcuwjUwPoVJc0Pb1fmrhYSAhL+BFProHdV">
-<script src="https://unpkg.com/@stoplight/elements@9.0.15/web-components.min.js" crossorigin integrity="sha384-xjOcq9PZ/k+pGtPS/xcsCRXGjKKfTlIa4H1IYEnC+97jNa6sAMWTNrV6hY08W3GL"></script>
-</head><body style="height: 100vh;">
-<elements-api apiDescriptionUrl="openapi.json" router="hash" layout="sidebar" tryItCredentialsPolicy="same-origin"></elements-api>
-</body></html>`))
-	})
+	s.registerDocsPage(mux)
 }

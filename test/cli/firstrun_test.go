@@ -3,6 +3,8 @@ package cli_test
 import (
 	"bufio"
 	"context"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -333,5 +335,57 @@ func TestLogsWideShowsPolicyAndRule(t *testing.T) {
 	}
 	if plain := u.ok("logs", "--domain", "wide.cli-test.example"); strings.Contains(plain, "POLICY") {
 		t.Errorf("the table without -o wide shows POLICY:\n%s", plain)
+	}
+}
+
+// TestDocsPageIsSelfContained: /api/v1/docs loaded its viewer from
+// unpkg.com (blank on a LAN without internet, a third-party request from an
+// admin page). The page and its assets come from the binary and name no
+// other origin, and the Content-Security-Policy allows none.
+func TestDocsPageIsSelfContained(t *testing.T) {
+	s := startServer(t)
+	get := func(path string) (string, http.Header) {
+		t.Helper()
+		res, err := http.Get(s.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, res.StatusCode, b)
+		}
+		return string(b), res.Header
+	}
+	page, hdr := get("/api/v1/docs")
+	csp := hdr.Get("Content-Security-Policy")
+	if strings.Contains(csp, "http") || !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "connect-src 'self'") {
+		t.Errorf("docs CSP %q allows another origin or not the page's own script", csp)
+	}
+	external := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|integrity=`)
+	assets := regexp.MustCompile(`(?:src|href)="([^"]+)"`).FindAllStringSubmatch(page, -1)
+	if len(assets) < 2 {
+		t.Fatalf("the page loads no script or style:\n%s", page)
+	}
+	check := func(name, body string) {
+		if m := external.FindString(body); m != "" {
+			t.Errorf("%s references another origin: %q", name, m)
+		}
+	}
+	check("docs page", page)
+	for _, a := range assets {
+		body, h := get("/api/v1/" + a[1])
+		if h.Get("Content-Type") == "" || len(body) < 100 {
+			t.Errorf("asset %s: type %q, %d bytes", a[1], h.Get("Content-Type"), len(body))
+		}
+		check(a[1], body)
+	}
+	// What the page renders is there, on the same origin.
+	doc, _ := get("/api/v1/openapi.json")
+	if !strings.Contains(doc, `"paths"`) {
+		t.Error("openapi.json has no paths")
 	}
 }
