@@ -11,7 +11,7 @@ const EnabledAnnotation = "service.io/enabled"
 // Rules come from sources: URLs, inline text, ConfigMaps and structured entries.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=blocklist;list;lists;bl
+// +kubebuilder:resource:scope=Namespaced,categories=service-dns,shortName=blocklist;list;lists;bl
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="MODE",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="ENTRIES",type=integer,JSONPath=`.status.entries`

@@ -9,7 +9,7 @@ import (
 // record views and unblock requests refer to groups by name.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=cg;clientgroup
+// +kubebuilder:resource:scope=Namespaced,categories=service-dns,shortName=cg;clientgroup
 type ClientGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

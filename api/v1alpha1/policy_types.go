@@ -9,7 +9,7 @@ import (
 // client, the one with the highest priority wins.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,shortName=pol;policy
+// +kubebuilder:resource:scope=Namespaced,categories=service-dns,shortName=pol;policy
 // +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="GROUPS",type=string,JSONPath=`.spec.clientGroupRefs`
 // +kubebuilder:printcolumn:name="PRIORITY",type=integer,JSONPath=`.spec.priority`

@@ -12,7 +12,7 @@ import (
 // The kind has no status subresource: the decision is written with the object.
 //
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Namespaced,path=unblockrequests,singular=unblockrequest
+// +kubebuilder:resource:scope=Namespaced,categories=service-dns,path=unblockrequests,singular=unblockrequest
 // +kubebuilder:printcolumn:name="DOMAIN",type=string,JSONPath=`.spec.domain`
 // +kubebuilder:printcolumn:name="PHASE",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
