@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -54,6 +55,17 @@ func chartDir() string { return filepath.Join(kubeenv.RepoRoot(), "charts", "ser
 
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
+	out, err := helmRun(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// helmRun runs the testenv's helm with its own cache and config, returning
+// stdout and stderr together.
+func helmRun(t *testing.T, args ...string) ([]byte, error) {
+	t.Helper()
 	if skip != "" {
 		t.Skip(skip)
 	}
@@ -61,15 +73,13 @@ func helm(t *testing.T, args ...string) []byte {
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
-	}
-	return out.Bytes()
+	err := cmd.Run()
+	return append(out.Bytes(), errb.Bytes()...), err
 }
 
 func render(t *testing.T, extra ...string) []*unstructured.Unstructured {
 	t.Helper()
-	out := helm(t, append([]string{"template", "service", chartDir(), "--namespace", ns, "--include-crds"}, extra...)...)
+	out := helm(t, append([]string{"template", "service", chartDir(), "--namespace", ns}, extra...)...)
 	return decode(t, out)
 }
 
@@ -97,18 +107,60 @@ func TestLint(t *testing.T) {
 	helm(t, "lint", chartDir(), "--strict", "--set", "tls.secretName=dns-tls")
 }
 
+// TestCRDsMatchGenerated: the chart's CRDs (charts/service/files/crds,
+// rendered by templates/crds.yaml so upgrades update them) are the
+// generated ones, all of them, and nothing is left in crds/, which Helm
+// would install alongside the templates and never update.
 func TestCRDsMatchGenerated(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(chartDir(), "crds")); err == nil {
+		t.Fatal("charts/service/crds exists: the CRDs live in charts/service/files/crds (templates/crds.yaml renders them so helm upgrade updates them); move the files there and delete crds/")
+	}
 	bases := filepath.Join(kubeenv.RepoRoot(), "config", "crd", "bases")
 	files, _ := filepath.Glob(filepath.Join(bases, "*.yaml"))
-	chartFiles, _ := filepath.Glob(filepath.Join(chartDir(), "crds", "*.yaml"))
+	chartFiles, _ := filepath.Glob(filepath.Join(chartDir(), "files", "crds", "*.yaml"))
 	if len(files) == 0 || len(files) != len(chartFiles) {
-		t.Fatalf("config/crd/bases has %d CRDs, the chart %d: copy config/crd/bases/*.yaml to charts/service/crds/", len(files), len(chartFiles))
+		t.Fatalf("config/crd/bases has %d CRDs, the chart %d: copy config/crd/bases/*.yaml to charts/service/files/crds/", len(files), len(chartFiles))
 	}
 	for _, f := range files {
 		want, _ := os.ReadFile(f)
-		got, err := os.ReadFile(filepath.Join(chartDir(), "crds", filepath.Base(f)))
+		got, err := os.ReadFile(filepath.Join(chartDir(), "files", "crds", filepath.Base(f)))
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("charts/service/crds/%s drifted from config/crd/bases: copy it again", filepath.Base(f))
+			t.Fatalf("charts/service/files/crds/%s drifted from config/crd/bases: copy it again", filepath.Base(f))
+		}
+	}
+	// and the rendered templates carry them unchanged but for the chart's
+	// labels and the keep annotation
+	rendered := map[string]*unstructured.Unstructured{}
+	for _, o := range render(t) {
+		if o.GetKind() == "CustomResourceDefinition" {
+			rendered[o.GetName()] = o
+		}
+	}
+	if len(rendered) != len(files) {
+		t.Fatalf("the chart renders %d CRDs, config/crd/bases has %d", len(rendered), len(files))
+	}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		want := decode(t, data)[0]
+		got := rendered[want.GetName()]
+		if got == nil {
+			t.Fatalf("the chart does not render %s", want.GetName())
+		}
+		if got.GetAnnotations()["helm.sh/resource-policy"] != "keep" || got.GetLabels()["app.kubernetes.io/managed-by"] != "Helm" {
+			t.Errorf("%s: annotations %v labels %v, want helm.sh/resource-policy: keep and the chart's labels", got.GetName(), got.GetAnnotations(), got.GetLabels())
+		}
+		if !equality.Semantic.DeepEqual(got.Object["spec"], want.Object["spec"]) {
+			t.Errorf("the rendered %s differs from %s", got.GetName(), f)
+		}
+	}
+	for _, o := range render(t, "--set", "crds.install=false") {
+		if o.GetKind() == "CustomResourceDefinition" {
+			t.Errorf("crds.install=false renders %s", o.GetName())
+		}
+	}
+	for _, o := range render(t, "--set", "crds.keep=false") {
+		if _, keep := o.GetAnnotations()["helm.sh/resource-policy"]; o.GetKind() == "CustomResourceDefinition" && keep {
+			t.Errorf("crds.keep=false, yet %s is kept", o.GetName())
 		}
 	}
 }

@@ -28,6 +28,31 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{- toJson $out }}
 {{- end -}}
+{{- /* service.hostNetwork: "true" when the data plane runs in the node's
+  network namespace (dataplane.hostNetwork or dataplane.nodeLocal), else
+  empty. hostPort needs the pod's own namespace. */ -}}
+{{- define "service.hostNetwork" -}}
+{{- $d := .Values.dataplane }}
+{{- if and $d.hostPort.enabled (or $d.hostNetwork $d.nodeLocal.enabled) }}
+{{- fail "dataplane.hostPort.enabled cannot be combined with dataplane.hostNetwork or dataplane.nodeLocal.enabled (a hostNetwork pod already takes its ports on the node): choose one" }}
+{{- end }}
+{{- if or $d.hostNetwork $d.nodeLocal.enabled }}true{{ end }}
+{{- end -}}
+{{- /* service.hostPort: host:port, bracketing IPv6 hosts. */ -}}
+{{- define "service.hostPort" -}}
+{{- if contains ":" .host }}[{{ .host }}]:{{ .port }}{{ else }}{{ .host }}:{{ .port }}{{ end }}
+{{- end -}}
+{{- /* service.dnsAddresses: the addresses the plain DNS listeners bind, as a
+  JSON list: every address (0.0.0.0), or with dataplane.nodeLocal only its
+  address and extraAddresses. */ -}}
+{{- define "service.dnsAddresses" -}}
+{{- $n := .Values.dataplane.nodeLocal }}
+{{- if $n.enabled }}
+{{- toJson (prepend ($n.extraAddresses | default list) $n.address | uniq) }}
+{{- else }}
+{{- toJson (list "0.0.0.0") }}
+{{- end }}
+{{- end -}}
 {{- define "service.keySecret" -}}{{ .Values.encryptionKey.existingSecret | default (printf "%s-encryption-key" (include "service.fullname" .)) }}{{- end -}}
 {{- define "service.podSpec" -}}
 serviceAccountName: {{ include "service.fullname" .root }}-{{ .component }}
@@ -59,8 +84,18 @@ containers:
         value: {{ printf "%s-operator-internal.%s.svc:%v" (include "service.fullname" .root) .root.Release.Namespace .root.Values.ports.internal | quote }}
       {{- end }}
     ports:
-      - {name: dns-udp, containerPort: {{ .root.Values.ports.dns }}, protocol: UDP}
-      - {name: dns-tcp, containerPort: {{ .root.Values.ports.dns }}, protocol: TCP}
+      {{- $dp := and (eq .component "dataplane") .root.Values.dataplane }}
+      {{- range $proto := list "UDP" "TCP" }}
+      - name: dns-{{ lower $proto }}
+        containerPort: {{ $.root.Values.ports.dns }}
+        protocol: {{ $proto }}
+        {{- if and $dp $dp.hostPort.enabled }}
+        hostPort: {{ $dp.hostPort.port }}
+        {{- else if and $dp $dp.nodeLocal.enabled }}
+        # the scheduler then sees port 53 taken on this address only
+        hostIP: {{ $dp.nodeLocal.address }}
+        {{- end }}
+      {{- end }}
       - {name: api, containerPort: {{ .root.Values.ports.api }}, protocol: TCP}
       - {name: ops, containerPort: {{ .root.Values.ports.ops }}, protocol: TCP}
       - {name: internal, containerPort: {{ .root.Values.ports.internal }}, protocol: TCP}
