@@ -44,8 +44,9 @@ func newListsCmd(a *app) *cobra.Command {
 		c.Flags().BoolVar(&regex, "regex", false, "entries are regular expressions")
 		cmd.AddCommand(c)
 	}
+	cmd.AddCommand(newListsAddCmd(a))
 	cmd.AddCommand(&cobra.Command{
-		Use: "list", Short: "List block and allow lists", Args: cobra.NoArgs,
+		Use: "list", Aliases: []string{"ls"}, Short: "List block and allow lists", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ki, items, err := a.listAll(cmd.Context(), "BlockList")
 			if err != nil {

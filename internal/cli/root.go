@@ -67,7 +67,7 @@ func NewRoot(env Env, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command 
 		newExportCmd(a), newBackupCmd(a), newRestoreCmd(a), newAPICmd(a),
 		newRecordsCmd(a), newZonesCmd(a), newImportCmd(a),
 		newQueryCmd(a), newBlockingCmd(a), newCacheCmd(a), newSettingsCmd(a),
-		newListsCmd(a), newAuditCmd(a), newTokenCmd(a), newNodesCmd(a),
+		newListsCmd(a), newServicesCmd(a), newSafeSearchCmd(a), newAuditCmd(a), newTokenCmd(a), newNodesCmd(a),
 		newHealthCmd(a), newLameduckCmd(a), newDoctorCmd(a), newAdminCmd(a),
 		newLogsCmd(a), newStatsCmd(a), newCompletionCmd(a),
 	)
