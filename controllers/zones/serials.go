@@ -16,7 +16,8 @@ import (
 // operator) runs the same rule on the same objects, so they agree:
 //
 //   - unchanged content (ContentDigest equal to status.serialDigest) keeps
-//     status.serial, the serial the status writer recorded;
+//     status.serial, the serial the status writer recorded (a process that
+//     picked a smaller one before the status arrived takes it over);
 //   - changed content gets max(status.serial+1, the largest resourceVersion of
 //     the zone's record sets), and on a zone never given a serial also the
 //     zone's own resourceVersion;
@@ -80,12 +81,15 @@ func (s *Serials) Assign(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet)
 }
 
 func assign(z *v1alpha1.DNSZone, members []*v1alpha1.DNSRecordSet, digest string, prev Assigned) Assigned {
-	if prev.Digest == digest && prev.Serial != 0 {
-		return prev
-	}
 	recorded := uint64(max(z.Status.Serial, 0))
+	// The recorded serial of this content wins, also over the one this
+	// process picked before the status writer caught up (which may have seen
+	// fewer resourceVersions), unless that would lower what it served.
 	if z.Status.SerialDigest == digest && recorded > 0 && uint32(recorded) >= prev.Serial {
 		return Assigned{Serial: uint32(recorded), Digest: digest}
+	}
+	if prev.Digest == digest && prev.Serial != 0 {
+		return prev
 	}
 	derived := uint64(0)
 	if recorded > 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,11 +35,49 @@ type statusReconciler struct {
 	now    func() time.Time
 	// serials is shared by every reconcile, as in a data-plane process.
 	serials zones.Serials
+
+	mu   sync.Mutex
+	busy map[string]chan struct{} // zones being evaluated
+}
+
+// lockZone waits until no other reconcile evaluates zone and claims it.
+func (r *statusReconciler) lockZone(zone string) (unlock func()) {
+	for {
+		r.mu.Lock()
+		if r.busy == nil {
+			r.busy = map[string]chan struct{}{}
+		}
+		ch, held := r.busy[zone]
+		if !held {
+			ch = make(chan struct{})
+			r.busy[zone] = ch
+			r.mu.Unlock()
+			return func() {
+				r.mu.Lock()
+				delete(r.busy, zone)
+				r.mu.Unlock()
+				close(ch)
+			}
+		}
+		r.mu.Unlock()
+		<-ch
+	}
 }
 
 // zoneNotFoundRetry is how often a record set whose zone does not exist is
 // looked at again.
 const zoneNotFoundRetry = 15 * time.Second
+
+// conflictRetry is how soon a zone is evaluated again after a status write
+// lost a race (another reconcile of the same zone, or the store's cache not
+// yet showing this operator's own last write).
+const conflictRetry = 200 * time.Millisecond
+
+// lostRace reports a status write that met a newer or deleted object: the
+// evaluation is simply repeated on the store's next view.
+func lostRace(err error) bool {
+	return errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound)
+}
 
 func (r *statusReconciler) reconcileRecordSet(ctx context.Context, ns, name string) (time.Duration, error) {
 	rs, err := r.store.Get(ctx, store.KindDNSRecordSet, ns, name)
@@ -50,6 +89,9 @@ func (r *statusReconciler) reconcileRecordSet(ctx context.Context, ns, name stri
 	}
 	zone, _, _ := unstructured.NestedString(rs.Object, "spec", "zoneRef", "name")
 	found, err := r.syncZone(ctx, zone)
+	if lostRace(err) {
+		return conflictRetry, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -62,7 +104,9 @@ func (r *statusReconciler) reconcileRecordSet(ctx context.Context, ns, name stri
 }
 
 func (r *statusReconciler) reconcileZone(ctx context.Context, _, name string) (time.Duration, error) {
-	if _, err := r.syncZone(ctx, name); err != nil {
+	if _, err := r.syncZone(ctx, name); lostRace(err) {
+		return conflictRetry, nil
+	} else if err != nil {
 		return 0, err
 	}
 	// Record set deletions recount on the zone's next reconcile.
@@ -73,6 +117,10 @@ func (r *statusReconciler) reconcileZone(ctx context.Context, _, name string) (t
 // that changed; a deleted zone leaves its record sets ZoneNotFound. It
 // reports whether the zone exists.
 func (r *statusReconciler) syncZone(ctx context.Context, name string) (bool, error) {
+	// One evaluation of a zone at a time: the zone and record set
+	// controllers both land here and would otherwise race on the same writes.
+	unlock := r.lockZone(name)
+	defer unlock()
 	allZones, err := listTyped[v1alpha1.DNSZone](ctx, r.store, store.KindDNSZone, nil)
 	if err != nil {
 		return false, err

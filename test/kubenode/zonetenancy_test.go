@@ -197,7 +197,8 @@ metadata: {name: cname-clash, namespace: default}
 spec:
   zoneRef: {name: truth.test}
   endpoints:
-    - {dnsName: t1, recordType: CNAME, targets: [elsewhere.example.]}
+    - {dnsName: t2, recordType: A, targets: [192.0.2.2]}
+    - {dnsName: t2, recordType: CNAME, targets: [elsewhere.example.]}
 ---
 apiVersion: service.io/v1alpha1
 kind: DNSRecordSet
@@ -239,6 +240,12 @@ spec:
 	})
 
 	// The SERIAL column: status.serial is the serial the data plane serves.
+	var lastStatus, lastServed int64
+	defer func() {
+		if t.Failed() {
+			t.Logf("last status.serial %d, served SOA serial %d", lastStatus, lastServed)
+		}
+	}()
 	nodetest.Eventually(t, 30*time.Second, "status.serial equals the served SOA serial", func() bool {
 		u := &unstructured.Unstructured{}
 		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "service.io", Version: "v1alpha1", Kind: "DNSZone"})
@@ -251,6 +258,10 @@ spec:
 			return false
 		}
 		soa, _ := r.Answer[0].(*dns.SOA)
+		lastStatus = serial
+		if soa != nil {
+			lastServed = int64(soa.Serial)
+		}
 		return soa != nil && int64(soa.Serial) == serial
 	})
 
