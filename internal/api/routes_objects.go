@@ -299,7 +299,11 @@ func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name
 			return nil, e
 		}
 	}
-	res, err := s.deps.Store.Apply(ctx, obj, store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: rv})
+	var res store.ApplyResult
+	err = retryUnconditional(rv != "", func() error {
+		res, err = s.deps.Store.Apply(ctx, obj.DeepCopy(), store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: rv})
+		return err
+	})
 	auditObject(ctx, "apply", ki.Kind, ns, name, resultOf(res, err))
 	if err != nil {
 		return nil, fromError(err)
@@ -390,7 +394,10 @@ func (s *Server) deleteObject(ctx context.Context, ki validation.KindInfo, ns, n
 	if e := s.checkObject(ctx, ki, "delete", old); e != nil {
 		return nil, e
 	}
-	err = s.deps.Store.Delete(ctx, ki.Kind, ns, name, store.DeleteOptions{Manager: store.ManagerAPI, ResourceVersion: unquoteETag(ifMatch)})
+	rv := unquoteETag(ifMatch)
+	err = retryUnconditional(rv != "", func() error {
+		return s.deps.Store.Delete(ctx, ki.Kind, ns, name, store.DeleteOptions{Manager: store.ManagerAPI, ResourceVersion: rv})
+	})
 	res := "deleted"
 	if err != nil {
 		res = "error"
@@ -401,6 +408,21 @@ func (s *Server) deleteObject(ctx context.Context, ki validation.KindInfo, ns, n
 	}
 	s.afterWrite(ki.Kind)
 	return &emptyOut{}, nil
+}
+
+// retryUnconditional runs a write the caller did not make conditional (no
+// If-Match, no resourceVersion) again when it lost a race: on Kubernetes the
+// operator's status writes change the resourceVersion the store read the
+// object at, and such a write must not fail for it. Bounded; a conditional
+// write is never retried.
+func retryUnconditional(conditional bool, write func() error) error {
+	var err error
+	for range 5 {
+		if err = write(); conditional || !errors.Is(err, store.ErrConflict) {
+			return err
+		}
+	}
+	return err
 }
 
 func (s *Server) batchDelete(ctx context.Context, ki validation.KindInfo, in *batchDeleteIn) (*batchDeleteOut, error) {
