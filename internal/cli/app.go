@@ -61,7 +61,7 @@ func (a *app) resolveKind(name string) (validation.KindInfo, error) {
 				names = append(names, k.Plural)
 			}
 		}
-		return ki, fmt.Errorf("unknown kind %q; known: %s", name, strings.Join(names, ", "))
+		return ki, fmt.Errorf("unknown kind %q%s; known: %s", name, didYouMean(name, names), strings.Join(names, ", "))
 	}
 	return ki, nil
 }

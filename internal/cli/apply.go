@@ -199,10 +199,24 @@ func newRestoreCmd(a *app) *cobra.Command {
 				return err
 			}
 			res, err := a.applyObjects(cmd.Context(), objs)
+			var ae *APIError
+			if errors.As(err, &ae) && ae.Key == "managed_by" {
+				return fmt.Errorf("%w\nhint: objects managed by files or bootstrap come back from their source, not from a backup: "+
+					"write the backup with svc backup --exclude-managed (or remove them from %s) and restore again", err, file)
+			}
 			if err != nil {
 				return err
 			}
-			return a.printApplyResults(res)
+			if err := a.printApplyResults(res); err != nil {
+				for _, r := range res {
+					if r.Result == "error" && strings.Contains(strings.ToLower(r.Error), "managed") {
+						return fmt.Errorf("%w\nhint: objects managed by files or bootstrap come back from their source, not from a backup: "+
+							"write the backup with svc backup --exclude-managed (or remove them from %s) and restore again", err, file)
+					}
+				}
+				return err
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "backup file written by `svc backup`")

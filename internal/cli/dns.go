@@ -100,8 +100,8 @@ func newBlockingCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.BlockingRequest{Blocking: false}
 			if len(args) == 1 {
-				if _, err := time.ParseDuration(args[0]); err != nil {
-					return fmt.Errorf("duration %q: %w", args[0], err)
+				if _, err := parseDuration("duration", args[0]); err != nil {
+					return err
 				}
 				req.Duration = args[0]
 			}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,7 +25,30 @@ type logsOpts struct {
 	follow, noHeaders                                                                                   bool
 }
 
+// logStatuses and logStatusClasses are the values GET /queries accepts
+// (querylog.ParseFilter; TestLogStatusesAccepted keeps them in step), for
+// a did-you-mean before the request.
+var (
+	logStatuses = []string{"answered", "cached", "stale", "blocked", "rewritten", "authoritative", "local",
+		"control", "failed", "refused", "malformed", "dropped"}
+	logStatusClasses = []string{"allowed", "blocked", "rewritten", "error"}
+)
+
+func checkChoice(flag, v string, choices []string) error {
+	v = strings.ToLower(strings.TrimSpace(v))
+	if v == "" || slices.Contains(choices, v) {
+		return nil
+	}
+	return fmt.Errorf("%s %q: unknown value%s; one of %s", flag, v, didYouMean(v, choices), strings.Join(choices, ", "))
+}
+
 func (o *logsOpts) query() (map[string]string, error) {
+	if err := checkChoice("--status", o.status, logStatuses); err != nil {
+		return nil, err
+	}
+	if err := checkChoice("--status-class", o.statusClass, logStatusClasses); err != nil {
+		return nil, err
+	}
 	// The parameter names of GET /queries and /queries/stream
 	// (querylog.ParseFilter).
 	q := map[string]string{"client": o.client, "domain": o.domain, "domain_match": o.domainMatch, "list": o.list,

@@ -78,8 +78,13 @@ func parseDuration(flag, v string) (time.Duration, error) {
 		return d, nil
 	}
 	msg := fmt.Sprintf("%s %q: not a duration; use a number with a unit (ms, s, m, h) such as 5m, 1h30m or 90s", flag, v)
-	if strings.HasSuffix(strings.TrimSpace(v), "d") || strings.HasSuffix(strings.TrimSpace(v), "w") {
-		msg += "; there is no day or week unit: write days as hours (1d = 24h, 7d = 168h)"
+	t := strings.TrimSpace(v)
+	if n, err := strconv.ParseFloat(strings.TrimRight(t, "dw"), 64); err == nil && n > 0 && strings.ContainsAny(t[len(t)-1:], "dw") {
+		hours := n * 24
+		if strings.HasSuffix(t, "w") {
+			hours *= 7
+		}
+		msg += fmt.Sprintf("; there is no day or week unit: write days as hours (%s = %sh; 1d = 24h, 7d = 168h)", t, strconv.FormatFloat(hours, 'f', -1, 64))
 	} else {
 		msg += "; days as hours (24h)"
 	}

@@ -96,8 +96,8 @@ func newLameduckCmd(a *app) *cobra.Command {
 				}
 				body["cancel"] = true
 			case len(args) == 1:
-				if _, err := time.ParseDuration(args[0]); err != nil {
-					return fmt.Errorf("duration %q: %w", args[0], err)
+				if _, err := parseDuration("duration", args[0]); err != nil {
+					return err
 				}
 				body["duration"] = args[0]
 			}

@@ -92,7 +92,9 @@ func newSettingsCmd(a *app) *cobra.Command {
 				for _, k := range args {
 					v, ok := lookupPath(eff, k)
 					if !ok {
-						return fmt.Errorf("settings key %q not found", k)
+						all := map[string]any{}
+						flatten("", eff, all)
+						return fmt.Errorf("settings key %q not found%s; svc settings get lists every key", k, didYouMean(k, sortedKeys(all)))
 					}
 					flat[k] = v
 				}
@@ -158,6 +160,12 @@ func newSettingsCmd(a *app) *cobra.Command {
 					if sc == "" {
 						sc = scopes[firstSegments(key, scopes)]
 					}
+					if sc == "" && len(scopes) > 0 {
+						// Not a key of the schema (nor below one, as map
+						// keys are): say so before the server does, with
+						// the nearest keys.
+						return fmt.Errorf("unknown settings key %q%s; docs/settings.md lists every key", key, didYouMean(key, sortedKeys(anyMap(scopes))))
+					}
 					if sc == "" {
 						sc = "cluster"
 					}
@@ -198,4 +206,12 @@ func firstSegments(key string, scopes map[string]string) string {
 		}
 	}
 	return ""
+}
+
+func anyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -139,6 +139,9 @@ func newZoneImportCmd(a *app, use, short string, withOrigin bool) *cobra.Command
 			var res api.ApplyResult
 			q := queryValues("recordSet", recordSet, "namespace", a.namespace())
 			if err := a.call(cmd.Context(), request{method: http.MethodPost, path: zonePath(args[0], "/import"), query: q, body: data, ctype: "text/dns", out: &res}); err != nil {
+				if withOrigin && origin == "" && isNotFound(err) {
+					return fmt.Errorf("%w\nhint: DNSZone %s does not exist; pass --origin with the zone's DNS name (e.g. --origin %s.) to create it, or create it first with svc apply", err, args[0], args[0])
+				}
 				return err
 			}
 			return a.printApplyResults([]api.ApplyResult{res})
