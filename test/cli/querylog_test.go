@@ -134,7 +134,7 @@ func TestLogsAndStats(t *testing.T) {
 	if raw := u.ok("logs", "-o", "json", "--since", "1h", "--domain", "cli-test", "--domain-match", "substring"); strings.Count(raw, `"domain"`) != 3 {
 		t.Errorf("--since 1h --domain-match substring:\n%s", raw)
 	}
-	if r := u.run("logs", "--status-class", "nonsense"); r.code == 0 || !strings.Contains(r.stderr, "status_class") {
+	if r := u.run("logs", "--status-class", "nonsense"); r.code == 0 || !strings.Contains(r.stderr, "--status-class") || !strings.Contains(r.stderr, "allowed, blocked") {
 		t.Errorf("bad status class: %d %s", r.code, r.stderr)
 	}
 	// The aliases work.
