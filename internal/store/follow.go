@@ -143,15 +143,17 @@ func watchKind(kinds []string) string {
 	return ""
 }
 
-// listKinds lists every object of kinds and the oldest of the lists'
-// versions, from which a watch misses none of their changes.
+// listKinds lists every object of kinds from the source of truth (Fresh:
+// a cache's version may be older than a restarted apiserver keeps) and the
+// oldest of the lists' versions, from which a watch misses none of their
+// changes.
 func listKinds(ctx context.Context, st ListWatcher, kinds []string) ([]*unstructured.Unstructured, string, error) {
 	var (
 		items []*unstructured.Unstructured
 		since int64 = -1
 	)
 	for _, kind := range kinds {
-		opts := ListOptions{Kind: kind, Limit: 500}
+		opts := ListOptions{Kind: kind, Limit: 500, Fresh: true}
 		for first := true; ; first = false {
 			page, err := st.List(ctx, opts)
 			if err != nil {

@@ -62,6 +62,11 @@ type ListOptions struct {
 	Selector  labels.Selector
 	Limit     int    // 0: no limit
 	Continue  string // opaque token from the previous page
+	// Fresh reads the source of truth rather than a cache, with a version a
+	// watch can resume from now (the kube driver: a LIST from the
+	// apiserver, every page at once; its caches' versions can be older
+	// than a restarted apiserver keeps). Drivers without a cache ignore it.
+	Fresh bool
 }
 
 // ListResult is one page.

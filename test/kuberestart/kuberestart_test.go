@@ -260,7 +260,7 @@ func TestOperatorRejoinsAfterLosingLease(t *testing.T) {
 	resp.Body.Close()
 	for _, want := range []string{"leader_election_master_status", "controller_runtime_reconcile_total", "workqueue_depth", "service_snapshot_build_seconds"} {
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
-			t.Errorf("operator /metrics (%d) has no %s", resp.StatusCode, want)
+			t.Errorf("operator /metrics (%d) has no %s: %.3000s", resp.StatusCode, want, body)
 		}
 	}
 	lost := 0

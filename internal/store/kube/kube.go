@@ -340,10 +340,13 @@ type cursor struct {
 // List implements store.Driver from the cache, ordered by namespace and
 // name; the continue token is the last key returned, so objects present
 // throughout a paged list are listed exactly once.
-func (d *Driver) List(_ context.Context, opts store.ListOptions) (store.ListResult, error) {
+func (d *Driver) List(ctx context.Context, opts store.ListOptions) (store.ListResult, error) {
 	ki, err := d.kind(opts.Kind)
 	if err != nil {
 		return store.ListResult{}, err
+	}
+	if opts.Fresh && !ki.Internal {
+		return d.listLive(ctx, ki, opts)
 	}
 	var after *cursor
 	if opts.Continue != "" {
@@ -408,6 +411,40 @@ func (d *Driver) List(_ context.Context, opts store.ListOptions) (store.ListResu
 		}
 	}
 	return res, nil
+}
+
+// listLive lists a custom resource from the apiserver (store.ListOptions
+// Fresh), all pages, ordered by namespace and name.
+func (d *Driver) listLive(ctx context.Context, ki *kindInfo, opts store.ListOptions) (store.ListResult, error) {
+	lo := metav1.ListOptions{Limit: 500}
+	if opts.Selector != nil {
+		lo.LabelSelector = opts.Selector.String()
+	}
+	res := d.resource(ki, opts.Namespace)
+	var out store.ListResult
+	for {
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		page, err := res.List(lctx, lo)
+		cancel()
+		if err != nil {
+			return store.ListResult{}, fmt.Errorf("list %s from the apiserver: %w", ki.GVR.Resource, err)
+		}
+		if out.ResourceVersion == "" {
+			out.ResourceVersion = page.GetResourceVersion()
+		}
+		for i := range page.Items {
+			u := &page.Items[i]
+			u.SetManagedFields(nil)
+			out.Items = append(out.Items, u)
+		}
+		if lo.Continue = page.GetContinue(); lo.Continue == "" {
+			break
+		}
+	}
+	sort.Slice(out.Items, func(i, j int) bool {
+		return less(out.Items[i].GetNamespace(), out.Items[i].GetName(), out.Items[j].GetNamespace(), out.Items[j].GetName())
+	})
+	return out, nil
 }
 
 func less(ns1, n1, ns2, n2 string) bool {

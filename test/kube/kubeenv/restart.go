@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,12 +24,33 @@ func StartRestartable() (*Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	return start(func(e *Env) { e.ControlPlane.GetAPIServer().CertDir = dir }, func() { os.RemoveAll(dir) })
+	return start(func(e *Env) {
+		e.ControlPlane.GetAPIServer().CertDir = dir
+		e.ControlPlane.GetAPIServer().StopTimeout = apiserverGrace
+	}, func() { os.RemoveAll(dir) })
 }
 
-// StopAPIServer stops the kube-apiserver process; etcd keeps running.
+// apiserverGrace is how long a stopping kube-apiserver may drain before it is
+// killed, as the kubelet does after a pod's grace period: with watches open
+// it can take longer than a test should wait.
+const apiserverGrace = 5 * time.Second
+
+// StopAPIServer stops the kube-apiserver process (SIGTERM, SIGKILL after
+// apiserverGrace) and waits until its port is closed; etcd keeps running.
 func (e *Env) StopAPIServer() error {
-	return e.ControlPlane.APIServer.Stop()
+	err := e.ControlPlane.APIServer.Stop()
+	if err != nil && !strings.Contains(err.Error(), "timeout waiting for process") {
+		return err
+	}
+	addr := e.ControlPlane.APIServer.SecureServing.ListenAddr.HostPort()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return nil
+		}
+		c.Close()
+	}
+	return fmt.Errorf("kube-apiserver still listening on %s 30s after it was killed", addr)
 }
 
 // StartAPIServer starts the kube-apiserver again on the same address and
