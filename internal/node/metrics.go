@@ -1,9 +1,11 @@
 package node
 
 import (
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // nodeMetrics are the node's own series: snapshot builds and their age, and the
@@ -64,4 +66,20 @@ func (m *nodeMetrics) listFetched(list, result string) {
 		return
 	}
 	m.listFetches.WithLabelValues(list, result).Inc()
+}
+
+// withoutRuntime leaves out the go_* and process_* families of a gatherer:
+// controller-runtime's registry has its own Go and process collectors,
+// which the node's registry already serves (served twice, /metrics fails).
+type withoutRuntime struct{ g prometheus.Gatherer }
+
+func (w withoutRuntime) Gather() ([]*dto.MetricFamily, error) {
+	fams, err := w.g.Gather()
+	out := fams[:0]
+	for _, f := range fams {
+		if n := f.GetName(); !strings.HasPrefix(n, "go_") && !strings.HasPrefix(n, "process_") {
+			out = append(out, f)
+		}
+	}
+	return out, err
 }

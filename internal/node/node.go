@@ -204,7 +204,7 @@ func (p *proc) startOps(context.Context) error {
 			// controller-runtime counts reconciles, errors, workqueue depth
 			// and leadership (leader_election_master_status) in its own
 			// registry; the operator serves them beside its own series.
-			g = prometheus.Gatherers{p.reg, ctrlmetrics.Registry}
+			g = prometheus.Gatherers{p.reg, withoutRuntime{ctrlmetrics.Registry}}
 		}
 		mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: p.reg}))
 		if p.addrs.Metrics, err = p.serveHTTP("metrics", p.cfg.Listeners.Metrics.Address, mux); err != nil {
