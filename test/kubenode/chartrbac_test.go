@@ -391,6 +391,9 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	dp := startNode(t, "dp-rbac", node.RoleDataplane, dpKC, "SERVICE_INTERNAL_PEERS="+op.Addrs.Internal,
 		"SERVICE_BOOTSTRAP_TOKEN="+chartBootstrapToken, "SERVICE_ADMIN_PASSWORD="+adminPassword)
 	api := newAPIClient(t, dp, chartBootstrapToken)
+	// The package's tests share the apiserver: this test's policies (its
+	// client group holds 127.0.0.1, every test's client) must not outlive it.
+	t.Cleanup(func() { deleteServiceObjects(c, "team") })
 
 	// --- objects through /apply: a zone with records, a block list, a
 	// client group (this test's client) and a policy joining them.
@@ -646,4 +649,14 @@ func blocked(n *testNode, name string) bool {
 		}
 	}
 	return false
+}
+
+// deleteServiceObjects deletes every service.io object of the namespace
+// (Policies, ClientGroups, BlockLists, DNSRecordSets, UnblockRequests).
+func deleteServiceObjects(c client.Client, ns string) {
+	for _, kind := range []string{"Policy", "ClientGroup", "BlockList", "DNSRecordSet", "UnblockRequest"} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(serviceGV.WithKind(kind))
+		_ = c.DeleteAllOf(context.Background(), u, client.InNamespace(ns))
+	}
 }
