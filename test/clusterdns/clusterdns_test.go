@@ -5,8 +5,6 @@
 package clusterdns_test
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -16,10 +14,8 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +24,7 @@ import (
 	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 const bootstrapToken = "svc_abcdefghij12_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -79,11 +76,11 @@ func TestCoreDNSClientsKeepTheirPolicies(t *testing.T) {
 			name := proto + ".ads.example."
 			r, err := ask(proto, "127.0.0.2", core.addr, name, nil)
 			if err != nil || r.Rcode != dns.RcodeNameError {
-				t.Fatalf("pod 127.0.0.2 (in the group) through CoreDNS: %v %v, want NXDOMAIN (blocked)\n%s", r, err, core.log())
+				t.Fatalf("pod 127.0.0.2 (in the group) through CoreDNS: %v %v, want NXDOMAIN (blocked)\n%s", r, err, core.Log())
 			}
 			r, err = ask(proto, "127.0.0.3", core.addr, name, nil)
 			if err != nil || r.Rcode == dns.RcodeNameError {
-				t.Fatalf("pod 127.0.0.3 (in no group) through CoreDNS: %v %v, want not blocked\n%s", r, err, core.log())
+				t.Fatalf("pod 127.0.0.3 (in no group) through CoreDNS: %v %v, want not blocked\n%s", r, err, core.Log())
 			}
 			clients := loggedClients(t, tn, name, 2)
 			if clients["127.0.0.2"] != "blocked" || clients["127.0.0.3"] == "" || clients["127.0.0.3"] == "blocked" || len(clients) != 2 {
@@ -161,7 +158,7 @@ func TestCoreDNSShortSubnetKeepsForwarder(t *testing.T) {
 // coreDNS is a running CoreDNS: its address and its output.
 type coreDNS struct {
 	addr string
-	*process
+	*proc.Process
 }
 
 // startCoreDNS runs CoreDNS on 127.0.0.1 forwarding everything to node
@@ -179,7 +176,7 @@ func startCoreDNS(t *testing.T, node, rewrite string) coreDNS {
 		t.Fatal(err)
 	}
 	p := startProcess(t, bin, "-conf", path)
-	return coreDNS{addr: net.JoinHostPort(host, fmt.Sprint(port)), process: p}
+	return coreDNS{addr: net.JoinHostPort(host, fmt.Sprint(port)), Process: p}
 }
 
 // waitAnswered asks c as client until it answers (CoreDNS may still be
@@ -193,7 +190,7 @@ func waitAnswered(t *testing.T, c coreDNS, client string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("CoreDNS on %s did not answer: %v\n%s", c.addr, err, c.log())
+			t.Fatalf("CoreDNS on %s did not answer: %v\n%s", c.addr, err, c.Log())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -290,58 +287,12 @@ func apiGet(t *testing.T, tn *nodetest.Node, path string) []byte {
 	return b
 }
 
-// serviceTool finds a program hack/install-dns-clients.sh builds from the
-// module proxy in $SERVICE_TOOLS/bin (default ~/.cache/service-tools/bin),
-// else on PATH.
 func serviceTool(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("SERVICE_TOOLS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "service-tools")
-	}
-	p := filepath.Join(dir, "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		if p, err = exec.LookPath(name); err != nil {
-			t.Fatalf("%s not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", name, dir)
-		}
-	}
-	return p
+	return proc.ServiceTool(t, name)
 }
 
-// process is a program a test started (as test/transport starts
-// dnsproxy): its output is kept for failure messages, and it is stopped
-// when the test ends.
-type process struct {
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-func startProcess(t *testing.T, bin string, args ...string) *process {
+func startProcess(t *testing.T, bin string, args ...string) *proc.Process {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	p := &process{}
-	cmd.Stdout, cmd.Stderr = p, p
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	return p
+	return proc.Start(t, bin, args...)
 }

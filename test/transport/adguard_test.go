@@ -52,7 +52,7 @@ func TestAdGuardDNSProxy(t *testing.T) {
 			addr := startDNSProxy(t, bin, st.pki.CAFile, append([]string{"-u", tc.upstream}, tc.flags...)...)
 			r, err := askUntilAnswered(addr, "www.example.com.", dns.TypeA, 10*time.Second)
 			if err != nil {
-				t.Fatalf("dnsproxy -u %s: %v\n%s", tc.upstream, err, addr.log())
+				t.Fatalf("dnsproxy -u %s: %v\n%s", tc.upstream, err, addr.Log())
 			}
 			if r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), "192.0.2.1") {
 				t.Fatalf("dnsproxy -u %s answered %v", tc.upstream, r)
@@ -75,7 +75,7 @@ func TestAdGuardDNSProxy(t *testing.T) {
 		// SERVFAIL also shows dnsproxy is up and asking.
 		r, err := askUntilAnswered(addr, "www.example.com.", dns.TypeA, 10*time.Second)
 		if err != nil || r.Rcode != dns.RcodeServerFailure || len(r.Answer) > 0 {
-			t.Fatalf("dnsproxy without the test CA: %v %v, want SERVFAIL\n%s", r, err, addr.log())
+			t.Fatalf("dnsproxy without the test CA: %v %v, want SERVFAIL\n%s", r, err, addr.Log())
 		}
 	})
 }
@@ -158,7 +158,7 @@ func TestForwardToAdGuardDNSProxy(t *testing.T) {
 					time.Sleep(100 * time.Millisecond)
 				}
 				if err != nil {
-					t.Fatalf("query %d via %s: %v\n%s", i, tc.server, err, p.log())
+					t.Fatalf("query %d via %s: %v\n%s", i, tc.server, err, p.Log())
 				}
 				if resp.Id != req.Id || len(resp.Answer) != 1 || !strings.Contains(resp.Answer[0].String(), "192.0.2.77") {
 					t.Fatalf("query %d via %s: answer %v", i, tc.server, resp)

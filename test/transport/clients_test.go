@@ -24,6 +24,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/transport"
+	"github.com/svcdns/svc/test/proc"
 	"github.com/svcdns/svc/test/testpki"
 )
 
@@ -198,22 +199,10 @@ func TestDoH3(t *testing.T) {
 	checkAnswer(t, body)
 }
 
-// serviceTool finds a client that hack/install-dns-clients.sh builds from
-// the module proxy (q, dnsproxy) in $SERVICE_TOOLS/bin, else on PATH.
+// serviceTool finds a client that hack/install-dns-clients.sh builds.
 func serviceTool(t *testing.T, name string) string {
 	t.Helper()
-	dir := os.Getenv("SERVICE_TOOLS")
-	if dir == "" {
-		home, _ := os.UserHomeDir()
-		dir = filepath.Join(home, ".cache", "service-tools")
-	}
-	p := filepath.Join(dir, "bin", name)
-	if _, err := os.Stat(p); err != nil {
-		if p, err = exec.LookPath(name); err != nil {
-			t.Fatalf("%s not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", name, dir)
-		}
-	}
-	return p
+	return proc.ServiceTool(t, name)
 }
 
 // TestQClient asks q, a Go DNS client with its own quic-go and HTTP/3

@@ -5,7 +5,6 @@
 package transport_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/transport"
+	"github.com/svcdns/svc/test/proc"
 	"github.com/svcdns/svc/test/testpki"
 )
 
@@ -245,45 +245,17 @@ func readDoT(t testing.TB, c io.Reader) []byte {
 }
 
 // process is a third-party program the test runs, with its output kept.
-type process struct {
-	mu  sync.Mutex
-	out bytes.Buffer
-}
-
-func (p *process) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.Write(b)
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
+type process = proc.Process
 
 // startProcess runs bin with args; the test stops it.
 func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
-	return startProcessEnv(t, nil, bin, args...)
+	return proc.Start(t, bin, args...)
 }
 
 // startProcessEnv is startProcess with the environment env (nil: this
 // process's).
 func startProcessEnv(t *testing.T, env []string, bin string, args ...string) *process {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = env
-	p := &process{}
-	cmd.Stdout, cmd.Stderr = p, p
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		_ = cmd.Wait()
-	})
-	return p
+	return proc.StartEnv(t, env, bin, args...)
 }

@@ -92,7 +92,7 @@ func TestDnsdistProxyProtocol(t *testing.T) {
 				src := fmt.Sprintf("127.0.0.%d", 10+2*i+j)
 				r, err := askFromUntilAnswered(network, src, addr, "www.example.com.", 10*time.Second)
 				if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), "192.0.2.1") {
-					t.Fatalf("%s from %s through dnsdist: %v %v\n%s", network, src, r, err, p.log())
+					t.Fatalf("%s from %s through dnsdist: %v %v\n%s", network, src, r, err, p.Log())
 				}
 				waitClient(t, st, src)
 			}
@@ -100,7 +100,7 @@ func TestDnsdistProxyProtocol(t *testing.T) {
 			// must keep the backend up.
 			time.Sleep(3500 * time.Millisecond)
 			if r, err := askFromUntilAnswered("udp", "127.0.0.9", addr, "www.example.com.", 0); err != nil || r.Rcode != dns.RcodeSuccess {
-				t.Fatalf("after health checks: %v %v\n%s", r, err, p.log())
+				t.Fatalf("after health checks: %v %v\n%s", r, err, p.Log())
 			}
 			if tc.tr != 0 && !st.rec.seenTransport(tc.tr) {
 				t.Errorf("no query reached the pipeline over %v", tc.tr)
@@ -149,7 +149,7 @@ func TestHAProxyProxyProtocol(t *testing.T) {
 			}
 		}
 		if !strings.Contains(out, "192.0.2.1") {
-			t.Fatalf("%s through HAProxy: %s\n%s", tc.kind, out, p.log())
+			t.Fatalf("%s through HAProxy: %s\n%s", tc.kind, out, p.Log())
 		}
 		waitClient(t, st, tc.src)
 	}

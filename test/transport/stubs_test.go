@@ -107,7 +107,7 @@ func checkRefusesUnverified(t *testing.T, addr string, p *process) {
 		}
 	}
 	if err != nil || r.Rcode != dns.RcodeServerFailure || len(r.Answer) > 0 {
-		t.Fatalf("through a DoT server whose certificate does not name it: %v %v, want SERVFAIL\n%s", r, err, p.log())
+		t.Fatalf("through a DoT server whose certificate does not name it: %v %v, want SERVFAIL\n%s", r, err, p.Log())
 	}
 }
 
@@ -117,13 +117,13 @@ func checkForwarder(t *testing.T, st *stack, addr string, p *process) {
 	t.Helper()
 	r, err := askFromUntilAnswered("udp", "127.0.0.1", addr, "www.example.com.", 10*time.Second)
 	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || !strings.Contains(r.Answer[0].String(), "192.0.2.1") {
-		t.Fatalf("through %s: %v %v\n%s", addr, r, err, p.log())
+		t.Fatalf("through %s: %v %v\n%s", addr, r, err, p.Log())
 	}
 	if !st.rec.seenTransport(dataplane.TransportDoT) {
-		t.Fatalf("the answer did not come over DoT\n%s", p.log())
+		t.Fatalf("the answer did not come over DoT\n%s", p.Log())
 	}
 	r, err = askFromUntilAnswered("udp", "127.0.0.1", addr, "nosuch.example.com.", 5*time.Second)
 	if err != nil || r.Rcode != dns.RcodeNameError {
-		t.Fatalf("nosuch.example.com through %s: %v %v\n%s", addr, r, err, p.log())
+		t.Fatalf("nosuch.example.com through %s: %v %v\n%s", addr, r, err, p.Log())
 	}
 }

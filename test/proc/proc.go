@@ -1,0 +1,79 @@
+// Package proc starts the third-party programs tests run beside the
+// service (dnsproxy, CoreDNS, q, ...) and finds the ones
+// hack/install-dns-clients.sh builds.
+package proc
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// Process is a program a test started; its output is kept for failure
+// messages and it is stopped when the test ends.
+type Process struct {
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (p *Process) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.Write(b)
+}
+
+// Log is the program's output so far (stdout and stderr).
+func (p *Process) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// Start runs bin with args in this process's environment; the test stops it.
+func Start(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	return StartEnv(t, nil, bin, args...)
+}
+
+// StartEnv is Start with the environment env (nil: this process's).
+func StartEnv(t testing.TB, env []string, bin string, args ...string) *Process {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	p := &Process{}
+	cmd.Stdout, cmd.Stderr = p, p
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return p
+}
+
+// ServiceTool finds a program hack/install-dns-clients.sh builds from the
+// module proxy (q, dnsproxy, coredns) in $SERVICE_TOOLS/bin (default
+// ~/.cache/service-tools/bin), else on PATH, or fails the test naming the
+// script.
+func ServiceTool(t testing.TB, name string) string {
+	t.Helper()
+	dir := os.Getenv("SERVICE_TOOLS")
+	if dir == "" {
+		home, _ := os.UserHomeDir()
+		dir = filepath.Join(home, ".cache", "service-tools")
+	}
+	p := filepath.Join(dir, "bin", name)
+	if _, err := os.Stat(p); err != nil {
+		if p, err = exec.LookPath(name); err != nil {
+			t.Fatalf("%s not found in %s/bin or PATH: run hack/install-dns-clients.sh (make test-deps)", name, dir)
+		}
+	}
+	return p
+}
