@@ -113,6 +113,9 @@ func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, b
 const (
 	operatorRejoinMin = time.Second
 	operatorRejoinMax = 30 * time.Second
+	// operatorHealthyRun is how long a manager must have run for its stop
+	// to count as an outage rather than a failure to start.
+	operatorHealthyRun = 10 * time.Second
 )
 
 // runOperator runs managers until ctx ends. A controller-runtime manager
@@ -137,7 +140,10 @@ func runOperator(ctx context.Context, op *operator.Operator, life *operatorLife,
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(started) > time.Minute {
+		// A manager that ran a while stopped because of an outage, not
+		// because it cannot start: rejoin soon, whatever happened before
+		// (otherwise repeated outages would push the wait to 30s).
+		if time.Since(started) > operatorHealthyRun {
 			backoff = operatorRejoinMin
 		}
 		log.Warn("operator: manager stopped (leader lease lost or apiserver unreachable); rejoining the election", "err", err, "retry", backoff)
