@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 assets="$(hack/kube-testenv.sh)"
 export KUBEBUILDER_ASSETS="$assets" SOAK_RESTARTS="${SOAK_RESTARTS:-20}"
-go test -count=1 -timeout 60m -run 'TestSoakAPIServerRestarts$' -v ./test/kuberestart | grep -E 'SOAK:|^(--- |ok|FAIL|PASS)|Error|restart'
+go test -count=1 -timeout 60m -run 'TestSoakAPIServerRestarts$' -v ./test/kuberestart | grep -E 'SOAK:|^(--- |ok|FAIL|PASS)|_test\.go:[0-9]+:|did not stop|not true within' | grep -v 'nodetest.go:392'
