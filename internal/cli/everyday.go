@@ -97,16 +97,7 @@ func sourceName(u string) string {
 }
 
 func (a *app) addListURL(ctx context.Context, name, src, mode, format, refresh string, wait time.Duration) error {
-	ki, err := a.resolveKind("BlockList")
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ns := a.namespace()
-	obj, err := getObject(ctx, c, ki, ns, name)
+	c, ki, ns, obj, err := a.lookup(ctx, "BlockList", name)
 	if isNotFound(err) {
 		spec := map[string]any{"mode": mode, "sources": []any{}}
 		if refresh != "" {

@@ -137,16 +137,7 @@ func ruleMatches(rule, domain string) bool {
 // addListEntries adds structured entries to the manual source of a list,
 // creating the list when missing.
 func (a *app) addListEntries(ctx context.Context, list, mode string, domains []string, regex bool) error {
-	ki, err := a.resolveKind("BlockList")
-	if err != nil {
-		return err
-	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	ns := a.namespace()
-	obj, err := getObject(ctx, c, ki, ns, list)
+	_, _, ns, obj, err := a.lookup(ctx, "BlockList", list)
 	if isNotFound(err) {
 		m := "block"
 		if mode == "allow" {

@@ -63,6 +63,21 @@ func listObjects(ctx context.Context, c *Client, ki validation.KindInfo, ns, sel
 	return out, nil
 }
 
+// lookup resolves kind, the client and the namespace, then reads name in
+// it: err is getObject's (isNotFound for a missing object) or why the
+// lookup could not be made.
+func (a *app) lookup(ctx context.Context, kind, name string) (c *Client, ki validation.KindInfo, ns string, obj map[string]any, err error) {
+	if ki, err = a.resolveKind(kind); err != nil {
+		return nil, ki, "", nil, err
+	}
+	if c, err = a.client(); err != nil {
+		return nil, ki, "", nil, err
+	}
+	ns = a.namespace()
+	obj, err = getObject(ctx, c, ki, ns, name)
+	return c, ki, ns, obj, err
+}
+
 func getObject(ctx context.Context, c *Client, ki validation.KindInfo, ns, name string) (map[string]any, error) {
 	var obj map[string]any
 	if err := c.Do(ctx, request{method: http.MethodGet, path: objectPath(ki, ns, name), out: &obj}); err != nil {
