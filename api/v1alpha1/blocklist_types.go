@@ -52,6 +52,13 @@ type BlockListSpec struct {
 	// +optional
 	CustomIP *CustomIP `json:"customIP,omitempty"`
 
+	// Global lists apply to every client, whichever Policy matches it, unless
+	// that policy opts out (spec.globalLists false or spec.excludeListRefs);
+	// clients no policy matches get them too. false: the list applies only
+	// to the policies that name it. Omitted means true.
+	// +optional
+	Global *bool `json:"global,omitempty"`
+
 	// Sources are where the rules come from.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=256

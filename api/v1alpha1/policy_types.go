@@ -35,6 +35,19 @@ type PolicySpec struct {
 	// AllowListRefs name BlockLists whose rules exempt names from blocking.
 	// +optional
 	AllowListRefs []string `json:"allowListRefs,omitempty"`
+	// GlobalLists false gives this policy's clients none of the global
+	// BlockLists (spec.global omitted or true), only the lists named here.
+	// Omitted means true: global lists apply in addition to the lists named
+	// here.
+	// +optional
+	GlobalLists *bool `json:"globalLists,omitempty"`
+	// ExcludeListRefs name global BlockLists ("namespace/name" or a name in
+	// the policy's namespace) this policy's clients do not get. Naming a list
+	// that is not global is reported as Degraded, reason NotGlobalList.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	ExcludeListRefs []string `json:"excludeListRefs,omitempty"`
 	// AllowOnly answers only names on the allow lists; every other name is blocked.
 	// +optional
 	AllowOnly bool `json:"allowOnly,omitempty"`

@@ -175,6 +175,11 @@ func (in *BlockListSpec) DeepCopyInto(out *BlockListSpec) {
 		*out = new(CustomIP)
 		**out = **in
 	}
+	if in.Global != nil {
+		in, out := &in.Global, &out.Global
+		*out = new(bool)
+		**out = **in
+	}
 	if in.Sources != nil {
 		in, out := &in.Sources, &out.Sources
 		*out = make([]BlockListSource, len(*in))
@@ -740,6 +745,16 @@ func (in *PolicySpec) DeepCopyInto(out *PolicySpec) {
 	}
 	if in.AllowListRefs != nil {
 		in, out := &in.AllowListRefs, &out.AllowListRefs
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.GlobalLists != nil {
+		in, out := &in.GlobalLists, &out.GlobalLists
+		*out = new(bool)
+		**out = **in
+	}
+	if in.ExcludeListRefs != nil {
+		in, out := &in.ExcludeListRefs, &out.ExcludeListRefs
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
