@@ -322,10 +322,11 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 	if s.Schedule != nil {
 		w, err := parseWindow(s.Schedule)
 		if err != nil {
-			bad("InvalidSchedule", "%v", err)
-		} else {
-			c.schedule = w
+			// Never active: an unusable schedule must not mean "always".
+			bad("InvalidSchedule", "%v; the policy is never active until the schedule is fixed", err)
+			w = &window{never: true}
 		}
+		c.schedule = w
 	}
 	for i, rw := range s.Rewrites {
 		if err := c.addRewrite(rw); err != nil {
