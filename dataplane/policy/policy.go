@@ -61,8 +61,9 @@ const (
 )
 
 // GlobalPolicy names the implicit lowest-priority policy made of the
-// BlockLists no Policy references; it applies to every client no Policy
-// matches.
+// global BlockLists (spec.global omitted or true); it applies to every
+// client no Policy matches. Clients a Policy matches get the global lists
+// through that policy (unless it opts out).
 const GlobalPolicy = "(global)"
 
 type listRef struct {
@@ -91,7 +92,8 @@ type compiled struct {
 	allow     []listRef
 	block     []listRef
 	allowOnly bool
-	refused   bool // by the tenancy rules: never chosen
+	refused   bool      // by the tenancy rules: never chosen
+	uses      []ListUse // effective lists with why each applies (State)
 	modeSet   bool
 	mode      dataplane.BlockMode
 	ttl       time.Duration
@@ -110,7 +112,7 @@ type compiled struct {
 type Table struct {
 	groups   *Groups
 	policies []*compiled // by priority descending, then name
-	global   *compiled   // unreferenced lists, for clients no policy matches; may be nil
+	global   *compiled   // global lists, for clients no policy matches; may be nil
 	byName   map[string]*compiled
 	settings Settings
 	safe     *safesearch.Table
@@ -132,13 +134,8 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 		t.settings.BlockTTL = 10 * time.Minute
 	}
 	t.bufs.New = func() any { return new([256]byte) }
-	lists := map[string]*List{}
-	for i := range in.Lists {
-		l := &in.Lists[i]
-		if l.Object != nil {
-			lists[key(l.Object.Namespace, l.Object.Name)] = l
-		}
-	}
+	lists := listMap(in)
+	globals := globalKeys(lists)
 	groupNames := map[string]bool{}
 	for _, n := range g.names {
 		groupNames[n] = true
@@ -156,7 +153,9 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 				priority: p.Spec.Priority, refused: true, groupSet: map[string]struct{}{}}
 			continue
 		}
-		c, probs := compilePolicy(p, lists, groupNames, in.Catalogue, t.settings)
+		uses, probs := listsOf(in.Tenancy, p, lists, globals)
+		problems = append(problems, probs...)
+		c, probs := compilePolicy(p, lists, uses, groupNames, in.Catalogue, t.settings)
 		problems = append(problems, probs...)
 		t.policies = append(t.policies, c)
 		t.byName[c.name] = c
@@ -168,39 +167,21 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 		}
 		return a.name < b.name
 	})
-	t.global = globalPolicy(in, lists, t.settings)
+	t.global = globalPolicy(lists, globals, t.settings)
 	t.problems = problems
 	return t, problems
 }
 
-// globalPolicy builds the implicit policy from the lists that no Policy
-// references (in blockListRefs or allowListRefs), ordered by name: a user
-// who only applies a BlockList gets blocking for every client. nil when
-// there is no such block list. Only references of admitted policies count,
-// and only those Tenancy.takesOut allows: a tenant cannot switch off
-// another namespace's global list by naming it.
-func globalPolicy(in Input, lists map[string]*List, set Settings) *compiled {
-	referenced := map[string]bool{}
-	for i := range in.Policies {
-		p := &in.Policies[i]
-		if len(in.Tenancy.admit(p)) > 0 {
+// globalPolicy builds the implicit policy of the global lists (ordered by
+// name) for clients no policy matches: a user who only applies a BlockList
+// gets blocking for every client. Every namespace's global lists are in it,
+// as before tenancy rules. nil when there is no loaded global block list.
+func globalPolicy(lists map[string]*List, globals []string, set Settings) *compiled {
+	g := &compiled{name: GlobalPolicy, all: true, ttl: set.BlockTTL, groupSet: map[string]struct{}{}}
+	for _, k := range globals {
+		if lists[k].Compiled == nil {
 			continue
 		}
-		for _, r := range append(append([]string(nil), p.Spec.BlockListRefs...), p.Spec.AllowListRefs...) {
-			if k := ref(p.Namespace, r); in.Tenancy.takesOut(p.Namespace, k) {
-				referenced[k] = true
-			}
-		}
-	}
-	var names []string
-	for k, l := range lists {
-		if !referenced[k] && l.Compiled != nil {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	g := &compiled{name: GlobalPolicy, all: true, ttl: set.BlockTTL, groupSet: map[string]struct{}{}}
-	for _, k := range names {
 		lr := newListRef(k, lists[k])
 		if lists[k].Compiled.Spec().Mode == blocklist.ModeAllow {
 			g.allow = append(g.allow, lr)
@@ -256,7 +237,7 @@ func ref(ns, r string) string {
 	return key(ns, r)
 }
 
-func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string]bool, cat *catalogue.Catalogue, set Settings) (*compiled, []Problem) {
+func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, uses []ListUse, groups map[string]bool, cat *catalogue.Catalogue, set Settings) (*compiled, []Problem) {
 	name := key(p.Namespace, p.Name)
 	var probs []Problem
 	bad := func(reason, format string, args ...any) {
@@ -264,7 +245,7 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 	}
 	s := &p.Spec
 	c := &compiled{name: name, namespace: p.Namespace, priority: s.Priority, groupSet: map[string]struct{}{},
-		allowOnly: s.AllowOnly, noLog: s.QueryLog != nil && !*s.QueryLog, upstream: s.UpstreamGroup, safe: s.SafeSearch}
+		uses: uses, allowOnly: s.AllowOnly, noLog: s.QueryLog != nil && !*s.QueryLog, upstream: s.UpstreamGroup, safe: s.SafeSearch}
 	c.all = len(s.ClientGroupRefs) == 0
 	for _, gr := range s.ClientGroupRefs {
 		k := ref(p.Namespace, gr)
@@ -291,29 +272,30 @@ func compilePolicy(p *v1alpha1.Policy, lists map[string]*List, groups map[string
 		c.ttl = set.BlockTTL
 	}
 	c.safeMode, _ = safesearch.ParseMode(s.SafeSearchMode)
-	resolve := func(refs []string, allowRole bool) {
-		for _, r := range refs {
-			k := ref(p.Namespace, r)
-			l, ok := lists[k]
-			if !ok {
-				bad(ReasonUnknownList, "block list %s does not exist", k)
-				continue
+	// own lists first (in the policy's order), then the global ones; allow
+	// lists are checked before every block list either way
+	for _, u := range uses {
+		if !u.Applied {
+			if u.Why == WhyOwn {
+				bad(ReasonUnknownList, "block list %s does not exist", u.List)
 			}
-			if l.Compiled == nil {
+			continue
+		}
+		l := lists[u.List]
+		if l.Compiled == nil {
+			if u.Why == WhyOwn {
 				// the list's own status says why
-				bad(ReasonListNotLoaded, "block list %s is not loaded", k)
-				continue
+				bad(ReasonListNotLoaded, "block list %s is not loaded", u.List)
 			}
-			lr := newListRef(k, l)
-			if allowRole || l.Compiled.Spec().Mode == blocklist.ModeAllow {
-				c.allow = append(c.allow, lr)
-			} else {
-				c.block = append(c.block, lr)
-			}
+			continue
+		}
+		lr := newListRef(u.List, l)
+		if u.Role == "allow" {
+			c.allow = append(c.allow, lr)
+		} else {
+			c.block = append(c.block, lr)
 		}
 	}
-	resolve(s.AllowListRefs, true)
-	resolve(s.BlockListRefs, false)
 	if cat != nil {
 		c.services, probs = compileServices(s, cat, name, probs)
 	} else if len(s.BlockedServices)+len(s.BlockedCategories) > 0 {

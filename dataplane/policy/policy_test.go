@@ -72,11 +72,12 @@ func TestDecide(t *testing.T) {
 	kidsAddr := netip.MustParseAddr("10.0.0.5")
 	in := Input{
 		Groups: []v1alpha1.ClientGroup{group("kids", []string{"10.0.0.0/24"}, []string{"tablet"}, []string{"kid-laptop"})},
+		// lists the policies name, as the upgrade leaves them (global: false)
 		Lists: []List{
-			list(t, "ads", "", "", "||ads.example^", "||youtube-ads.example^"),
-			list(t, "custom", "", "customIP", "||custom.example^"),
-			list(t, "ok", "allow", "", "||www.youtube.com^", "||fine.example^"),
-			list(t, "nx", "", "nxdomain", "||nx.example^"),
+			notGlobal(list(t, "ads", "", "", "||ads.example^", "||youtube-ads.example^")),
+			notGlobal(list(t, "custom", "", "customIP", "||custom.example^")),
+			notGlobal(list(t, "ok", "allow", "", "||www.youtube.com^", "||fine.example^")),
+			notGlobal(list(t, "nx", "", "nxdomain", "||nx.example^")),
 		},
 		Policies: []v1alpha1.Policy{
 			pol("base", 0, func(s *v1alpha1.PolicySpec) {
@@ -194,7 +195,7 @@ func TestAllowOnly(t *testing.T) {
 func TestSchedule(t *testing.T) {
 	now := time.Date(2025, 6, 2, 12, 0, 0, 0, time.UTC) // Monday
 	tab := build(t, Input{
-		Lists: []List{list(t, "games", "", "", "||games.example^")},
+		Lists: []List{notGlobal(list(t, "games", "", "", "||games.example^"))},
 		Policies: []v1alpha1.Policy{pol("night", 5, func(s *v1alpha1.PolicySpec) {
 			s.BlockListRefs = []string{"games"}
 			s.Schedule = &v1alpha1.Schedule{Start: "21:00", End: "07:00", TZ: "Europe/Berlin", Weekdays: []v1alpha1.Weekday{"mon", "tue"}}
@@ -317,11 +318,11 @@ func TestGlobalListsAndDecisionExtras(t *testing.T) {
 	if d := tab.Decide(wireName(t, "ok.malware.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictAllow || d.List != "default/fine" {
 		t.Fatalf("global allow: %+v", d)
 	}
-	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictPass {
-		t.Fatalf("referenced list applied globally: %+v", d)
+	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictBlock || d.Policy != GlobalPolicy {
+		t.Fatalf("a global list the kids policy names no longer applies to others: %+v", d)
 	}
-	// a matched client uses its policy only
-	if d := tab.Decide(wireName(t, "malware.example"), dns.TypeA, kids); d.Verdict != dataplane.VerdictPass || d.Policy != "default/kids" {
+	// a matched client gets the global lists through its policy
+	if d := tab.Decide(wireName(t, "malware.example"), dns.TypeA, kids); d.Verdict != dataplane.VerdictBlock || d.Policy != "default/kids" || d.List != "default/malware" {
 		t.Fatalf("kids and global list: %+v", d)
 	}
 	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, kids); d.EDEText != "policy default/kids list default/ads rule ||ads.example^" {
@@ -337,8 +338,8 @@ func TestGlobalListsAndDecisionExtras(t *testing.T) {
 	if d := tab.Decide(wireName(t, "host.lan"), dns.TypeA, kids); d.ChaseCNAME {
 		t.Fatalf("address rewrite: %+v", d)
 	}
-	// no unreferenced block list: no global policy
-	in.Lists = in.Lists[:1]
+	// no global block list: no global policy
+	in.Lists = []List{notGlobal(in.Lists[0])}
 	if d := build(t, in, &now).Decide(wireName(t, "ads.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictPass || d.Policy != "" {
 		t.Fatalf("no global lists: %+v", d)
 	}

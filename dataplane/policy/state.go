@@ -25,7 +25,10 @@ type State struct {
 	Groups     []string  `json:"groups"`
 	ShadowedBy []Shadow  `json:"shadowedBy"`
 	Problems   []string  `json:"problems,omitempty"`
-	At         time.Time `json:"at"`
+	// Lists are the policy's effective lists: its own, the global lists it
+	// gets, and the global lists it opts out of (not applied), with why.
+	Lists []ListUse `json:"lists"`
+	At    time.Time `json:"at"`
 }
 
 // State reports whether the policy called name ("namespace/name") is active
@@ -37,7 +40,8 @@ func (t *Table) State(name string) (State, bool) {
 	}
 	now := t.now()
 	st := State{Policy: p.name, Priority: p.priority, Scheduled: p.schedule != nil, At: now,
-		Active: p.schedule == nil || p.schedule.active(now), ShadowedBy: []Shadow{}}
+		Active: p.schedule == nil || p.schedule.active(now), ShadowedBy: []Shadow{},
+		Lists: append([]ListUse{}, p.uses...)}
 	if p.refused {
 		// not compiled: it applies to nobody; Problems say why
 		st.Active, st.Groups = false, []string{}

@@ -98,8 +98,8 @@ func TestTenancy(t *testing.T) {
 			t.Fatalf("client %v: platform's global policy not applied: %+v", c.Groups, d)
 		}
 	}
-	// platform/base (global) hides the global lists for everyone it
-	// matches, so check the lists with the platform policy removed
+	// with the platform policy removed the clients fall to (global): a
+	// tenant's reference must not have taken a list out of it
 	in.Policies = in.Policies[:3]
 	tab = build(t, in, &now)
 	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, someone); d.Verdict != dataplane.VerdictBlock || d.Policy != GlobalPolicy {
