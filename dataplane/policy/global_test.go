@@ -216,7 +216,10 @@ func TestGlobalListsDecision(t *testing.T) {
 			lists: []List{nsList("team", list(t, "team-ads", "", "", "||team-ads.example^")), nsList("platform", ads())},
 			policies: []v1alpha1.Policy{
 				nsPol("platform", pol("base", 0, func(s *v1alpha1.PolicySpec) { s.ExcludeListRefs = []string{"team/team-ads"} })),
-				nsPol("intruder", pol("own", 5, func(s *v1alpha1.PolicySpec) { s.BlockListRefs = []string{"platform/ads"}; s.ClientGroupRefs = []string{"mine"} })),
+				nsPol("intruder", pol("own", 5, func(s *v1alpha1.PolicySpec) {
+					s.BlockListRefs = []string{"platform/ads"}
+					s.ClientGroupRefs = []string{"mine"}
+				})),
 			},
 			wants: []want{
 				{other, "team-ads.example", "pass", "platform/base"},

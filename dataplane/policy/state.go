@@ -21,10 +21,10 @@ type State struct {
 	Active    bool `json:"active"`
 	Scheduled bool `json:"scheduled"`
 	// Effective: active and not shadowed for every group.
-	Effective  bool      `json:"effective"`
-	Groups     []string  `json:"groups"`
-	ShadowedBy []Shadow  `json:"shadowedBy"`
-	Problems   []string  `json:"problems,omitempty"`
+	Effective  bool     `json:"effective"`
+	Groups     []string `json:"groups"`
+	ShadowedBy []Shadow `json:"shadowedBy"`
+	Problems   []string `json:"problems,omitempty"`
 	// Lists are the policy's effective lists: its own, the global lists it
 	// gets, and the global lists it opts out of (not applied), with why.
 	Lists []ListUse `json:"lists"`
