@@ -37,8 +37,12 @@ const (
 	ReasonUnknownClientGroup     = "UnknownClientGroup"
 	ReasonGlobalPolicyNotAllowed = "GlobalPolicyNotAllowed"
 	ReasonForeignClientGroup     = "ForeignClientGroup"
-	ReasonAsExpected             = "AsExpected"
-	ReasonAccepted               = "Accepted"
+	// ReasonNotGlobalList and ReasonOptOutNotAllowed: excludeListRefs or
+	// globalLists: false that cannot take effect (Degraded; the rest applies).
+	ReasonNotGlobalList    = "NotGlobalList"
+	ReasonOptOutNotAllowed = "OptOutNotAllowed"
+	ReasonAsExpected       = "AsExpected"
+	ReasonAccepted         = "Accepted"
 )
 
 // Problem is one thing the compile of a policy could not apply.
@@ -191,8 +195,8 @@ func report(ev *events.Reporter, obj *unstructured.Unstructured, conds []metav1.
 }
 
 // ReconcileReferencing reconciles every policy that names the ClientGroup
-// or BlockList kind namespace/name (in clientGroupRefs, blockListRefs or
-// allowListRefs), so a reference that appears or disappears shows on the
+// or BlockList kind namespace/name (in clientGroupRefs, blockListRefs,
+// allowListRefs or excludeListRefs), so a reference that appears or disappears shows on the
 // policies at once. It returns the first error after trying them all.
 func (r *Reconciler) ReconcileReferencing(ctx context.Context, kind, namespace, name string) error {
 	var firstErr error
@@ -218,7 +222,9 @@ func (r *Reconciler) ReconcileReferencing(ctx context.Context, kind, namespace, 
 }
 
 func references(u *unstructured.Unstructured, kind, namespace, name string) bool {
-	fields := [][]string{{"spec", "blockListRefs"}, {"spec", "allowListRefs"}}
+	// excludeListRefs too: a list turning global or not changes whether
+	// excluding it is a problem (NotGlobalList)
+	fields := [][]string{{"spec", "blockListRefs"}, {"spec", "allowListRefs"}, {"spec", "excludeListRefs"}}
 	if kind == GroupKind {
 		fields = [][]string{{"spec", "clientGroupRefs"}}
 	}

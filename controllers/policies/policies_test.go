@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/svcdns/svc/api/v1alpha1"
 )
@@ -30,6 +31,8 @@ func TestDesiredStatus(t *testing.T) {
 			"False", ReasonUnknownList, "True", ReasonUnknownList, "team/gone", "s"},
 		{"missing group", []Problem{{ReasonUnknownClientGroup, "client group team/kids does not exist"}},
 			"False", ReasonUnknownClientGroup, "True", ReasonUnknownClientGroup, "team/kids", "team/kids"},
+		{"exclude of a list that is not global", []Problem{{ReasonNotGlobalList, "excludeListRefs names default/private, which is not global"}},
+			"True", ReasonAccepted, "True", ReasonNotGlobalList, "", "default/private"},
 		{"refused", []Problem{{ReasonGlobalPolicyNotAllowed, "empty clientGroupRefs ..."}, {ReasonUnknownList, "l"}},
 			"False", ReasonGlobalPolicyNotAllowed, "False", ReasonAsExpected, "not applied", ""},
 	}
@@ -49,5 +52,18 @@ func TestDesiredStatus(t *testing.T) {
 				t.Errorf("degraded %+v", d)
 			}
 		})
+	}
+}
+
+// TestReferencesExclude: a policy excluding a list is re-checked when the
+// list changes (it may turn global or not).
+func TestReferencesExclude(t *testing.T) {
+	u := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "default", "name": "kids"},
+		"spec": map[string]any{"excludeListRefs": []any{"ui-allow", "platform/ads"}}}}
+	if !references(u, "BlockList", "default", "ui-allow") || !references(u, "BlockList", "platform", "ads") {
+		t.Fatal("excludeListRefs not counted as references")
+	}
+	if references(u, "BlockList", "default", "ads") {
+		t.Fatal("default/ads is not referenced")
 	}
 }
