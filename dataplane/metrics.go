@@ -31,10 +31,15 @@ type metrics struct {
 	// ECS options of listeners.ecsClientFrom forwarders: used as the
 	// client, or ignored for a source prefix shorter than one address.
 	ecsUsed, ecsShort prometheus.Counter
+	panics            []prometheus.Counter // by stage index
 }
 
 // newMetrics creates every label child up front so counting never allocates.
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
+	pv := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "service", Subsystem: "dns", Name: "panics_total",
+		Help: "Queries whose stage panicked; each was answered SERVFAIL (EDE Other) and logged with its stack.",
+	}, []string{"stage"})
 	qv := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "service", Subsystem: "dns", Name: "queries_total",
 		Help: "DNS queries answered, by transport, status class and rcode.",
@@ -61,6 +66,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		ecsUsed:  ev.WithLabelValues("used"),
 		ecsShort: ev.WithLabelValues("short_prefix"),
 	}
+	for _, st := range stages {
+		m.panics = append(m.panics, pv.WithLabelValues(st.name))
+	}
 	for t := range numTransports {
 		m.latency[t] = lv.WithLabelValues(t.String())
 		for st := range numStatuses {
@@ -70,7 +78,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{qv, lv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed, ev} {
+		for _, c := range []prometheus.Collector{qv, lv, pv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed, ev} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register: %w", err)
 			}
@@ -90,4 +98,10 @@ func (m *metrics) observe(q *Query) {
 	}
 	m.queries[t][st][rcodeIndex(q.Rcode)].Inc()
 	m.latency[t].Observe(q.Duration.Seconds())
+}
+
+func (m *metrics) panicked(stage int) {
+	if stage >= 0 && stage < len(m.panics) {
+		m.panics[stage].Inc()
+	}
 }

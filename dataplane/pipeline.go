@@ -2,9 +2,13 @@ package dataplane
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -45,10 +49,18 @@ func buildPipeline() []stage {
 }
 
 // run executes stages from q.next. It returns false when the query detached
-// to another goroutine, which then owns it.
-func (s *Server) run(q *Query) bool {
+// to another goroutine, which then owns it. A panic in a stage is contained
+// to its query (see contain): one bad packet or snapshot must not take every
+// other client's answers down with the process.
+func (s *Server) run(q *Query) (done bool) {
 	last := len(s.stages) - 1
-	for i := q.next; i < last; i++ {
+	i := q.next
+	defer func() {
+		if v := recover(); v != nil {
+			done = s.contain(q, i, last, v)
+		}
+	}()
+	for ; i < last; i++ {
 		switch s.stages[i].run(s, q) {
 		case stageNext:
 			continue
@@ -61,8 +73,73 @@ func (s *Server) run(q *Query) bool {
 		}
 		break
 	}
+	i = last
 	s.stages[last].run(s, q)
 	return true
+}
+
+// contain turns a panic in stage i into a SERVFAIL for this query, counts
+// it by stage, logs it with its stack (at most once a second: a packet
+// that triggers a panic can be sent in a flood), and still runs the log
+// stage unless that is the one that panicked.
+func (s *Server) contain(q *Query, i, last int, v any) bool {
+	name := s.stages[i].name
+	s.metrics.panicked(i)
+	if s.panicLog.allow(time.Now()) {
+		s.log.Error("query stage panicked; answered SERVFAIL", "stage", name, "qname", q.Name,
+			"panic", fmt.Sprint(v), "suppressed", s.panicLog.takeSuppressed(), "stack", string(debug.Stack()))
+	}
+	q.fail(StatusFailed, ReasonInternal, dns.RcodeServerFailure)
+	if q.Name == nil {
+		// no question parsed yet: answer with the header alone, as
+		// ingress does for what it cannot parse (the ID may not be read yet)
+		q.qend = wire.HeaderLen
+		if len(q.in) >= 2 {
+			q.ID = binary.BigEndian.Uint16(q.in)
+		}
+	} else if i < last {
+		// the slow path carries the EDE saying where it failed
+		q.resp = q.newResponse(dns.RcodeServerFailure, false)
+		q.fast = fastNone
+		q.ede = &dns.EDNS0_EDE{InfoCode: dns.ExtendedErrorCodeOther, ExtraText: "internal error in stage " + name + "; see the node log"}
+	}
+	if i < last {
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					s.metrics.panicked(last)
+				}
+			}()
+			s.stages[last].run(s, q)
+		}()
+	}
+	return true
+}
+
+// rateGate lets one event through per second and counts the rest.
+type rateGate struct {
+	mu         sync.Mutex
+	next       time.Time
+	suppressed int
+}
+
+func (g *rateGate) allow(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if now.Before(g.next) {
+		g.suppressed++
+		return false
+	}
+	g.next = now.Add(time.Second)
+	return true
+}
+
+func (g *rateGate) takeSuppressed() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := g.suppressed
+	g.suppressed = 0
+	return n
 }
 
 // ingress parses the header and question from the wire (RFC 1035, 6891).

@@ -105,10 +105,11 @@ const (
 	ReasonUpstreamError
 	ReasonUpstreamTimeout
 	ReasonCacheServfail
+	ReasonInternal // a stage panicked; contained into SERVFAIL
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"", "formerr", "notimp", "badvers", "zone_transfer", "class", "health", "lameduck", "block_list", "rewrite", "allowed", "zone", "referral", "no_upstream", "upstream_error", "upstream_timeout", "cached_servfail"}
+var reasonNames = [numReasons]string{"", "formerr", "notimp", "badvers", "zone_transfer", "class", "health", "lameduck", "block_list", "rewrite", "allowed", "zone", "referral", "no_upstream", "upstream_error", "upstream_timeout", "cached_servfail", "internal_error"}
 
 func (r Reason) String() string {
 	if r < numReasons {

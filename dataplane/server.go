@@ -130,6 +130,7 @@ type Server struct {
 	limiter       atomic.Pointer[ratelimit.Limiter]
 	proxyRejected atomic.Uint64
 	ecsShort      atomic.Uint64
+	panicLog      rateGate
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and
@@ -143,7 +144,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	m, err := newMetrics(opts.Registerer)
+	m, err := newMetrics(opts.Registerer, buildPipeline())
 	if err != nil {
 		return nil, fmt.Errorf("dataplane metrics: %w", err)
 	}
