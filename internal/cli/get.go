@@ -127,6 +127,7 @@ func newDescribeCmd(a *app) *cobra.Command {
 				fmt.Fprintln(w, "Spec:")
 				fmt.Fprintln(w, indent(toYAMLString(spec), "  "))
 			}
+			a.describeAudience(ctx, w, ki.Kind, ns, args[1])
 			st, _ := obj["status"].(map[string]any)
 			fmt.Fprintln(w, "Conditions:")
 			conds, _ := st["conditions"].([]any)

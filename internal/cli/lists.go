@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/validation"
 )
 
 // Default lists of `lists allow` and `lists deny`.
@@ -51,6 +55,9 @@ func newListsCmd(a *app) *cobra.Command {
 			ki, items, err := a.listAll(cmd.Context(), "BlockList")
 			if err != nil {
 				return err
+			}
+			if a.g.Output == "" || a.g.Output == outTable || a.g.Output == outWide {
+				ki, items = a.withAudience(cmd.Context(), ki, items)
 			}
 			return printObjects(a.stdout, a.g.Output, ki, items, true, false, time.Now())
 		},
@@ -114,6 +121,71 @@ func newListsCmd(a *app) *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// audienceKey is where withAudience puts the APPLIES-TO text of a list
+// (table output only; the objects printed as JSON or YAML are unchanged).
+const audienceKey = "x-appliesTo"
+
+// withAudience adds the APPLIES-TO column (GET /blocklists/audience): to
+// whom each list applies now. A server without the route shows "?".
+func (a *app) withAudience(ctx context.Context, ki validation.KindInfo, items []map[string]any) (validation.KindInfo, []map[string]any) {
+	var auds api.ListBody[api.ListAudience]
+	err := a.call(ctx, request{method: http.MethodGet, path: "/blocklists/audience", out: &auds})
+	by := map[string]string{}
+	for _, x := range auds.Items {
+		by[x.List] = x.AppliesTo
+	}
+	out := make([]map[string]any, len(items))
+	for i, it := range items {
+		c := make(map[string]any, len(it)+1)
+		for k, v := range it {
+			c[k] = v
+		}
+		c[audienceKey] = "?"
+		if t, ok := by[namespaceOf(it)+"/"+nameOf(it)]; ok && err == nil {
+			c[audienceKey] = t
+		}
+		out[i] = c
+	}
+	ki.Columns = append(append([]validation.Column(nil), ki.Columns...),
+		validation.Column{Name: "APPLIES-TO", Type: "string", JSONPath: "['" + audienceKey + "']"})
+	return ki, out
+}
+
+// describeAudience prints to whom a BlockList applies and which lists a
+// Policy's clients get (svc describe), from the audience and policy state
+// routes; nothing for other kinds or when the server cannot say.
+func (a *app) describeAudience(ctx context.Context, w io.Writer, kind, ns, name string) {
+	switch kind {
+	case "BlockList":
+		var auds api.ListBody[api.ListAudience]
+		q := url.Values{"namespace": {ns}}
+		if err := a.call(ctx, request{method: http.MethodGet, path: "/blocklists/audience", query: q, out: &auds}); err != nil {
+			return
+		}
+		for _, x := range auds.Items {
+			if x.List == ns+"/"+name {
+				fmt.Fprintf(w, "Applies to:   %s\n", x.AppliesTo)
+			}
+		}
+	case "Policy":
+		var st api.PolicyState
+		if err := a.call(ctx, request{method: http.MethodGet, path: "/policies/" + url.PathEscape(ns) + "/" + url.PathEscape(name) + "/state", out: &st}); err != nil {
+			return
+		}
+		fmt.Fprintln(w, "Effective lists:")
+		if len(st.Lists) == 0 {
+			fmt.Fprintln(w, "  <none>")
+			return
+		}
+		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  LIST\tROLE\tWHY\tAPPLIED\tNOTE")
+		for _, u := range st.Lists {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%v\t%s\n", u.List, u.Role, u.Why, u.Applied, u.Note)
+		}
+		_ = tw.Flush()
+	}
 }
 
 // ruleMatches is a loose client-side match of one rule against a domain.

@@ -69,6 +69,10 @@ func (p policyStates) PolicyState(_ context.Context, ns, name string) (api.Polic
 	for _, s := range st.ShadowedBy {
 		out.ShadowedBy = append(out.ShadowedBy, api.PolicyShadow(s))
 	}
+	out.Lists = make([]api.PolicyListUse, 0, len(st.Lists))
+	for _, u := range st.Lists {
+		out.Lists = append(out.Lists, api.PolicyListUse(u))
+	}
 	return out, true, nil
 }
 
