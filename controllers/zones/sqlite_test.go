@@ -33,7 +33,7 @@ func TestSQLiteTenancyAndStatus(t *testing.T) {
 	for _, doc := range []string{
 		`{apiVersion: service.io/v1alpha1, kind: DNSZone, metadata: {name: bank.test}, spec: {defaultTTL: 60}}`,
 		`{apiVersion: service.io/v1alpha1, kind: DNSRecordSet, metadata: {name: ok, namespace: default}, spec: {zoneRef: {name: bank.test}, endpoints: [{dnsName: app, recordType: A, targets: [192.0.2.1]}]}}`,
-		`{apiVersion: service.io/v1alpha1, kind: DNSRecordSet, metadata: {name: bad, namespace: default}, spec: {zoneRef: {name: bank.test}, endpoints: [{dnsName: bad, recordType: A, targets: [not-an-ip]}]}}`,
+		`{apiVersion: service.io/v1alpha1, kind: DNSRecordSet, metadata: {name: bad, namespace: default}, spec: {zoneRef: {name: bank.test}, endpoints: [{dnsName: www.other.test., recordType: A, targets: [192.0.2.9]}]}}`,
 		`{apiVersion: service.io/v1alpha1, kind: DNSRecordSet, metadata: {name: hijack, namespace: intruder}, spec: {zoneRef: {name: bank.test}, endpoints: [{dnsName: www, recordType: A, targets: [192.0.2.66]}]}}`,
 	} {
 		u := &unstructured.Unstructured{}

@@ -528,9 +528,11 @@ func encodePlain(dst []byte, name string, abs bool, apex string) ([]byte, bool) 
 
 func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, zttl uint32) {
 	ep := &rs.Spec.Endpoints[ei]
-	bad := func(target int, format string, args ...any) {
-		c.problem("DNSRecordSet", rs.Namespace, rs.Name, ei, target, fmt.Sprintf(format, args...))
+	badField := func(field string, target int, format string, args ...any) {
+		c.problems = append(c.problems, Problem{Kind: "DNSRecordSet", Namespace: rs.Namespace, Name: rs.Name,
+			Endpoint: ei, Target: target, Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
+	bad := func(target int, format string, args ...any) { badField("targets", target, format, args...) }
 	view := ""
 	if ext := ep.Service; ext != nil {
 		if ext.Disabled || ext.View == "public" {
@@ -554,26 +556,30 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 	}
 	rtype, err := recordType(ep.RecordType)
 	if err != nil {
-		bad(-1, "%v", err)
+		badField("recordType", -1, "%v", err)
 		return
 	}
 	if why := unservable(rtype); why != "" {
-		bad(-1, "%s", why)
+		badField("recordType", -1, "%s", why)
+		return
+	}
+	if err := checkOwnerSyntax(ep.DNSName); err != nil {
+		badField("dnsName", -1, "dnsName %q: %v", ep.DNSName, err)
 		return
 	}
 	z := b.z
 	wb, inZone, err := c.ownerWire(ep.DNSName, z)
 	if err != nil {
-		bad(-1, "dnsName %q: %v", ep.DNSName, err)
+		badField("dnsName", -1, "dnsName %q: %v", ep.DNSName, err)
 		return
 	}
 	wire := unsafe.String(unsafe.SliceData(wb), len(wb)) // scratch: not kept
 	if !inZone && !isSubWire(wire, z.wire) {
-		bad(-1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
+		badField("dnsName", -1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
 		return
 	}
 	if rtype == dns.TypeNS && wire == z.wire {
-		bad(-1, "NS at the apex comes from the zone's spec.nameServers")
+		badField("recordType", -1, "NS at the apex comes from the zone's spec.nameServers")
 		return
 	}
 	if (rtype == dns.TypeDNAME || rtype == dns.TypeCNAME) && len(ep.Targets) > 1 {

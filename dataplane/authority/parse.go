@@ -156,7 +156,12 @@ func parseTarget(owner string, ttl uint32, rtype uint16, typeName, target string
 	zp.SetIncludeAllowed(false)
 	rr, ok := zp.Next()
 	if err := zp.Err(); err != nil {
-		return nil, fmt.Errorf("%s target %q: %w", typeName, target, err)
+		// The position is of the line built here, not of anything the user wrote.
+		msg := strings.TrimPrefix(err.Error(), "dns: ")
+		if i := strings.LastIndex(msg, " at line: "); i > 0 {
+			msg = msg[:i]
+		}
+		return nil, fmt.Errorf("%s target %q: %s", typeName, target, msg)
 	}
 	if !ok || rr == nil {
 		return nil, fmt.Errorf("%s target %q: no record", typeName, target)

@@ -78,7 +78,11 @@ type Problem struct {
 	Name      string
 	Endpoint  int // index in spec.endpoints, -1 for the whole object
 	Target    int // index in targets, -1 for the whole endpoint
-	Reason    string
+	// Field is the endpoint field a problem of one endpoint is about:
+	// "dnsName", "recordType" or "targets" (write-time validation turns it
+	// into a field path); "" for whole-object problems.
+	Field  string
+	Reason string
 	// Code classifies a whole-object refusal (Endpoint -1) for status
 	// reasons; "" for a record that did not compile.
 	Code string

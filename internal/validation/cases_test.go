@@ -78,7 +78,7 @@ func parityCases() []pcase {
 		{name: "dnsName min length", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].dnsName", "")}, want: "spec.endpoints[0].dnsName"},
 		{name: "recordType required", kind: "DNSRecordSet", edits: []edit{del("spec.endpoints[0].recordType")}, want: "spec.endpoints[0].recordType"},
 		{name: "recordType pattern", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].recordType", "a")}, want: "spec.endpoints[0].recordType"},
-		{name: "recordType TYPEnnn", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].recordType", "TYPE65534")}},
+		{name: "recordType TYPEnnn", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].recordType", "TYPE65534"), set("spec.endpoints[0].targets", []any{`\# 4 c000020a`})}},
 		{name: "targets required", kind: "DNSRecordSet", edits: []edit{del("spec.endpoints[0].targets")}, want: "spec.endpoints[0].targets"},
 		{name: "targets min items", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].targets", []any{})}, want: "spec.endpoints[0].targets"},
 		{name: "providerSpecific value required", kind: "DNSRecordSet", edits: []edit{set("spec.endpoints[0].providerSpecific", []any{map[string]any{"name": "alias"}})}, want: "spec.endpoints[0].providerSpecific[0].value"},

@@ -282,6 +282,8 @@ func (v *Validator) Admit(ctx context.Context, obj, old *unstructured.Unstructur
 		carrySystemFields(n, o)
 		errs = k.strategy.ValidateUpdate(ctx, n, o)
 	}
+	// What the data plane would refuse, with its own parse (semantic.go).
+	errs = mergeSemantic(errs, semantic(kindName, obj))
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(gk, name, errs)
 	}
