@@ -327,3 +327,32 @@ func usesText(uses []ListUse, ns string) string {
 	}
 	return s
 }
+
+// UpgradeLocalLists returns the BlockLists (namespace/name, sorted) that
+// the rule before spec.global treated as local: lists without spec.global
+// that an admitted Policy names (in blockListRefs or allowListRefs) where
+// Tenancy.takesOut let the reference take the list out of the implicit
+// global policy. They applied only to the policies naming them; the
+// one-time upgrade sets spec.global false on them so they still do.
+func UpgradeLocalLists(in Input) []string {
+	lists := listMap(in)
+	named := map[string]bool{}
+	for i := range in.Policies {
+		p := &in.Policies[i]
+		if len(in.Tenancy.admit(p)) > 0 {
+			continue
+		}
+		for _, r := range append(append([]string(nil), p.Spec.BlockListRefs...), p.Spec.AllowListRefs...) {
+			k := ref(p.Namespace, r)
+			if l, ok := lists[k]; ok && l.Object.Spec.Global == nil && in.Tenancy.takesOut(p.Namespace, k) {
+				named[k] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(named))
+	for k := range named {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -358,3 +358,35 @@ func TestAudienceAndState(t *testing.T) {
 		t.Errorf("Check reasons %v", reasons)
 	}
 }
+
+// TestUpgradeLocalLists: the lists the old rule kept out of (global): named
+// by an admitted policy, where the reference counted, and no spec.global.
+func TestUpgradeLocalLists(t *testing.T) {
+	tr := true
+	explicit := list(t, "explicit", "", "", "||e.example^")
+	explicit.Object.Spec.Global = &tr
+	in := Input{
+		Lists: []List{list(t, "ads", "", "", "||a.example^"), list(t, "ok", "allow", "", "||ok.example^"), explicit,
+			list(t, "free", "", "", "||f.example^"), nsList("platform", list(t, "malware", "", "", "||m.example^")),
+			nsList("team", list(t, "team-ads", "", "", "||t.example^")), nsList("team", list(t, "team-free", "", "", "||tf.example^"))},
+		Policies: []v1alpha1.Policy{
+			pol("kids", 1, func(s *v1alpha1.PolicySpec) {
+				s.ClientGroupRefs = []string{"kids"}
+				s.BlockListRefs = []string{"ads", "explicit", "gone"}
+				s.AllowListRefs = []string{"ok"}
+			}),
+			// a tenant's reference to the platform's list never took it out
+			nsPol("team", pol("t", 1, func(s *v1alpha1.PolicySpec) {
+				s.ClientGroupRefs = []string{"kids"}
+				s.BlockListRefs = []string{"platform/malware", "team-ads"}
+			})),
+			// refused policies counted for nothing
+			nsPol("team", pol("refused", 1, func(s *v1alpha1.PolicySpec) { s.BlockListRefs = []string{"team-free"} })),
+		},
+		Tenancy: &Tenancy{GlobalNamespaces: []string{"default", "platform"}},
+	}
+	got := UpgradeLocalLists(in)
+	if want := []string{"default/ads", "default/ok", "team/team-ads"}; !slices.Equal(got, want) {
+		t.Fatalf("UpgradeLocalLists = %v, want %v", got, want)
+	}
+}

@@ -33,8 +33,15 @@ type openedStore struct {
 func openStore(ctx context.Context, cfg *settings.Config, env func(string) string, admit store.Admitter, log *slog.Logger) (*openedStore, error) {
 	switch cfg.Store.Driver {
 	case "sqlite", "":
-		st, err := sqlite.NewStore(ctx, filepath.Join(cfg.Node.DataDir, "state.db"), admit, sqlite.Options{Logger: log})
+		d, err := sqlite.Open(ctx, filepath.Join(cfg.Node.DataDir, "state.db"), sqlite.Options{Logger: log})
 		if err != nil {
+			return nil, err
+		}
+		st := store.New(d, admit)
+		// before anything compiles or serves: lists written under the old
+		// rule keep their meaning (docs/policies.md, "Upgrading")
+		if err := upgradeGlobalLists(ctx, st, d, resolveTenancy(cfg, namespace(env)), log); err != nil {
+			d.Close()
 			return nil, err
 		}
 		return &openedStore{Store: st, fresh: func(time.Time) (bool, time.Duration) { return true, 0 }}, nil
