@@ -3,6 +3,8 @@ package dataplane
 import (
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -273,4 +275,35 @@ func (r *QueryRecord) Name() string {
 // QueryLogger receives a record per query. Log must not block: drop when full.
 type QueryLogger interface {
 	Log(rec QueryRecord)
+}
+
+// TypeString names a record type as presentation format does ("A",
+// "TYPE65280" for unnamed ones), so code outside the data plane needs no
+// DNS library of its own.
+func TypeString(t uint16) string {
+	if s, ok := dns.TypeToString[t]; ok {
+		return s
+	}
+	return "TYPE" + strconv.Itoa(int(t))
+}
+
+// ParseType maps a type name ("aaaa", "TYPE65") to its number.
+func ParseType(s string) (uint16, bool) {
+	u := strings.ToUpper(s)
+	if t, ok := dns.StringToType[u]; ok {
+		return t, true
+	}
+	if n, ok := strings.CutPrefix(u, "TYPE"); ok {
+		v, err := strconv.ParseUint(n, 10, 16)
+		return uint16(v), err == nil
+	}
+	return 0, false
+}
+
+// RcodeString names a response code ("NXDOMAIN", "RCODE12" for unnamed).
+func RcodeString(c int) string {
+	if s, ok := dns.RcodeToString[c]; ok {
+		return s
+	}
+	return "RCODE" + strconv.Itoa(c)
 }

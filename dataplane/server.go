@@ -398,3 +398,21 @@ func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, erro
 	}
 	return res, nil
 }
+
+// Rcode names the answer's response code.
+func (r QueryResult) Rcode() string { return RcodeString(r.Msg.Rcode) }
+
+// Sections returns the answer, authority and additional records in
+// presentation format (the OPT pseudo-record left out).
+func (r QueryResult) Sections() (answer, authority, additional []string) {
+	present := func(rrs []dns.RR) []string {
+		out := []string{}
+		for _, rr := range rrs {
+			if rr.Header().Rrtype != dns.TypeOPT {
+				out = append(out, rr.String())
+			}
+		}
+		return out
+	}
+	return present(r.Msg.Answer), present(r.Msg.Ns), present(r.Msg.Extra)
+}

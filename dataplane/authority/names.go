@@ -165,3 +165,14 @@ func ownerName(dnsName, zone string) string {
 func OwnerName(dnsName, zone string) string {
 	return ownerName(strings.TrimSpace(dnsName), dns.Fqdn(zone))
 }
+
+// ValidName reports whether n is a domain name the zone compile accepts
+// as a target (name servers, MX/CNAME targets): presentation format,
+// labels of 1-63 octets, at most 255 octets, no blanks.
+func ValidName(n string) bool {
+	if n == "" || strings.ContainsAny(n, " \t\r\n") {
+		return false
+	}
+	_, ok := dns.IsDomainName(n)
+	return ok
+}

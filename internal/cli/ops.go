@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/spf13/cobra"
+	"github.com/svcdns/svc/dataplane/probe"
 )
 
 func opsURL(addr, path string) string {
@@ -53,17 +53,14 @@ func newHealthCmd(a *app) *cobra.Command {
 			}
 			fmt.Fprintf(a.stdout, "%s: ok\n", path)
 			if dnsAddr != "" {
-				c := &dns.Client{Timeout: timeout}
-				m := new(dns.Msg)
-				m.SetQuestion(dns.Fqdn(qname), dns.TypeTXT)
-				r, _, err := c.ExchangeContext(ctx, m, dnsAddr)
+				rcode, err := probe.Query(ctx, dnsAddr, qname, "TXT", timeout)
 				if err != nil {
 					return fmt.Errorf("health name %s at %s: %w", qname, dnsAddr, err)
 				}
-				if r.Rcode != dns.RcodeSuccess {
-					return fmt.Errorf("health name %s at %s: %s", qname, dnsAddr, dns.RcodeToString[r.Rcode])
+				if rcode != "NOERROR" {
+					return fmt.Errorf("health name %s at %s: %s", qname, dnsAddr, rcode)
 				}
-				fmt.Fprintf(a.stdout, "dns %s %s: %s\n", dnsAddr, qname, dns.RcodeToString[r.Rcode])
+				fmt.Fprintf(a.stdout, "dns %s %s: %s\n", dnsAddr, qname, rcode)
 			}
 			_ = requireBackends // only meaningful for the edge supervisor's health
 			return nil

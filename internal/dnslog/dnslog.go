@@ -1,8 +1,8 @@
 // Package dnslog connects the data plane to the query log: Logger
 // implements dataplane.QueryLogger and hands each record to a
-// querylog.Writer without blocking. It is the only query-log package that
-// imports dataplane, so the REST API can use package querylog without
-// reaching the data plane.
+// querylog.Writer without blocking. It sits outside internal/querylog so
+// that the query log (and the REST API that reads it) never reaches the
+// data plane (test/arch guards this).
 //
 // The data plane's log stage pays one fixed-size copy into a bounded
 // channel and nothing else: turning a record into a querylog.Row (the name
@@ -18,8 +18,6 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
-
-	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/internal/querylog"
@@ -206,7 +204,7 @@ func (l *Logger) Close() error {
 func Convert(rec *dataplane.QueryRecord) querylog.Row {
 	r := querylog.Row{
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName,
-		Domain: querylog.NormalizeDomain(rec.Name()), QType: qtype(rec.Type), Rcode: rcode(rec.Rcode),
+		Domain: querylog.NormalizeDomain(rec.Name()), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
 		List: rec.List, Rule: rec.Rule, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
@@ -218,32 +216,4 @@ func Convert(rec *dataplane.QueryRecord) querylog.Row {
 		r.Group = rec.Groups[0]
 	}
 	return r
-}
-
-func qtype(t uint16) string {
-	if s, ok := dns.TypeToString[t]; ok {
-		return s
-	}
-	return "TYPE" + itoa(int(t))
-}
-
-func rcode(c int) string {
-	if s, ok := dns.RcodeToString[c]; ok {
-		return s
-	}
-	return "RCODE" + itoa(c)
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
-	"github.com/svcdns/svc/internal/querylog/dnslog"
 )
 
 type sink struct {

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -154,9 +153,9 @@ type dnsService struct {
 }
 
 func (d dnsService) Query(ctx context.Context, req api.DNSQueryRequest) (api.DNSQueryResult, error) {
-	qtype := uint16(dns.TypeA)
+	qtype := uint16(1) // A
 	if req.Type != "" {
-		t, ok := dns.StringToType[strings.ToUpper(req.Type)]
+		t, ok := dataplane.ParseType(req.Type)
 		if !ok {
 			return api.DNSQueryResult{}, invalidInput(fmt.Sprintf("type %q is not a DNS record type", req.Type))
 		}
@@ -179,7 +178,11 @@ func (d dnsService) Query(ctx context.Context, req api.DNSQueryRequest) (api.DNS
 		tr = t
 	}
 	res, err := d.dp.Query(ctx, dataplane.QueryRequest{Name: req.Name, Type: qtype, Client: client, Transport: tr, DNSSEC: req.DNSSEC})
-	out := api.DNSQueryResult{Name: dns.Fqdn(req.Name), Type: dns.TypeToString[qtype], Client: client.String(), Node: d.node}
+	name := req.Name
+	if !strings.HasSuffix(name, ".") {
+		name += "."
+	}
+	out := api.DNSQueryResult{Name: name, Type: dataplane.TypeString(qtype), Client: client.String(), Node: d.node}
 	if err != nil {
 		out.Error = err.Error()
 		out.Rcode = "SERVFAIL"
@@ -187,25 +190,14 @@ func (d dnsService) Query(ctx context.Context, req api.DNSQueryRequest) (api.DNS
 		return out, nil
 	}
 	m := res.Msg
-	out.Rcode = dns.RcodeToString[m.Rcode]
+	out.Rcode = res.Rcode()
 	out.Status = res.Reason.String()
 	out.StatusClass = res.Status.String()
 	out.List, out.Rule, out.Upstream = res.List, res.Rule, res.Upstream
 	out.LatencyMS = float64(res.Latency.Microseconds()) / 1000
 	out.Flags = api.DNSFlags{AA: m.Authoritative, TC: m.Truncated, RD: m.RecursionDesired, RA: m.RecursionAvailable, AD: m.AuthenticatedData, CD: m.CheckingDisabled}
-	out.Answer, out.Authority, out.Additional = rrStrings(m.Answer), rrStrings(m.Ns), rrStrings(m.Extra)
+	out.Answer, out.Authority, out.Additional = res.Sections()
 	return out, nil
-}
-
-func rrStrings(rrs []dns.RR) []string {
-	out := []string{}
-	for _, rr := range rrs {
-		if rr.Header().Rrtype == dns.TypeOPT {
-			continue
-		}
-		out = append(out, rr.String())
-	}
-	return out
 }
 
 func (d dnsService) SetBlocking(_ context.Context, req api.BlockingRequest) (api.BlockingState, error) {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
-	"github.com/svcdns/svc/internal/querylog/dnslog"
 	"github.com/svcdns/svc/internal/settings"
 )
 

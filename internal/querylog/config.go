@@ -2,7 +2,7 @@
 // <dataDir>/querylog.db (or the process log), keeps rolled-up statistics,
 // answers the query-log and statistics routes and streams new rows as
 // Server-Sent Events. It does not import the data plane: the adapter in
-// internal/querylog/dnslog turns dataplane.QueryRecord values into Rows.
+// internal/dnslog turns dataplane.QueryRecord values into Rows.
 package querylog
 
 import (

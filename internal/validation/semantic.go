@@ -7,7 +7,6 @@ import (
 	"time"
 	_ "time/tzdata" // schedules name IANA zones; a minimal container has no zoneinfo
 
-	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -154,7 +153,7 @@ func zoneErrors(z *v1alpha1.DNSZone) field.ErrorList {
 		}
 	}
 	for i, n := range z.Spec.NameServers {
-		if _, ok := dns.IsDomainName(n); !ok || n == "" || strings.ContainsAny(n, " \t") {
+		if !authority.ValidName(n) {
 			errs = append(errs, field.Invalid(field.NewPath("spec", "nameServers").Index(i), n,
 				"not a domain name; expected a name server's name, e.g. ns1.example.com."))
 		}

@@ -28,11 +28,19 @@ var rules = []struct {
 	{"./controllers/...", []string{module + "/dataplane", module + "/internal/api", module + "/cmd"}, []string{module + "/dataplane/authority"}},
 	{"./internal/api/...", []string{module + "/controllers", module + "/dataplane", module + "/cmd"}, []string{module + "/dataplane/authority"}},
 	{"./internal/store/...", []string{module + "/internal/api", module + "/dataplane", module + "/controllers", module + "/cmd"}, nil},
+	// The query log is storage and search: the REST API reads it, so it must
+	// not drag the data plane in (internal/dnslog is the adapter between them).
+	{"./internal/querylog/...", []string{module + "/dataplane", module + "/internal/api", module + "/controllers", module + "/cmd"}, nil},
 }
 
 func TestDependencyDirection(t *testing.T) {
 	for _, r := range rules {
 		t.Run(r.pkgs, func(t *testing.T) {
+			// A guard over a pattern that matches nothing (a package moved
+			// or renamed) would pass forever: refuse it.
+			if pkgs := goList(t, r.pkgs); len(pkgs) == 0 {
+				t.Fatalf("guard pattern %s matches no package", r.pkgs)
+			}
 			out, err := exec.Command("go", "-C", "../..", "list", "-e", "-deps", "-f", "{{.ImportPath}}", r.pkgs).CombinedOutput()
 			if err != nil {
 				t.Fatalf("go list %s: %v\n%s", r.pkgs, err, out)
@@ -49,4 +57,42 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// miekgAllowed are the packages that may import github.com/miekg/dns
+// directly: the data plane (it speaks DNS) and the zone-file reader. Test
+// tools under test/ are clients and reference servers. Everything else
+// goes through dataplane (TypeString, QueryResult.Sections, probe.Query).
+var miekgAllowed = []string{module + "/dataplane", module + "/internal/zonefile", module + "/test/"}
+
+func TestMiekgDNSConfined(t *testing.T) {
+	out, err := exec.Command("go", "-C", "../..", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || !slices.Contains(f[1:], "github.com/miekg/dns") {
+			continue
+		}
+		seen++
+		if !slices.ContainsFunc(miekgAllowed, func(p string) bool {
+			return f[0] == p || strings.HasPrefix(f[0], p+"/") || strings.HasPrefix(f[0], p) && strings.HasSuffix(p, "/")
+		}) {
+			t.Errorf("%s imports github.com/miekg/dns: only %v may; use the data plane's helpers", f[0], miekgAllowed)
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no package imports github.com/miekg/dns: the guard is looking at the wrong tree")
+	}
+}
+
+func goList(t *testing.T, pattern string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "-C", "../..", "list", pattern).Output()
+	if err != nil {
+		return nil
+	}
+	return strings.Fields(string(out))
 }

@@ -56,7 +56,7 @@ import (
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/querylog"
-	"github.com/svcdns/svc/internal/querylog/dnslog"
+	"github.com/svcdns/svc/internal/dnslog"
 )
 
 const (

@@ -17,7 +17,7 @@ import (
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/internal/querylog"
-	"github.com/svcdns/svc/internal/querylog/dnslog"
+	"github.com/svcdns/svc/internal/dnslog"
 )
 
 func cpuNow() time.Duration {
