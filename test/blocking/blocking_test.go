@@ -198,6 +198,9 @@ func TestBlockingEndToEnd(t *testing.T) {
 	mu.Lock()
 	for _, n := range []string{"ads", "custom", "nx", "ref", "page"} {
 		bl, _ := getList(t, st, n)
+		// the policies' own lists (spec.global false): night names ads only
+		f := false
+		bl.Spec.Global = &f
 		in.Lists = append(in.Lists, policy.List{Object: &bl, Compiled: lists["default/"+n]})
 	}
 	mu.Unlock()

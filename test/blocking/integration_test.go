@@ -117,6 +117,14 @@ func inlineList(t *testing.T, name, mode string, rules ...string) policy.List {
 	return policy.List{Object: bl, Compiled: policy.ListCompiler{}.NewList(bl, []policy.CompiledSource{src})}
 }
 
+// local marks a list spec.global false: it applies only to the policies
+// that name it.
+func local(l policy.List) policy.List {
+	f := false
+	l.Object.Spec.Global = &f
+	return l
+}
+
 type rig struct {
 	dp       *dataplane.Server
 	tr       *transport.Server
@@ -134,7 +142,8 @@ type rig struct {
 //	kids (priority 10): client ID "kids"; ads list; safe search
 //	lan: 127.0.0.2; ads list, allow list ok, blocked service tiktok,
 //	     safe search, rewrite alias.lan -> target.example, broken.lan -> fail.example
-//	(global): malware list, referenced by no policy
+//	ads and ok are global: false (the policies' own); malware is global:
+//	every client gets it (unmatched ones through (global))
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	ctx := context.Background()
@@ -152,8 +161,8 @@ func newRig(t *testing.T) *rig {
 	}
 	in := policy.Input{
 		Lists: []policy.List{
-			inlineList(t, "ads", "", "||ads.example^"),
-			inlineList(t, "ok", "allow", "||ok.ads.example^"),
+			local(inlineList(t, "ads", "", "||ads.example^")),
+			local(inlineList(t, "ok", "allow", "||ok.ads.example^")),
 			inlineList(t, "malware", "", "||malware.example^"),
 		},
 		Groups: []v1alpha1.ClientGroup{
@@ -315,8 +324,8 @@ func TestClientIDSelectsPolicy(t *testing.T) {
 				rec.List != "default/ads" || strings.Join(rec.Groups, ",") != "default/kids" || rec.Transport.String() != tc.transport {
 				t.Fatalf("record %+v", rec)
 			}
-			// the kids policy alone decides: the global malware list does not apply
-			if got := answers(tc.ask(t, "kids", query("malware.example.", dns.TypeA, false))); got != "malware.example. A 198.51.100.7" {
+			// the global malware list applies through the kids policy too
+			if got := answers(tc.ask(t, "kids", query("malware.example.", dns.TypeA, false))); got != "malware.example. A 0.0.0.0" {
 				t.Fatalf("kids malware.example: %q", got)
 			}
 			// another ID is in no group: global lists only, ads pass
@@ -415,8 +424,9 @@ func TestCNAMEChase(t *testing.T) {
 	}
 }
 
-// A BlockList no Policy references applies to every client no policy
-// matches, as policy "(global)"; matched clients use their policy only.
+// A global BlockList applies to every client: as policy "(global)" to
+// clients no policy matches, through their policy to the others; a
+// global: false list only to the policies that name it.
 func TestGlobalLists(t *testing.T) {
 	r := newRig(t)
 	if got := answers(r.exchange(t, r.otherUDP, query("malware.example.", dns.TypeA, false))); got != "malware.example. A 0.0.0.0" {
@@ -427,13 +437,16 @@ func TestGlobalLists(t *testing.T) {
 		rec.List != "default/malware" || rec.Rule != "||malware.example^" {
 		t.Fatalf("record %+v", rec)
 	}
-	// ads is referenced by policies: not global
+	// ads is global: false, named by policies: not for the others
 	if got := answers(r.exchange(t, r.otherUDP, query("ads.example.", dns.TypeA, false))); got != "ads.example. A 198.51.100.7" {
-		t.Fatalf("unmatched client, referenced list: %q", got)
+		t.Fatalf("unmatched client, local list: %q", got)
 	}
-	// lan's policy does not name malware: it passes for lan
-	if got := answers(r.exchange(t, r.lanUDP, query("malware.example.", dns.TypeA, false))); got != "malware.example. A 198.51.100.7" {
+	// lan's policy does not name malware: it applies to lan all the same
+	if got := answers(r.exchange(t, r.lanUDP, query("malware.example.", dns.TypeA, false))); got != "malware.example. A 0.0.0.0" {
 		t.Fatalf("lan client: %q", got)
+	}
+	if rec := r.log.last(t, "malware.example.", 2); rec.Policy != "default/lan" || rec.List != "default/malware" {
+		t.Fatalf("lan record %+v", rec)
 	}
 }
 
