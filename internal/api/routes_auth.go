@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net/http"
 	"slices"
@@ -156,10 +159,30 @@ func sanitize(v string) string {
 	return strconv.QuoteToASCII(v)
 }
 
+// unknownLoginName stands for a login name that is no account: "unknown:"
+// and 12 hex digits of an HMAC under the node's encryption key, so repeated
+// attempts with one name can be correlated without the name (often a
+// password typed in the wrong field) being readable in logs or audit.
+func (s *Server) unknownLoginName(name string) string {
+	m := hmac.New(sha256.New, append([]byte("login-name\x00"), s.keys.Current...))
+	m.Write([]byte(name))
+	return "unknown:" + hex.EncodeToString(m.Sum(nil)[:6])
+}
+
 func (s *Server) login(ctx context.Context, in *loginIn) (*meOut, error) {
 	st := state(ctx)
 	name := in.Body.Username
-	auditObject(ctx, "login", auth.KindLocalUser, "", name, "")
+	u, err := s.dir.GetUser(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fromError(err)
+	}
+	// People type their password into the username field: a name that is
+	// no account goes to the log and the audit trail only as a keyed hash.
+	shown := name
+	if u == nil {
+		shown = s.unknownLoginName(name)
+	}
+	auditObject(ctx, "login", auth.KindLocalUser, "", shown, "")
 	if st.crossOriginBad {
 		return nil, newErr(http.StatusForbidden, KeyCSRF, "cross-origin login refused", "log in from the dashboard's own origin")
 	}
@@ -169,12 +192,9 @@ func (s *Server) login(ctx context.Context, in *loginIn) (*meOut, error) {
 	if wait := s.lockout.Locked(st.clientIP, name); wait > 0 {
 		return nil, errRateLimited(wait)
 	}
-	u, err := s.dir.GetUser(ctx, name)
 	hash := ""
-	if err == nil {
+	if u != nil {
 		hash = u.PasswordHash
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return nil, fromError(err)
 	}
 	ok, err := s.hasher.Verify(ctx, in.Body.Password, hash)
 	if err != nil && !errors.Is(err, auth.ErrBadHash) {
@@ -182,7 +202,7 @@ func (s *Server) login(ctx context.Context, in *loginIn) (*meOut, error) {
 	}
 	if !ok {
 		s.lockout.Fail(st.clientIP, name)
-		s.log.Info("login failed", "user", sanitize(name), "client", st.clientIP, "request_id", st.id)
+		s.log.Info("login failed", "user", sanitize(shown), "client", st.clientIP, "request_id", st.id)
 		return nil, newErr(http.StatusUnauthorized, KeyUnauthenticated, "wrong username or password", "")
 	}
 	if u.Disabled {

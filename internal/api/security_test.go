@@ -1,9 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -257,4 +261,58 @@ func TestAuditTrail(t *testing.T) {
 	if r := c.do("GET", "/audit?order=sideways", nil); r.code != http.StatusBadRequest {
 		t.Errorf("bad order: %d", r.code)
 	}
+}
+
+// A password typed into the username field never reaches the log or the
+// audit trail: a name that is no account is shown as a keyed hash, the
+// same for every attempt; a real account's name is shown as is.
+func TestFailedLoginNameNotLogged(t *testing.T) {
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	e := newEnv(t, func(_ *Options, d *Deps) {
+		d.Logger = slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	})
+	const secret = "Tr0ub4dor&3-typed-as-name"
+	for range 2 {
+		r := e.anon().do("POST", "/auth/login", map[string]any{"username": secret, "password": "whatever123"})
+		if r.code != http.StatusUnauthorized {
+			t.Fatalf("login: %d %s", r.code, r.body)
+		}
+	}
+	if r := e.anon().do("POST", "/auth/login", map[string]any{"username": "admin", "password": "not the password"}); r.code != http.StatusUnauthorized {
+		t.Fatalf("admin login: %d %s", r.code, r.body)
+	}
+	c := e.withToken(e.adminToken())
+	r := c.do("GET", "/audit?order=desc&limit=50", nil)
+	if r.code != 200 {
+		t.Fatalf("audit: %d %s", r.code, r.body)
+	}
+	mu.Lock()
+	logText := logs.String()
+	mu.Unlock()
+	for what, text := range map[string]string{"log": logText, "audit": string(r.body)} {
+		if strings.Contains(text, secret) || strings.Contains(text, "Tr0ub4dor") {
+			t.Errorf("%s carries the typed name:\n%s", what, text)
+		}
+	}
+	if n := strings.Count(logText, "unknown:"); n < 2 {
+		t.Errorf("failed logins of an unknown name logged %d times with a hash, want 2:\n%s", n, logText)
+	}
+	if !strings.Contains(logText, `user="\"admin\""`) && !strings.Contains(logText, `user=admin`) && !strings.Contains(logText, `"admin"`) {
+		t.Errorf("failed login of a real account does not name it:\n%s", logText)
+	}
+	if !strings.Contains(string(r.body), `"unknown:`) {
+		t.Errorf("audit has no hashed name for the unknown login:\n%s", r.body)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
