@@ -35,6 +35,7 @@ const policyDocs = `apiVersion: service.io/v1alpha1
 kind: BlockList
 metadata: {name: ads, namespace: default}
 spec:
+  global: false # only the policies naming it block with it
   sources:
     - name: mine
       inline: ["||ads.example^"]

@@ -25,6 +25,7 @@ const adsList = `apiVersion: service.io/v1alpha1
 kind: BlockList
 metadata: {name: ads, namespace: default}
 spec:
+  global: false # only the policies naming it block with it
   sources:
     - name: mine
       inline: ["||ads.example^"]
