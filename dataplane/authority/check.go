@@ -128,12 +128,13 @@ func TargetFormat(recordType string) (format, example string) {
 	return `the type's presentation format, or RFC 3597 \# <length> <hex>`, `\# 4 c0000201`
 }
 
-// RecordTypes lists the type mnemonics a record set may use, sorted: the
-// candidates of a did-you-mean for an unknown type.
-func RecordTypes() []string {
-	out := make([]string, 0, len(dns.StringToType))
-	for s, t := range dns.StringToType {
-		if unservable(t) == "" {
+// CommonRecordTypes lists the types a zone usually holds, sorted: the
+// candidates of a did-you-mean for an unknown type (every mnemonic of
+// miekg/dns would suggest obscure ones).
+func CommonRecordTypes() []string {
+	out := make([]string, 0, len(targetFormats))
+	for s := range targetFormats {
+		if t, ok := dns.StringToType[s]; ok && unservable(t) == "" {
 			out = append(out, s)
 		}
 	}

@@ -98,6 +98,8 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 	type pending struct {
 		ki  validation.KindInfo
 		obj *unstructured.Unstructured
+		old *unstructured.Unstructured // stored version, nil on create
+		idx int                        // in items and results
 	}
 	var todo []pending
 	var refused []ApplyResult
@@ -107,7 +109,7 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 	for i, m := range items {
 		obj := &unstructured.Unstructured{Object: m}
 		r := ApplyResult{Kind: obj.GetKind(), Name: obj.GetName(), Namespace: obj.GetNamespace()}
-		e := s.checkApply(ctx, obj)
+		old, e := s.checkApply(ctx, obj)
 		var ki validation.KindInfo
 		if e == nil {
 			ki, _ = s.kindFor(obj.GetKind())
@@ -123,7 +125,33 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 			continue
 		}
 		results[i] = r
-		todo = append(todo, pending{ki: ki, obj: obj})
+		todo = append(todo, pending{ki: ki, obj: obj, old: old, idx: i})
+	}
+	// Checks against other objects (the zone of a record set, the
+	// catalogue) see the objects of this apply as if already stored.
+	batch := make(map[string]*unstructured.Unstructured, len(todo))
+	for _, p := range todo {
+		batch[store.KeyOf(p.obj).String()] = p.obj
+	}
+	inBatch := func(kind, ns, name string) *unstructured.Unstructured {
+		return batch[store.Key{Kind: kind, Namespace: ns, Name: name}.String()]
+	}
+	for _, p := range todo {
+		// Against its zone first: a record's message then names the
+		// zone's names; the admitter (schema, then the data plane's parse
+		// without the zone) comes second, as it does in the store.
+		notes, e := s.checkContext(ctx, p.obj, inBatch)
+		if e == nil && s.deps.Admitter != nil {
+			if err := s.deps.Admitter.Admit(ctx, p.obj.DeepCopy(), p.old); err != nil {
+				e = newErr(http.StatusBadRequest, KeyInvalid, err.Error(), "")
+			}
+		}
+		if e != nil {
+			results[p.idx] = refusal(results[p.idx], e)
+			refused = append(refused, results[p.idx])
+			continue
+		}
+		results[p.idx].Warnings = notes
 	}
 	if len(refused) > 0 {
 		first := refused[0]
@@ -152,9 +180,9 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 		return nil, e
 	}
 	out := &ListBody[ApplyResult]{Items: make([]ApplyResult, 0, len(todo))}
-	for i, p := range todo {
+	for _, p := range todo {
 		res, err := s.deps.Store.Apply(ctx, p.obj, store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: p.obj.GetResourceVersion()})
-		r := results[i]
+		r := results[p.idx]
 		auditObject(ctx, "apply", r.Kind, r.Namespace, r.Name, resultOf(res, err))
 		if err != nil {
 			if len(todo) == 1 {
@@ -184,51 +212,47 @@ func (s *Server) writePerm(kind string) (string, bool) {
 	return ki.Plural + ".write", true
 }
 
-// checkApply validates one object of an apply: kind, identity, permission,
-// ownership and (when an admitter is configured) its schema.
-func (s *Server) checkApply(ctx context.Context, obj *unstructured.Unstructured) *Error {
+// checkApply validates one object of an apply: kind, identity, permission
+// and ownership. It returns the stored version (nil on create) for the
+// admitter, which apply runs after the checks against other objects.
+func (s *Server) checkApply(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, *Error) {
 	if av := obj.GetAPIVersion(); av != validation.APIVersion {
-		return errInvalid("apiVersion: %q is not %s", av, validation.APIVersion)
+		return nil, errInvalid("apiVersion: %q is not %s", av, validation.APIVersion)
 	}
 	ki, ok := s.kindFor(obj.GetKind())
 	if !ok {
-		return errInvalid("kind: %q cannot be applied", obj.GetKind())
+		return nil, errInvalid("kind: %q cannot be applied", obj.GetKind())
 	}
 	if obj.GetName() == "" {
-		return errInvalid("metadata.name: required")
+		return nil, errInvalid("metadata.name: required")
 	}
 	if ki.Namespaced && obj.GetNamespace() == "" {
 		obj.SetNamespace("default")
 	}
 	if !ki.Namespaced && obj.GetNamespace() != "" {
-		return errInvalid("metadata.namespace: %s is cluster-scoped", ki.Kind)
+		return nil, errInvalid("metadata.namespace: %s is cluster-scoped", ki.Kind)
 	}
 	if b, err := json.Marshal(obj.Object); err != nil || len(b) > store.MaxObjectBytes {
-		return newErr(http.StatusRequestEntityTooLarge, KeyTooLarge, fmt.Sprintf("%s %s is larger than 1.5 MiB", ki.Kind, obj.GetName()), "split the object")
+		return nil, newErr(http.StatusRequestEntityTooLarge, KeyTooLarge, fmt.Sprintf("%s %s is larger than 1.5 MiB", ki.Kind, obj.GetName()), "split the object")
 	}
 	if e := s.checkObject(ctx, ki, "write", obj); e != nil {
-		return e
+		return nil, e
 	}
 	old, err := s.deps.Store.Get(ctx, ki.Kind, obj.GetNamespace(), obj.GetName())
 	switch {
 	case err == nil:
 		if owner := store.OwnerOf(old); owner != store.ManagerAPI {
-			return fromError(&store.ManagedByError{Owner: owner})
+			return nil, fromError(&store.ManagedByError{Owner: owner})
 		}
 		if zoneScoped(ki.Kind) {
 			if e := s.checkObject(ctx, ki, "write", old); e != nil {
-				return e
+				return nil, e
 			}
 		}
 	case errors.Is(err, store.ErrNotFound):
 		old = nil
 	default:
-		return fromError(err)
+		return nil, fromError(err)
 	}
-	if s.deps.Admitter != nil {
-		if err := s.deps.Admitter.Admit(ctx, obj.DeepCopy(), old); err != nil {
-			return newErr(http.StatusBadRequest, KeyInvalid, err.Error(), "")
-		}
-	}
-	return nil
+	return old, nil
 }

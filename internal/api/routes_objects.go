@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -94,7 +95,21 @@ type NamespacedObjectParams struct {
 	IfMatch   string `header:"If-Match" maxLength:"128" doc:"resourceVersion the write expects"`
 }
 
-type objectOut struct{ Body ObjectBody }
+type objectOut struct {
+	// Warning carries the notes of a write (see ApplyNote) as RFC 7234
+	// warnings, the way the Kubernetes API sends them: 299 - "text".
+	Warning []string `header:"Warning" doc:"why an accepted object is not (fully) in effect"`
+	Body    ObjectBody
+}
+
+// warningHeaders formats notes as Warning header values.
+func warningHeaders(notes []string) []string {
+	out := make([]string, 0, len(notes))
+	for _, n := range notes {
+		out = append(out, "299 - "+strconv.Quote(n))
+	}
+	return out
+}
 
 type putClusterIn struct {
 	ClusterObjectParams
@@ -299,6 +314,10 @@ func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name
 			return nil, e
 		}
 	}
+	notes, e := s.checkContext(ctx, obj, nil)
+	if e != nil {
+		return nil, e
+	}
 	var res store.ApplyResult
 	err = retryUnconditional(rv != "", func() error {
 		res, err = s.deps.Store.Apply(ctx, obj.DeepCopy(), store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: rv})
@@ -309,7 +328,7 @@ func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name
 		return nil, fromError(err)
 	}
 	s.afterWrite(ki.Kind)
-	return &objectOut{Body: res.Object.Object}, nil
+	return &objectOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
 }
 
 func resultOf(res store.ApplyResult, err error) string {
@@ -368,11 +387,15 @@ func (s *Server) patchObject(ctx context.Context, ki validation.KindInfo, ns, na
 		if e := s.checkObject(ctx, ki, "write", obj); e != nil {
 			return nil, e
 		}
+		notes, e := s.checkContext(ctx, obj, nil)
+		if e != nil {
+			return nil, e
+		}
 		res, err := s.deps.Store.Apply(ctx, obj, store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: old.GetResourceVersion()})
 		if err == nil {
 			auditObject(ctx, "patch", ki.Kind, ns, name, string(res.Result))
 			s.afterWrite(ki.Kind)
-			return &objectOut{Body: res.Object.Object}, nil
+			return &objectOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
 		}
 		lastErr = err
 		if ifMatch != "" || !(errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)) {

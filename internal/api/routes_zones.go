@@ -167,10 +167,16 @@ func (s *Server) mutateRecordSet(ctx context.Context, zone, ns, name string, cre
 		if err := unstructured.SetNestedSlice(obj.Object, next, "spec", "endpoints"); err != nil {
 			return nil, fromError(err)
 		}
+		// The same checks as apply: the admitter (in Store.Apply) and the
+		// record set against its zone here.
+		notes, e := s.checkContext(ctx, obj, nil)
+		if e != nil {
+			return nil, e
+		}
 		res, err := s.deps.Store.Apply(ctx, obj, store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: rv})
 		if err == nil {
 			auditObject(ctx, "records", store.KindDNSRecordSet, ns, name, string(res.Result))
-			return &ApplyResult{Kind: store.KindDNSRecordSet, Name: name, Namespace: ns, Result: string(res.Result), ResourceVersion: res.ResourceVersion}, nil
+			return &ApplyResult{Kind: store.KindDNSRecordSet, Name: name, Namespace: ns, Result: string(res.Result), ResourceVersion: res.ResourceVersion, Warnings: notes}, nil
 		}
 		lastErr = err
 		if !errors.Is(err, store.ErrPrecondition) && !errors.Is(err, store.ErrConflict) {

@@ -31,6 +31,9 @@ type ApplyResult struct {
 	Error           string `json:"error,omitempty"`
 	ErrorKey        string `json:"errorKey,omitempty"`
 	Hint            string `json:"hint,omitempty"`
+	// Warnings say why an accepted object is not (fully) in effect, e.g. a
+	// policy naming a list that does not exist yet.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // DNSQueryRequest asks the data plane to resolve a name as a client would.

@@ -140,7 +140,7 @@ func (a *app) clientFor(server, tok string, tlsOpts TLSOptions) (*Client, error)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{Server: server, Base: server + "/api/v1", Token: tok, HTTP: hc}, nil
+	return &Client{Server: server, Base: server + "/api/v1", Token: tok, HTTP: hc, Warnings: a.stderr}, nil
 }
 
 // call is a shortcut: build the client and send one request.

@@ -125,6 +125,13 @@ func (a *app) applyObjects(ctx context.Context, objs []map[string]any) ([]api.Ap
 // printApplyResults prints "kind/name result" lines (or JSON/YAML) and fails
 // when one object failed.
 func (a *app) printApplyResults(results []api.ApplyResult) error {
+	// Warnings go to stderr in every output format (-o json carries them
+	// too): the objects were applied, so the exit code stays 0.
+	for _, r := range results {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(a.stderr, "Warning: %s\n", w)
+		}
+	}
 	if ok, err := writeData(a.stdout, a.g.Output, results); ok {
 		if err != nil {
 			return err

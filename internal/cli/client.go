@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -62,6 +63,9 @@ type Client struct {
 	Base   string // Server plus /api/v1
 	Token  string
 	HTTP   *http.Client
+	// Warnings, when set, receives the Warning headers of successful
+	// answers (notes on an accepted write) as "Warning: text" lines.
+	Warnings io.Writer
 }
 
 // TLSOptions configure certificate checks of a client.
@@ -181,6 +185,11 @@ func (c *Client) Do(ctx context.Context, r request) error {
 	if res.StatusCode >= 400 {
 		return decodeAPIError(res.StatusCode, body, c.Server)
 	}
+	if c.Warnings != nil {
+		for _, w := range res.Header.Values("Warning") {
+			fmt.Fprintln(c.Warnings, "Warning: "+warningText(w))
+		}
+	}
 	switch o := r.out.(type) {
 	case nil:
 	case *[]byte:
@@ -212,4 +221,18 @@ func (c *Client) Stream(ctx context.Context, r request) (*http.Response, error) 
 		return nil, decodeAPIError(res.StatusCode, body, c.Server)
 	}
 	return res, nil
+}
+
+// warningText is the text of an RFC 7234 Warning value (299 - "text").
+func warningText(v string) string {
+	rest := v
+	for range 2 { // code and agent
+		if _, after, ok := strings.Cut(rest, " "); ok {
+			rest = after
+		}
+	}
+	if t, err := strconv.Unquote(rest); err == nil {
+		return t
+	}
+	return v
 }

@@ -120,28 +120,97 @@ func printTable(w io.Writer, ki validation.KindInfo, items []map[string]any, wit
 			cols = append(cols, c)
 		}
 	}
+	// Why an object is not Ready (or is Degraded): a REASON column after
+	// READY, and MESSAGE with -o wide, when any object has one.
+	readyAt, whyShown := -1, false
+	whys := make([]condWhy, len(items))
+	for i, c := range cols {
+		if strings.EqualFold(c.Name, "READY") {
+			readyAt = i
+		}
+	}
+	if readyAt >= 0 {
+		for i, it := range items {
+			whys[i] = whyNotReady(it)
+			whyShown = whyShown || whys[i].reason != ""
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	var hdr []string
 	if withNS {
 		hdr = append(hdr, "NAMESPACE")
 	}
 	hdr = append(hdr, "NAME")
-	for _, c := range cols {
+	for i, c := range cols {
 		hdr = append(hdr, strings.ToUpper(c.Name))
+		if i == readyAt && whyShown {
+			hdr = append(hdr, "REASON")
+			if wide {
+				hdr = append(hdr, "MESSAGE")
+			}
+		}
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
-	for _, it := range items {
+	for k, it := range items {
 		var row []string
 		if withNS {
 			row = append(row, namespaceOf(it))
 		}
 		row = append(row, nameOf(it))
-		for _, c := range cols {
+		for i, c := range cols {
 			row = append(row, cellValue(it, c, now))
+			if i == readyAt && whyShown {
+				row = append(row, orNone(whys[k].reason))
+				if wide {
+					row = append(row, orNone(oneLine(whys[k].message)))
+				}
+			}
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	return tw.Flush()
+}
+
+// condWhy is the reason and message of the condition that says why an
+// object is not (fully) in effect.
+type condWhy struct{ reason, message string }
+
+// whyNotReady reads status.conditions: the Ready condition when it is not
+// True, else a Degraded condition that is True; empty when all is well.
+func whyNotReady(obj map[string]any) condWhy {
+	st, _ := obj["status"].(map[string]any)
+	conds, _ := st["conditions"].([]any)
+	var degraded condWhy
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		status, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		msg, _ := m["message"].(string)
+		switch {
+		case typ == "Ready" && status != "True":
+			return condWhy{reason: orNone(reason), message: msg}
+		case typ == "Degraded" && status == "True":
+			degraded = condWhy{reason: orNone(reason), message: msg}
+		}
+	}
+	return degraded
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// oneLine keeps a message on its table row.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > 160 {
+		s = string(r[:157]) + "..."
+	}
+	return s
 }
 
 // cellValue evaluates a printer column's JSONPath like kubectl does.

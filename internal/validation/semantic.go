@@ -98,7 +98,7 @@ func problemError(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone, p authority
 		msg := p.Reason
 		if strings.HasPrefix(p.Reason, "unknown record type") {
 			msg += "; expected a type such as A, AAAA, CNAME, MX, TXT, SRV, CAA, NS or TYPEnnn (RFC 3597)" +
-				suggest.DidYouMean(ep.RecordType, authority.RecordTypes())
+				suggest.DidYouMean(ep.RecordType, authority.CommonRecordTypes())
 		}
 		return field.Invalid(path.Child("recordType"), ep.RecordType, msg)
 	case "dnsName":
