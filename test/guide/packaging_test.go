@@ -65,11 +65,11 @@ func TestMakeInstall(t *testing.T) {
 	repo, _ := filepath.Abs(filepath.Join("..", ".."))
 	destdir := makeInstall(t, nil, repo)
 	want := map[string]os.FileMode{
-		"usr/local/bin/svc":                       0o755,
+		"usr/local/bin/svc":                        0o755,
 		"usr/local/lib/systemd/system/svc.service": 0o644,
-		"etc/service/service.yaml":                0o644,
-		"etc/service/service.yaml.example":        0o644,
-		"usr/local/share/doc/svc/admin-guide.md":  0o644,
+		"etc/service/service.yaml":                 0o644,
+		"etc/service/service.yaml.example":         0o644,
+		"usr/local/share/doc/svc/admin-guide.md":   0o644,
 	}
 	for rel, mode := range want {
 		fi, err := os.Stat(filepath.Join(destdir, rel))
