@@ -20,6 +20,7 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
 	"github.com/svcdns/svc/internal/auth"
 	"github.com/svcdns/svc/internal/auth/audit"
+	"github.com/svcdns/svc/internal/dashboard"
 	"github.com/svcdns/svc/internal/oidc"
 	"github.com/svcdns/svc/internal/store"
 	"github.com/svcdns/svc/internal/validation"
@@ -368,7 +369,15 @@ func (s *Server) buildAPI() {
 	base := s.BasePath()
 	outer := http.NewServeMux()
 	outer.Handle(base+"/", http.StripPrefix(base, apiHandler))
+	// The dashboard (internal/dashboard) answers its own routes and files.
+	dash, err := dashboard.New(s.opts.PathPrefix)
+	if err != nil {
+		s.log.Error("dashboard not served", "error", err)
+	}
 	outer.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if dash != nil && dash.Serve(w, r) {
+			return
+		}
 		writeError(w, r, newErr(http.StatusNotFound, KeyNotFound, "no route "+r.URL.Path, "the API is under "+base))
 	})
 	s.handler = s.middleware(outer)
