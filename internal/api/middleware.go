@@ -61,8 +61,10 @@ func state(ctx context.Context) *reqState {
 
 // middleware wraps h in the spec's order: recover, request id, real client
 // address, security headers, access log, cross-origin protection, rate limit
-// on auth routes, authentication; routes come last.
+// on auth routes, authentication; routes come last (behind the wait for
+// writes to be served, consistency.go).
 func (s *Server) middleware(h http.Handler) http.Handler {
+	h = s.consistency(h)
 	h = s.authenticate(h)
 	h = s.authRateLimit(h)
 	h = s.crossOrigin(h)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // PolicyStates reports the state of compiled policies on this node (the
@@ -23,11 +24,11 @@ type ListAudiences interface {
 	// ListAudiences returns the audience of every BlockList of namespace
 	// ns (every namespace when empty), ordered by namespace/name.
 	ListAudiences(ctx context.Context, ns string) ([]ListAudience, error)
-	// AudienceNote is the one-line note of an applied BlockList ("blocklist/ui-allow
+	// AudienceNote is the one-line note of a BlockList ("blocklist/ui-allow
 	// applies to everyone") or Policy ("policy/kids gets lists ads (own),
-	// ui-allow (global)"); false when there is none (another kind, a
-	// refused policy).
-	AudienceNote(ctx context.Context, kind, namespace, name string) (string, bool, error)
+	// ui-allow (global)") as if obj replaced the stored object of its name;
+	// false when there is none (another kind, a refused policy).
+	AudienceNote(ctx context.Context, obj *unstructured.Unstructured) (string, bool, error)
 }
 
 // ListAudience says to whom one BlockList applies now.
@@ -93,19 +94,21 @@ type audienceIn struct {
 
 type audienceOut struct{ Body *ListBody[ListAudience] }
 
-// audienceNote is the apply result's note for an applied BlockList or
-// Policy: to whom the list applies now, or which lists the policy's clients
-// get. "" when the node has no ListAudiences or the object has no note.
-func (s *Server) audienceNote(ctx context.Context, kind, namespace, name string) string {
+// audienceNotes is the apply result's note for a BlockList or Policy
+// about to be written (obj, as if stored): to whom the list applies, or
+// which lists the policy's clients get, e.g. "blocklist/ui-allow applies to
+// everyone". Nil for other kinds, or when the node cannot say (no
+// ListAudiences, a refused policy, a store error).
+func (s *Server) audienceNotes(ctx context.Context, obj *unstructured.Unstructured) []string {
 	la, ok := s.deps.Policies.(ListAudiences)
-	if !ok || (kind != kindPolicy && kind != kindBlockList) {
-		return ""
+	if !ok || (obj.GetKind() != kindPolicy && obj.GetKind() != kindBlockList) {
+		return nil
 	}
-	note, ok, err := la.AudienceNote(ctx, kind, namespace, name)
+	note, ok, err := la.AudienceNote(ctx, obj)
 	if err != nil || !ok {
-		return ""
+		return nil
 	}
-	return note
+	return []string{note}
 }
 
 func (s *Server) registerPolicyRoutes() {

@@ -88,6 +88,10 @@ type Options struct {
 	Clock func() time.Time
 	// Stdout receives the generated administrator password, printed once.
 	Stdout interface{ Write([]byte) (int, error) }
+	// WriteVisibleTimeout bounds how long a write waits for this node's
+	// data plane to serve it (consistency.go); 0 takes the default 2s, a
+	// negative value turns the wait off.
+	WriteVisibleTimeout time.Duration
 }
 
 // SettingsService is the settings layer (internal/settings). Errors may
@@ -151,6 +155,9 @@ type Deps struct {
 	Blocking           BlockingReader     // nil: DNS if it implements BlockingReader
 	Cluster            ClusterSource      // nil: /nodes lists this node only
 	Notifier           ZoneNotifier       // nil: notify answers 202 queued false
+	// Visibility, when set, holds write answers until this node's data
+	// plane serves them (consistency.go).
+	Visibility Visibility
 }
 
 // KindRegistry lists the kinds the API serves (internal/validation).
@@ -227,6 +234,9 @@ func (o *Options) defaults() {
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
+	if o.WriteVisibleTimeout == 0 {
+		o.WriteVisibleTimeout = DefaultWriteVisibleTimeout
+	}
 }
 
 // New builds the server: keys, audit log, first-boot administrator,
@@ -243,6 +253,13 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 	}
 	if deps.Logger == nil {
 		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Visibility != nil {
+		// Writes are noted on their request so its answer can wait for them.
+		deps.Store = visibleStore{deps.Store}
+		if deps.Settings != nil {
+			deps.Settings = visibleSettings{deps.Settings}
+		}
 	}
 	if opts.DataDir == "" {
 		return nil, errors.New("api: a data directory is required")

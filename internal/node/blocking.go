@@ -59,6 +59,8 @@ type blocking struct {
 
 	mu    sync.Mutex
 	lists map[string]*blocklist.List // "namespace/name"
+	// gens knows the BlockList generation each compiled list came from.
+	gens listGenerations
 
 	changed func() // asks the snapshotter for a rebuild
 	// rec is the list reconciler of a node that fetches lists itself.
@@ -255,10 +257,11 @@ func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<-
 	if b.follow != nil {
 		// kube store: the operator leader fetches, this node copies bodies
 		b.follow.onList = b.setList
+		b.follow.compiler = b.gens.compiler()
 		return b.follow.run(ctx, initial)
 	}
 	b.rec.Store(blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
-		Store: b.st, Fetcher: b.fetcher, Compiler: policy.ListCompiler{},
+		Store: b.st, Fetcher: b.fetcher, Compiler: b.gens.compiler(),
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: b.log.With("component", "blocklists"),
 		OnList: b.setList, OnFetch: b.metrics.listFetched,

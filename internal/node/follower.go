@@ -43,6 +43,7 @@ type listFollower struct {
 	allowDegraded bool
 	configMaps    blocklists.ConfigMaps // configMapRef sources are read directly
 	onList        func(name string, l *blocklist.List, ok bool)
+	compiler      genCompiler // notes each list's generation (visibility.go)
 	log           *slog.Logger
 
 	mu   sync.Mutex
@@ -168,7 +169,7 @@ func (f *listFollower) reconcile(ctx context.Context, key string) error {
 			cms = retriedConfigMaps{f.configMaps, pf}
 		}
 		fl = &followedList{fp: fp, pf: pf, rec: blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
-			Store: readOnlyStatus{f.st}, Fetcher: pf, Compiler: policy.ListCompiler{}, ConfigMaps: cms,
+			Store: readOnlyStatus{f.st}, Fetcher: pf, Compiler: f.compiler, ConfigMaps: cms,
 			AllowDegraded: f.allowDegraded, Now: time.Now, Logger: f.log,
 			OnList: f.onList,
 		})}

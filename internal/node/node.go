@@ -333,6 +333,7 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 	p.snaps = newSnapshotter(p.st, dp, logger.With("component", "snapshot"), p.hot.snapshotInput)
 	p.snaps.metrics = newNodeMetrics(p.reg)
 	p.snaps.fresh = p.st.fresh
+	p.snaps.settingsNow = p.hot.current
 	if !p.kubeMode {
 		// On Kubernetes the operator's reconcilers write zone status.
 		p.snaps.status = newZoneStatus(p.st, logger.With("component", "zonestatus"))
@@ -353,6 +354,7 @@ func (p *proc) startBlocking(ctx context.Context) error {
 	p.blk = blk
 	blk.setTenancy(cfg, namespace(p.env))
 	p.snaps.blocking = blk.compile
+	p.snaps.listGens = blk.listGenerations
 	if !p.kubeMode {
 		// with the kube store the operator leader writes Policy status
 		p.snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
@@ -481,7 +483,8 @@ func (p *proc) startAPI(ctx context.Context) error {
 		Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
 		QueryLog: p.qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
 		BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
-		Cluster: clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
+		Cluster:    clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
+		Visibility: visibility{snaps: p.snaps, settings: p.mgr.Current},
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -16,6 +18,7 @@ import (
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store"
 )
 
@@ -55,6 +58,18 @@ type snapshotter struct {
 	// object it was converted from; build only.
 	typed   map[store.Key]typedObject
 	rebuild chan struct{}
+
+	// Write visibility (visibility.go): what the served snapshot was built
+	// from, and the writes waiting for it.
+	seenRev     int64   // highest store revision applied (mu)
+	served      *served // mu
+	firstServed chan struct{}
+	waiters     atomic.Int32
+	hurry       chan struct{}
+	// listGens, when set, gives the BlockList generation of each compiled
+	// list; settingsNow the configuration in force.
+	listGens    func() map[string]int64
+	settingsNow func() *settings.Config
 }
 
 // typedObject is an object converted from src.
@@ -69,7 +84,8 @@ var compiledKinds = []string{"DNSZone", "DNSRecordSet", "ClientGroup", "Policy",
 func isCompiledKind(kind string) bool { return slices.Contains(compiledKinds, kind) }
 
 func newSnapshotter(st store.Store, dp *dataplane.Server, log *slog.Logger, static func() dataplane.SnapshotInput) *snapshotter {
-	return &snapshotter{wasFresh: true, st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{}, rebuild: make(chan struct{}, 1)}
+	return &snapshotter{wasFresh: true, st: st, dp: dp, log: log, static: static, objects: map[store.Key]*unstructured.Unstructured{},
+		rebuild: make(chan struct{}, 1), hurry: make(chan struct{}, 1), firstServed: make(chan struct{})}
 }
 
 // Ready reports whether the first snapshot from the store is being served.
@@ -110,7 +126,11 @@ func (s *snapshotter) Run(ctx context.Context) error {
 	later := func() {
 		if !pending {
 			pending = true
-			timer.Reset(debounce)
+			d := debounce
+			if s.waiters.Load() > 0 {
+				d = hurriedDebounce
+			}
+			timer.Reset(d)
 		}
 	}
 	// Freshness is polled: when the store view turns stale (or fresh again)
@@ -144,6 +164,10 @@ func (s *snapshotter) Run(ctx context.Context) error {
 		case <-s.rebuild:
 			if synced {
 				later()
+			}
+		case <-s.hurry:
+			if pending {
+				timer.Reset(hurriedDebounce)
 			}
 		case <-timer.C:
 			pending = false
@@ -197,6 +221,9 @@ func (s *snapshotter) apply(ev store.Event) bool {
 	k := store.KeyOf(ev.Object)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if rv, err := strconv.ParseInt(ev.Object.GetResourceVersion(), 10, 64); err == nil && rv > s.seenRev {
+		s.seenRev = rv
+	}
 	if ev.Object.GetKind() == "Policy" && s.onPolicy != nil {
 		s.onPolicy(ev.Object.GetNamespace(), ev.Object.GetName())
 	}
@@ -220,7 +247,18 @@ func (s *snapshotter) apply(ev store.Event) bool {
 // when the next build is due because a record leaves service (zero: never).
 func (s *snapshotter) build() time.Time {
 	start := time.Now()
+	// What the build is made of, read before it compiles: a change that
+	// lands meanwhile counts as not served yet (visibility.go).
+	var cfg *settings.Config
+	if s.settingsNow != nil {
+		cfg = s.settingsNow()
+	}
+	var lists map[string]int64
+	if s.listGens != nil {
+		lists = s.listGens()
+	}
 	s.mu.Lock()
+	rev := s.seenRev
 	var zones []v1alpha1.DNSZone
 	var sets []v1alpha1.DNSRecordSet
 	var bo blockingObjects
@@ -297,7 +335,14 @@ func (s *snapshotter) build() time.Time {
 	s.metrics.observeBuild(start)
 	s.mu.Lock()
 	s.problems, s.lastErr, s.builtAt, s.table = problems, convErr, start, table
+	prev := s.served
+	s.served = &served{rev: rev, objects: typed, lists: lists, settings: cfg, done: make(chan struct{})}
 	s.mu.Unlock()
+	if prev != nil {
+		close(prev.done)
+	} else {
+		close(s.firstServed)
+	}
 	if s.status != nil {
 		s.status.offer(zoneStatusInput{zones: zones, sets: sets, table: table, problems: problems})
 	}

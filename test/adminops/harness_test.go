@@ -1,0 +1,265 @@
+// Package adminops_test runs the built svc binary, both as the server
+// (`svc serve`) and as the admin's CLI, with a real DNS client (dig), through
+// the everyday stories of issue 18: a write answered by the next query,
+// a backup that restores, and a start-up log without false warnings.
+package adminops_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/svcdns/svc/test/nodetest"
+)
+
+// svcBin is the binary built once for the package.
+var svcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svc-adminops-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	svcBin = filepath.Join(dir, "svc")
+	build := exec.Command("go", "build", "-o", svcBin, "github.com/svcdns/svc/cmd/svc")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building svc:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// homeLan is the README's zone as hack/dev/objects.d ships it (applied by
+// the file manager, as `make run` does).
+const homeLan = `apiVersion: service.io/v1alpha1
+kind: DNSZone
+metadata:
+  name: home.lan
+spec:
+  defaultTTL: 300
+  nameServers: [ns1.home.lan.]
+---
+apiVersion: service.io/v1alpha1
+kind: DNSRecordSet
+metadata:
+  name: home-lan-hosts
+  namespace: default
+spec:
+  zoneRef: {name: home.lan}
+  endpoints:
+    - {dnsName: ns1.home.lan, recordType: A, targets: [192.0.2.53]}
+    - {dnsName: nas.home.lan, recordType: A, targets: [192.0.2.10]}
+`
+
+var (
+	apiAddrRE = regexp.MustCompile(`listener=api address=(\S+)`)
+	dnsAddrRE = regexp.MustCompile(`addresses="?\[udp/([0-9.:]+)`)
+	readyRE   = regexp.MustCompile(`listener=internal address=`)
+)
+
+// server is one `svc serve` process of the built binary.
+type server struct {
+	t     *testing.T
+	Dir   string
+	URL   string // API, plain HTTP
+	DNS   string // UDP host:port
+	Token string // bootstrap token (admin)
+
+	mu  sync.Mutex
+	log strings.Builder
+}
+
+type serverOpt struct {
+	objects map[string]string // objectsDir files
+	extra   string            // YAML appended to service.yaml
+}
+
+// startServer runs `svc serve` in a new directory with loopback port-0
+// listeners and a bootstrap token, and waits until its listeners are up.
+// The process gets SIGTERM (and is waited for) when the test ends.
+func startServer(t *testing.T, o serverOpt) *server {
+	t.Helper()
+	dir := t.TempDir()
+	s := &server{t: t, Dir: dir}
+	opts := []nodetest.Option{nodetest.APITLSOff(), nodetest.Lameduck(50 * time.Millisecond), nodetest.SettingsFile()}
+	if o.objects != nil {
+		opts = append(opts, nodetest.Objects(o.objects))
+	}
+	if o.extra != "" {
+		opts = append(opts, nodetest.ExtraYAML(o.extra))
+	}
+	cfg := nodetest.WriteConfig(t, dir, opts...)
+	tokenFile := filepath.Join(dir, "bootstrap.token")
+	run(t, nil, "", "token", "generate", "--out", tokenFile)
+	tok, err := os.ReadFile(tokenFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Token = strings.TrimSpace(string(tok))
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", cfg)
+	cmd.Dir = dir
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "SERVICE_BOOTSTRAP_TOKEN_FILE=" + tokenFile,
+		"SERVICE_ADMIN_PASSWORD=first password of the test"}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	found, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		ready := false
+		for sc.Scan() {
+			line := sc.Text()
+			s.mu.Lock()
+			s.log.WriteString(line + "\n")
+			if m := apiAddrRE.FindStringSubmatch(line); m != nil {
+				s.URL = "http://" + m[1]
+			}
+			if m := dnsAddrRE.FindStringSubmatch(line); m != nil {
+				s.DNS = m[1]
+			}
+			if !ready && s.URL != "" && s.DNS != "" && readyRE.MatchString(line) {
+				ready = true
+				close(found)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("svc serve did not stop within 30s of SIGTERM")
+			cancel()
+			<-done
+		}
+		_ = cmd.Wait()
+		cancel()
+		if t.Failed() {
+			t.Logf("svc serve output:\n%s", s.Log())
+		}
+	})
+	select {
+	case <-found:
+	case <-done:
+		t.Fatalf("svc serve exited before it was ready:\n%s", s.Log())
+	case <-time.After(90 * time.Second):
+		t.Fatalf("svc serve did not open its listeners within 90s:\n%s", s.Log())
+	}
+	return s
+}
+
+// Log is the server's output so far.
+func (s *server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+// env is what the admin's shell has for this server.
+func (s *server) env(home string) []string {
+	return []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SERVICE_KEYRING=file",
+		"SERVICE_SERVER=" + s.URL, "SERVICE_TOKEN=" + s.Token}
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs the built svc with env (nil: no server) and stdin.
+func run(t *testing.T, env []string, stdin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, args...)
+	if env == nil {
+		env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	}
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("svc %v: %v", args, err)
+	}
+	return result{out.String(), errb.String(), code}
+}
+
+// admin is someone running svc against one server.
+type admin struct {
+	t    *testing.T
+	s    *server
+	home string
+}
+
+func newAdmin(t *testing.T, s *server) *admin { return &admin{t: t, s: s, home: t.TempDir()} }
+
+func (a *admin) run(args ...string) result {
+	a.t.Helper()
+	return run(a.t, a.s.env(a.home), "", args...)
+}
+
+// ok runs svc and fails the test on a non-zero exit.
+func (a *admin) ok(args ...string) string {
+	a.t.Helper()
+	r := a.run(args...)
+	if r.code != 0 {
+		a.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}
+
+// dig asks the server's DNS listener with dig and returns the answer's
+// data (+short) and dig's status line.
+func dig(t *testing.T, addr, name, qtype string) (short, status string) {
+	t.Helper()
+	host, port, _ := strings.Cut(addr, ":")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "dig", "@"+host, "-p", port, "+tries=1", "+time=2", "+noall", "+answer", "+comments", name, qtype).CombinedOutput()
+	if err != nil {
+		t.Fatalf("dig %s %s: %v\n%s", name, qtype, err, out)
+	}
+	var answers []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := digStatusRE.FindStringSubmatch(line); m != nil {
+			status = m[1]
+		}
+		if f := strings.Fields(line); len(f) >= 5 && !strings.HasPrefix(line, ";") {
+			answers = append(answers, strings.Join(f[4:], " "))
+		}
+	}
+	return strings.Join(answers, "\n"), status
+}
+
+var digStatusRE = regexp.MustCompile(`status: ([A-Z]+)`)
