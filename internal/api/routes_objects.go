@@ -95,9 +95,12 @@ type NamespacedObjectParams struct {
 	IfMatch   string `header:"If-Match" maxLength:"128" doc:"resourceVersion the write expects"`
 }
 
-type objectOut struct {
-	// Warning carries the notes of a write (see ApplyNote) as RFC 7234
-	// warnings, the way the Kubernetes API sends them: 299 - "text".
+type objectOut struct{ Body ObjectBody }
+
+// objectWriteOut is the answer of PUT and PATCH. Warning carries the notes
+// of the write (see ApplyNote) as RFC 7234 warnings, the way the Kubernetes
+// API sends them: 299 - "text".
+type objectWriteOut struct {
 	Warning []string `header:"Warning" doc:"why an accepted object is not (fully) in effect"`
 	Body    ObjectBody
 }
@@ -171,10 +174,10 @@ func (s *Server) registerObjectRoutes() {
 			register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *NamespacedObjectParams) (*objectOut, error) {
 				return s.getObject(ctx, ki, in.Namespace, in.Name)
 			})
-			register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putNsIn) (*objectOut, error) {
+			register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putNsIn) (*objectWriteOut, error) {
 				return s.putObject(ctx, ki, in.Namespace, in.Name, in.IfMatch, in.Body)
 			})
-			register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchNsIn) (*objectOut, error) {
+			register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchNsIn) (*objectWriteOut, error) {
 				return s.patchObject(ctx, ki, in.Namespace, in.Name, in.IfMatch, in.RawBody)
 			})
 			register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *NamespacedObjectParams) (*emptyOut, error) {
@@ -186,10 +189,10 @@ func (s *Server) registerObjectRoutes() {
 		register(s, op("get", http.MethodGet, p, "Get"), readAccess, func(ctx context.Context, in *ClusterObjectParams) (*objectOut, error) {
 			return s.getObject(ctx, ki, "", in.Name)
 		})
-		register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putClusterIn) (*objectOut, error) {
+		register(s, op("put", http.MethodPut, p, "Create or replace"), writeAccess, func(ctx context.Context, in *putClusterIn) (*objectWriteOut, error) {
 			return s.putObject(ctx, ki, "", in.Name, in.IfMatch, in.Body)
 		})
-		register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchClusterIn) (*objectOut, error) {
+		register(s, op("patch", http.MethodPatch, p, "Merge-patch"), writeAccess, func(ctx context.Context, in *patchClusterIn) (*objectWriteOut, error) {
 			return s.patchObject(ctx, ki, "", in.Name, in.IfMatch, in.RawBody)
 		})
 		register(s, op("delete", http.MethodDelete, p, "Delete"), deleteAccess, func(ctx context.Context, in *ClusterObjectParams) (*emptyOut, error) {
@@ -296,7 +299,7 @@ func prepare(ki validation.KindInfo, body map[string]any, ns, name string) (*uns
 	return obj, nil
 }
 
-func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name, ifMatch string, body map[string]any) (*objectOut, error) {
+func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name, ifMatch string, body map[string]any) (*objectWriteOut, error) {
 	obj, err := prepare(ki, body, ns, name)
 	if err != nil {
 		return nil, err
@@ -328,7 +331,7 @@ func (s *Server) putObject(ctx context.Context, ki validation.KindInfo, ns, name
 		return nil, fromError(err)
 	}
 	s.afterWrite(ki.Kind)
-	return &objectOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
+	return &objectWriteOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
 }
 
 func resultOf(res store.ApplyResult, err error) string {
@@ -348,7 +351,7 @@ func (s *Server) afterWrite(kind string) {
 // writeAttempts bounds re-reads after losing a write race.
 const writeAttempts = 5
 
-func (s *Server) patchObject(ctx context.Context, ki validation.KindInfo, ns, name, ifMatch string, patch []byte) (*objectOut, error) {
+func (s *Server) patchObject(ctx context.Context, ki validation.KindInfo, ns, name, ifMatch string, patch []byte) (*objectWriteOut, error) {
 	var probe map[string]any
 	if err := json.Unmarshal(patch, &probe); err != nil {
 		return nil, errInvalid("body: a JSON merge patch object is required: %v", err)
@@ -395,7 +398,7 @@ func (s *Server) patchObject(ctx context.Context, ki validation.KindInfo, ns, na
 		if err == nil {
 			auditObject(ctx, "patch", ki.Kind, ns, name, string(res.Result))
 			s.afterWrite(ki.Kind)
-			return &objectOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
+			return &objectWriteOut{Body: res.Object.Object, Warning: warningHeaders(notes)}, nil
 		}
 		lastErr = err
 		if ifMatch != "" || !(errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)) {
