@@ -68,6 +68,7 @@ var byTestSteps = map[string]func(t *testing.T, r *guideRun){
 	"install":     func(t *testing.T, r *guideRun) { r.machines[""].install(t, r) },
 	"start":       func(t *testing.T, r *guideRun) { r.machines[""].start(t, r) },
 	"new-machine": newMachine,
+	"upgrade":     upgrade,
 }
 
 const (
@@ -110,6 +111,9 @@ func TestAdminGuide(t *testing.T) {
 		ok := t.Run(s.name, func(t *testing.T) {
 			if s.byTest != "" {
 				byTestSteps[s.name](t, r)
+				if problems := r.machine(s).runChecks(t, r, s); len(problems) > 0 {
+					t.Fatalf("step %s (docs/admin-guide.md line %d):\n%s", s.name, s.line, strings.Join(problems, "\n"))
+				}
 				return
 			}
 			r.machine(s).runStep(t, r, s)
@@ -156,6 +160,7 @@ type machine struct {
 	dnsPort  string
 	apiPort  string
 	password string
+	stop     func() // stops its svc serve; set by start
 }
 
 func newMachineDir(t *testing.T, name string) *machine {
@@ -390,7 +395,8 @@ var (
 // moves the config's listeners to 127.0.0.1:0 and its paths below the
 // machine's directory, sets a short lameduck, points the default upstream
 // at a socket that never answers, puts the admin socket where
-// RuntimeDirectory= would, and allows its loopback list server.
+// RuntimeDirectory= would, and allows its loopback list server. A restart
+// (after stop) keeps the DNS and API ports, as port 53 and 8443 would stay.
 func (m *machine) start(t *testing.T, r *guideRun) {
 	unitPath := filepath.Join(m.destdir, "usr", "local", "lib", "systemd", "system", "svc.service")
 	unit := readUnit(t, unitPath)
@@ -410,18 +416,23 @@ func (m *machine) start(t *testing.T, r *guideRun) {
 			argv[i+1] = m.writeConfig(t, r, mapPath(argv[i+1]))
 		}
 	}
+	restart := m.password != ""
 	ctx, cancel := context.WithCancel(context.Background())
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = mapPath(unit["WorkingDirectory"])
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + m.state,
 		"SERVICE_AUTH__ADMINSOCKET__PATH=" + filepath.Join(m.dir, "run", "service.sock"),
 		"SERVICE_BLOCKING__ALLOWLOCALLISTURLS=true"}
+	if restart {
+		cmd.Env = append(cmd.Env, "SERVICE_LISTENERS__API__ADDRESS=127.0.0.1:"+m.apiPort)
+	}
 	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd.Stderr = cmd.Stdout
-	journal, err := os.Create(m.journal)
+	// The journal keeps earlier runs, as journalctl -u svc does.
+	journal, err := os.OpenFile(m.journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +440,7 @@ func (m *machine) start(t *testing.T, r *guideRun) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
+	dnsPort, apiPort := "", ""
 	ready := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
@@ -440,47 +452,52 @@ func (m *machine) start(t *testing.T, r *guideRun) {
 			mu.Lock()
 			_, _ = journal.WriteString(line + "\n")
 			if mm := dnsAddrRE.FindStringSubmatch(line); mm != nil {
-				m.dnsPort = mm[1]
+				dnsPort = mm[1]
 			}
 			if mm := apiAddrRE.FindStringSubmatch(line); mm != nil {
-				m.apiPort = mm[1]
+				apiPort = mm[1]
 			}
 			if mm := generatedRE.FindStringSubmatch(line); mm != nil {
 				m.password = mm[1]
 			}
-			if !closed && m.dnsPort != "" && m.apiPort != "" && m.password != "" {
+			if !closed && dnsPort != "" && apiPort != "" && m.password != "" {
 				closed = true
 				close(ready)
 			}
 			mu.Unlock()
 		}
 	}()
-	// The node outlives this step: it is stopped when the whole test ends.
-	cleanupT := r.root
-	cleanupT.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cleanupT.Errorf("svc serve of machine %s did not stop within 30s of SIGTERM", m.name)
+	var once sync.Once
+	m.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				r.root.Errorf("svc serve of machine %s did not stop within 30s of SIGTERM", m.name)
+				cancel()
+				<-done
+			}
+			_ = cmd.Wait()
 			cancel()
-			<-done
-		}
-		_ = cmd.Wait()
-		cancel()
-		journal.Close()
-	})
+			journal.Close()
+		})
+	}
+	// The node outlives this step: it is stopped when the whole test ends.
+	r.root.Cleanup(m.stop)
 	select {
 	case <-ready:
 	case <-done:
 		t.Fatalf("svc serve exited before it was ready:\n%s", readFile(t, m.journal))
 	case <-time.After(90 * time.Second):
-		mu.Lock()
-		defer mu.Unlock()
 		t.Fatalf("svc serve printed no DNS and API address and generated password within 90s:\n%s", readFile(t, m.journal))
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if restart && (dnsPort != m.dnsPort || apiPort != m.apiPort) {
+		t.Fatalf("restarted on DNS port %s and API port %s, want %s and %s", dnsPort, apiPort, m.dnsPort, m.apiPort)
+	}
+	m.dnsPort, m.apiPort = dnsPort, apiPort
 	_ = journal.Sync()
 }
 
@@ -488,7 +505,17 @@ func (m *machine) start(t *testing.T, r *guideRun) {
 // and returns its path.
 func (m *machine) writeConfig(t *testing.T, r *guideRun, installed string) string {
 	raw := readFile(t, installed)
+	if !strings.Contains(raw, "address: 0.0.0.0:53\n") {
+		t.Fatalf("%s: no DNS listener address: 0.0.0.0:53 (the guide's port 53 on every address)", installed)
+	}
 	cfg := listenRE.ReplaceAllString(raw, "127.0.0.1:0")
+	if m.dnsPort != "" {
+		// A restart: the DNS listener keeps its port.
+		cfg = strings.Replace(cfg, "address: 127.0.0.1:0\n      protocols: [udp, tcp]", "address: 127.0.0.1:"+m.dnsPort+"\n      protocols: [udp, tcp]", 1)
+		if !strings.Contains(cfg, "127.0.0.1:"+m.dnsPort) {
+			t.Fatalf("%s: could not keep the DNS port on restart (the dns listener is no longer `address: ...` followed by `protocols: [udp, tcp]`)", installed)
+		}
+	}
 	cfg = strings.ReplaceAll(cfg, "/var/lib/service", m.state)
 	cfg = strings.ReplaceAll(cfg, "/etc/service", filepath.Join(m.destdir, "etc", "service"))
 	if !strings.Contains(cfg, "\nnode:\n") {
@@ -525,6 +552,15 @@ func newMachine(t *testing.T, r *guideRun) {
 	for _, name := range []string{"password", "login"} {
 		m.runStep(t, r, r.stepNamed(t, name))
 	}
+}
+
+// upgrade is the guide's upgrade on the first machine: make install over
+// the old install, then a restart of the unit on the same state.
+func upgrade(t *testing.T, r *guideRun) {
+	m := r.machines[""]
+	runMakeInstall(t, r.repo, m.destdir)
+	m.stop()
+	m.start(t, r)
 }
 
 // readUnit returns the [Service] keys of a unit file (the last value of a
