@@ -371,7 +371,8 @@ func (b *blocking) recheckPolicies(objs blockingObjects) {
 		keys = append(keys, fmt.Sprintf("g %s/%s %d", g.Namespace, g.Name, g.Generation))
 	}
 	for _, l := range objs.lists {
-		keys = append(keys, fmt.Sprintf("l %s/%s", l.Namespace, l.Name))
+		// global or not decides whether excluding the list is a problem
+		keys = append(keys, fmt.Sprintf("l %s/%s %v", l.Namespace, l.Name, policy.IsGlobal(&l)))
 	}
 	sort.Strings(keys)
 	refs := strings.Join(keys, "\n")

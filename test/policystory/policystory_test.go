@@ -375,4 +375,40 @@ spec:
 	if out := u.run("", "describe", "blocklist", "games"); !strings.Contains(out, "Applies to:   policies kids\n") {
 		t.Errorf("describe blocklist games:\n%s", out)
 	}
+
+	// 7. a list the kids opt out of stops being global: there is nothing
+	// to opt out of any more, and the policy's status says so
+	extra := func(global string) string {
+		return `apiVersion: service.io/v1alpha1
+kind: BlockList
+metadata: {name: extra}
+spec:
+` + global + `  sources:
+    - name: main
+      inline: ["||extra.example^"]
+`
+	}
+	u.apply(extra(""))
+	n.expect(t, "a second global list", map[[2]string]string{
+		{kid, "extra.example"}: "blocked", {adult, "extra.example"}: "blocked",
+	})
+	u.apply(kidsPolicy + "  blockListRefs: [ads, games]\n  excludeListRefs: [ui-allow, extra]\n")
+	n.expect(t, "kids opt out of extra", map[[2]string]string{
+		{kid, "extra.example"}: "answered", {adult, "extra.example"}: "blocked",
+	})
+	if out := u.run("", "describe", "policy", "kids"); strings.Contains(out, "NotGlobalList") {
+		t.Fatalf("kids degraded before extra changed:\n%s", out)
+	}
+	u.apply(extra("  global: false\n"))
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out := u.run("", "describe", "policy", "kids")
+		if strings.Contains(out, "NotGlobalList") && strings.Contains(out, "default/extra, which is not global") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe policy kids does not report the exclusion of a list that is no longer global:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
