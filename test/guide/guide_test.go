@@ -194,6 +194,8 @@ func (r *guideRun) env(m *machine) []string {
 	return []string{
 		"PATH=" + r.shims + ":" + filepath.Join(m.destdir, "usr", "local", "bin") + ":" + os.Getenv("PATH"),
 		"HOME=" + m.home, "SERVICE_KEYRING=file", "LANG=C", "SVC_JOURNAL=" + m.journal,
+		// Where RuntimeDirectory= puts the socket on a real install (start).
+		"SERVICE_ADMIN_SOCKET=" + filepath.Join(m.dir, "run", "service.sock"),
 	}
 }
 
