@@ -207,7 +207,7 @@ func weightedOrder(ups []*upstream) []*upstream {
 // attempt sends the query in b (which it returns to the pool) to one
 // server and accounts for the outcome.
 func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Question) result {
-	defer g.bufs.p.Put(b)
+	defer g.bufs.put(b)
 	id := uint16(0)
 	if !u.zeroID {
 		id = uint16(rand.Uint32()) // fresh random ID per attempt against spoofing
@@ -260,19 +260,26 @@ func classify(err error) string {
 	return reasonNetwork
 }
 
-// bufPool recycles the per-attempt buffers: the query copy and room for
-// the largest answer plus a TCP length prefix.
+// bufPool recycles the per-attempt buffers: the query copy, and the
+// answer's buffer (a msgBuf, taken from a size class once the answer's
+// size is known and released with the attemptBuf).
 type bufPool struct{ p sync.Pool }
 
 type attemptBuf struct {
 	q []byte
-	r []byte
+	a msgBuf
 }
 
 func newBufPool() *bufPool {
 	return &bufPool{p: sync.Pool{New: func() any {
-		return &attemptBuf{q: make([]byte, 0, 512), r: make([]byte, maxMsgSize+2)}
+		return &attemptBuf{q: make([]byte, 0, 512)}
 	}}}
+}
+
+// put releases b's answer buffer and returns b to the pool.
+func (bp *bufPool) put(b *attemptBuf) {
+	b.a.release()
+	bp.p.Put(b)
 }
 
 // fill returns a pooled buffer holding a copy of wire.
@@ -286,14 +293,14 @@ func (bp *bufPool) fill(wire []byte) *attemptBuf {
 // refused unless it answers exactly this ID and question.
 func exchangeWire(ctx context.Context, t transport, bp *bufPool, wire []byte, id uint16, q dns.Question) (*dns.Msg, error) {
 	b := bp.fill(wire)
-	defer bp.p.Put(b)
+	defer bp.put(b)
 	return exchangeBuf(ctx, t, b, id, q)
 }
 
 // exchangeBuf is exchangeWire on a filled buffer.
 func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q dns.Question) (*dns.Msg, error) {
 	binary.BigEndian.PutUint16(b.q, id)
-	raw, err := t.exchange(ctx, b.q, b.r)
+	raw, err := t.exchange(ctx, b.q, &b.a)
 	if err != nil {
 		return nil, err
 	}

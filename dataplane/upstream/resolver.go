@@ -152,8 +152,8 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 	}
 	p := r.prepare(req, client)
 	b := r.bufs.p.Get().(*attemptBuf)
-	defer r.bufs.p.Put(b)
-	wire, err := p.msg.PackBuffer(b.r)
+	defer r.bufs.put(b)
+	wire, err := p.msg.PackBuffer(b.q[:cap(b.q)])
 	if err != nil {
 		return nil, "", fmt.Errorf("forward: pack query: %w", err)
 	}

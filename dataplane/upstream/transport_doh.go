@@ -49,7 +49,7 @@ func newDoHTransport(a Address, d *dialer, base *tls.Config) *dohTransport {
 	}
 }
 
-func (t *dohTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+func (t *dohTransport) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(q))
 	if err != nil {
 		return nil, fmt.Errorf("doh request: %w", err)
@@ -68,10 +68,19 @@ func (t *dohTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, err
 		return nil, fmt.Errorf("doh: %w: content type %q", errHTTP, resp.Header.Get("Content-Type"))
 	}
 	// Read at most one byte more than a DNS message can hold, to tell a
-	// full message from an oversized body.
-	n, err := io.ReadFull(io.LimitReader(resp.Body, maxMsgSize+1), buf[:maxMsgSize+1])
+	// full message from an oversized body; a declared length sizes the
+	// buffer to the answer.
+	size := maxMsgSize + 1
+	if cl := resp.ContentLength; cl >= 0 && cl <= maxMsgSize {
+		size = int(cl) + 1
+	}
+	buf := ans.take(size)
+	n, err := io.ReadFull(io.LimitReader(resp.Body, int64(size)), buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		return nil, ioErr(ctx, "doh read", err)
+	}
+	if n >= size && size <= maxMsgSize {
+		return nil, fmt.Errorf("doh: %w: body longer than its Content-Length %d", errMalformed, size-1)
 	}
 	if n > maxMsgSize {
 		return nil, fmt.Errorf("doh: %w: body larger than %d bytes", errMalformed, maxMsgSize)

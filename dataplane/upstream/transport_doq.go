@@ -87,13 +87,13 @@ func (t *doqTransport) drop(c *quic.Conn) {
 	_ = c.CloseWithError(doqNoError, "")
 }
 
-func (t *doqTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+func (t *doqTransport) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	for range 2 {
 		c, reused, err := t.getConn(ctx)
 		if err != nil {
 			return nil, err
 		}
-		resp, err := doqRoundTrip(ctx, c, q, buf)
+		resp, err := doqRoundTrip(ctx, c, q, ans)
 		if err == nil {
 			return resp, nil
 		}
@@ -114,7 +114,7 @@ func (t *doqTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, err
 	return nil, fmt.Errorf("doq %s: no usable connection", t.a.HostPort())
 }
 
-func doqRoundTrip(ctx context.Context, c *quic.Conn, q, buf []byte) ([]byte, error) {
+func doqRoundTrip(ctx context.Context, c *quic.Conn, q []byte, ans *msgBuf) ([]byte, error) {
 	if len(q) > maxMsgSize {
 		return nil, fmt.Errorf("query of %d bytes too large", len(q))
 	}
@@ -124,6 +124,7 @@ func doqRoundTrip(ctx context.Context, c *quic.Conn, q, buf []byte) ([]byte, err
 	}
 	stop := watch(ctx, s)
 	defer stop()
+	buf := ans.take(2 + len(q))
 	binary.BigEndian.PutUint16(buf, uint16(len(q)))
 	copy(buf[2:], q)
 	if _, err := s.Write(buf[:2+len(q)]); err != nil {
@@ -145,6 +146,7 @@ func doqRoundTrip(ctx context.Context, c *quic.Conn, q, buf []byte) ([]byte, err
 		s.CancelRead(doqRequestCancelled)
 		return nil, fmt.Errorf("doq read: %w: length %d", errMalformed, n)
 	}
+	buf = ans.take(n)
 	if _, err := io.ReadFull(s, buf[:n]); err != nil {
 		s.CancelRead(doqRequestCancelled)
 		return nil, ioErr(ctx, "doq read", err)

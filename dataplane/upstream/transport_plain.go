@@ -18,11 +18,11 @@ import (
 const maxMsgSize = 65535
 
 // transport sends one query in wire format (ID already set) and returns the
-// raw answer, which may alias buf (len(buf) >= maxMsgSize+2). A transport
-// may rewrite the ID in q (to keep IDs unique on a shared socket); the
-// answer must carry the ID q holds on return.
+// raw answer, held in a buffer ans takes sized to it (see msgBuf). A
+// transport may rewrite the ID in q (to keep IDs unique on a shared
+// socket); the answer must carry the ID q holds on return.
 type transport interface {
-	exchange(ctx context.Context, q, buf []byte) ([]byte, error)
+	exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error)
 	close() error
 }
 
@@ -117,29 +117,29 @@ type udpTransport struct {
 	pool *udpPool // nil: a fresh socket per query
 }
 
-func (t *udpTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+func (t *udpTransport) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	var resp []byte
 	var err error
 	if t.pool != nil {
-		resp, err = t.pool.exchange(ctx, q, buf)
+		resp, err = t.pool.exchange(ctx, q, ans)
 		if errors.Is(err, errPoolBusy) {
-			resp, err = t.exchangeFresh(ctx, q, buf)
+			resp, err = t.exchangeFresh(ctx, q, ans)
 		}
 	} else {
-		resp, err = t.exchangeFresh(ctx, q, buf)
+		resp, err = t.exchangeFresh(ctx, q, ans)
 	}
 	if err != nil {
 		return nil, err
 	}
 	if resp[2]&0x02 != 0 { // TC: ask again over TCP
-		return t.tcp.exchange(ctx, q, buf)
+		return t.tcp.exchange(ctx, q, ans)
 	}
 	return resp, nil
 }
 
 // exchangeFresh sends q from a fresh socket (a random source port per
 // query) and returns the first response with q's ID.
-func (t *udpTransport) exchangeFresh(ctx context.Context, q, buf []byte) ([]byte, error) {
+func (t *udpTransport) exchangeFresh(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	c, err := t.dialUDP(ctx)
 	if err != nil {
 		return nil, err
@@ -150,12 +150,13 @@ func (t *udpTransport) exchangeFresh(ctx context.Context, q, buf []byte) ([]byte
 	if _, err := c.Write(q); err != nil {
 		return nil, ioErr(ctx, "udp write", err)
 	}
-	buf = buf[:maxMsgSize]
 	for range maxStrayPackets {
-		n, err := c.Read(buf)
+		// The buffer is taken once a datagram is there, sized to it.
+		buf, err := readDatagram(c, ans)
 		if err != nil {
 			return nil, ioErr(ctx, "udp read", err)
 		}
+		n := len(buf)
 		// Skip what is not an answer to this ID: late answers to earlier
 		// queries cannot arrive on a fresh socket, forged ones can.
 		if n < 12 || buf[0] != q[0] || buf[1] != q[1] || buf[2]&0x80 == 0 {
@@ -264,7 +265,7 @@ func (t *streamTransport) put(c net.Conn) {
 	}
 }
 
-func (t *streamTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+func (t *streamTransport) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	if t.closed.Load() {
 		return nil, errClosed
 	}
@@ -275,7 +276,7 @@ func (t *streamTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, 
 		if err != nil {
 			return nil, err
 		}
-		resp, ok, err := roundTrip(ctx, c, q, buf)
+		resp, ok, err := roundTrip(ctx, c, q, ans)
 		if err == nil {
 			if ok {
 				t.put(c)
@@ -294,12 +295,13 @@ func (t *streamTransport) exchange(ctx context.Context, q, buf []byte) ([]byte, 
 
 // roundTrip writes q with its length prefix and reads one answer; reusable
 // is false when the connection must not go back to the pool.
-func roundTrip(ctx context.Context, c net.Conn, q, buf []byte) (resp []byte, reusable bool, err error) {
+func roundTrip(ctx context.Context, c net.Conn, q []byte, ans *msgBuf) (resp []byte, reusable bool, err error) {
 	if len(q) > maxMsgSize {
 		return nil, false, fmt.Errorf("query of %d bytes too large", len(q))
 	}
 	stop := watch(ctx, c)
 	// One write for prefix and message: some servers dislike split segments.
+	buf := ans.take(2 + len(q))
 	binary.BigEndian.PutUint16(buf, uint16(len(q)))
 	copy(buf[2:], q)
 	if _, err := c.Write(buf[:2+len(q)]); err != nil {
@@ -315,6 +317,7 @@ func roundTrip(ctx context.Context, c net.Conn, q, buf []byte) (resp []byte, reu
 		stop()
 		return nil, false, fmt.Errorf("tcp read: %w: length %d", errMalformed, n)
 	}
+	buf = ans.take(n)
 	if _, err := io.ReadFull(c, buf[:n]); err != nil {
 		stop()
 		return nil, false, ioErr(ctx, "tcp read", err)
@@ -342,4 +345,15 @@ func (t *streamTransport) close() error {
 	t.closed.Store(true)
 	t.drain()
 	return nil
+}
+
+// readDatagramFull reads the next datagram on c into a largest-message
+// buffer taken from ans.
+func readDatagramFull(c net.Conn, ans *msgBuf) ([]byte, error) {
+	buf := ans.take(maxMsgSize)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
 }

@@ -213,8 +213,8 @@ func (s *udpSock) failSend(o udpOut, err error) {
 // udpQuery is one outstanding query. done receives exactly once per
 // delivery, under the socket's lock, after n or err is set.
 type udpQuery struct {
-	q        []byte // the query as sent, for matching the answer's question
-	buf      []byte // the answer is copied here
+	q        []byte  // the query as sent, for matching the answer's question
+	ans      *msgBuf // the answer is copied into a buffer taken here, sized to it
 	n        int
 	err      error
 	mismatch bool // an answer with this ID for another question was dropped
@@ -223,13 +223,15 @@ type udpQuery struct {
 
 var udpQueries = sync.Pool{New: func() any { return &udpQuery{done: make(chan struct{}, 1)} }}
 
-// readBufs recycles the readers' buffers across socket rotations.
+// readBufs recycles the readers' buffers across socket rotations: one
+// largest-message buffer per socket, not per waiting query.
 var readBufs = sync.Pool{New: func() any { b := make([]byte, maxMsgSize); return &b }}
 
 // exchange sends q on a pooled socket and waits for its answer, copied into
-// buf. It may replace q's ID (q is the caller's copy) to keep IDs unique per
-// socket. errPoolBusy means no socket could take the query.
-func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
+// a buffer ans takes when it arrives. It may replace q's ID (q is the
+// caller's copy) to keep IDs unique per socket. errPoolBusy means no socket
+// could take the query.
+func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, error) {
 	if len(q) < 12 {
 		return nil, fmt.Errorf("udp: query of %d bytes", len(q))
 	}
@@ -238,7 +240,7 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 		ctx, cancel = context.WithTimeout(ctx, udpMaxWait)
 		defer cancel()
 	}
-	s, uq, err := p.register(ctx, q, buf)
+	s, uq, err := p.register(ctx, q, ans)
 	if err != nil {
 		return nil, err
 	}
@@ -253,12 +255,14 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 			if uq.mismatch && !errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
 			}
+			uq.q, uq.ans = nil, nil
 			udpQueries.Put(uq)
 			return nil, err
 		}
-		<-uq.done // delivered meanwhile: the answer is in buf
+		<-uq.done // delivered meanwhile: the answer is in ans
 	}
 	n, err := uq.n, uq.err
+	uq.q, uq.ans = nil, nil
 	udpQueries.Put(uq)
 	if err != nil {
 		if errors.Is(err, errSend) {
@@ -266,12 +270,12 @@ func (p *udpPool) exchange(ctx context.Context, q, buf []byte) ([]byte, error) {
 		}
 		return nil, err
 	}
-	return buf[:n], nil
+	return (*ans.p)[:n], nil
 }
 
 // register finds a socket with room, draws an ID free on it (rewriting q)
 // and records the query as outstanding.
-func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQuery, error) {
+func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf) (*udpSock, *udpQuery, error) {
 	var aps []netip.AddrPort // current addresses of a named upstream
 	if !p.fixed.IsValid() {
 		// Every query consults the bootstrap cache, so an expired entry is
@@ -296,7 +300,7 @@ func (p *udpPool) register(ctx context.Context, q, buf []byte) (*udpSock, *udpQu
 			var uq *udpQuery
 			stale := aps != nil && !slices.Contains(aps, s.remote) // address changed
 			if !stale {
-				uq, stale = s.add(q, buf)
+				uq, stale = s.add(q, ans)
 			}
 			if uq != nil {
 				return s, uq, nil
@@ -371,7 +375,7 @@ func udpNet(ap netip.AddrPort) string {
 // add records q as outstanding on s with an ID no other outstanding query
 // of s uses. It returns nil when s cannot take it: stale when s is due for
 // rotation or closed, else s is full or out of free IDs.
-func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
+func (s *udpSock) add(q []byte, ans *msgBuf) (uq *udpQuery, stale bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retired || s.dead || s.used >= s.p.rotateQueries || time.Since(s.born) >= s.p.rotateAge {
@@ -392,7 +396,7 @@ func (s *udpSock) add(q, buf []byte) (uq *udpQuery, stale bool) {
 	}
 	binary.BigEndian.PutUint16(q, id)
 	uq = udpQueries.Get().(*udpQuery)
-	uq.q, uq.buf, uq.n, uq.err, uq.mismatch = q, buf, 0, nil, false
+	uq.q, uq.ans, uq.n, uq.err, uq.mismatch = q, ans, 0, nil, false
 	s.pending[id] = uq
 	s.used++
 	return uq, false
@@ -519,7 +523,7 @@ func (s *udpSock) deliver(m []byte) {
 		return
 	}
 	delete(s.pending, id)
-	uq.n = copy(uq.buf, m)
+	uq.n = copy(uq.ans.take(len(m)), m)
 	uq.done <- struct{}{} // buffered, empty: never blocks
 	s.closeIfDrainedLocked()
 	s.mu.Unlock()

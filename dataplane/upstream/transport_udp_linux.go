@@ -83,3 +83,40 @@ func (w *udpWriter) send(fd uintptr) bool {
 	w.err = errno
 	return true
 }
+
+// readDatagram waits for the next datagram on c and reads it into a buffer
+// ans takes sized to it: a peek with MSG_TRUNC tells the size first, so a
+// query waiting on a fresh socket holds no answer buffer.
+func readDatagram(c net.Conn, ans *msgBuf) ([]byte, error) {
+	uc, ok := c.(*net.UDPConn)
+	if !ok {
+		return readDatagramFull(c, ans)
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return readDatagramFull(c, ans)
+	}
+	var one [1]byte
+	size := 0
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		n, _, e := unix.Recvfrom(int(fd), one[:], unix.MSG_PEEK|unix.MSG_TRUNC)
+		if e == unix.EAGAIN || e == unix.EINTR {
+			return false
+		}
+		size, perr = n, e
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if perr != nil {
+		return nil, perr
+	}
+	buf := ans.take(min(max(size, 1), maxMsgSize))
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, err
+	}
+	return buf[:n], nil
+}

@@ -18,3 +18,9 @@ func (s *udpSock) writeBatch(batch []udpOut, arena []byte) {
 		}
 	}
 }
+
+// readDatagram reads the next datagram on c into a largest-message buffer
+// taken from ans (no portable way to learn its size first).
+func readDatagram(c net.Conn, ans *msgBuf) ([]byte, error) {
+	return readDatagramFull(c, ans)
+}

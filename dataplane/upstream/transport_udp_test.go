@@ -396,7 +396,7 @@ func TestUDPPoolBounded(t *testing.T) {
 	defer cancel()
 	b := newBufPool().fill(make([]byte, 12))
 	b.q[5] = 1 // a header alone is enough to be refused before sending
-	if _, err := p.exchange(ctx, b.q, b.r); !errors.Is(err, errPoolBusy) {
+	if _, err := p.exchange(ctx, b.q, &b.a); !errors.Is(err, errPoolBusy) {
 		t.Errorf("full pool: %v, want errPoolBusy", err)
 	}
 	if resp, err := ask(ctx, tr, "now.example", dns.TypeA, 9); err != nil || firstA(t, resp) != "192.0.2.5" {
