@@ -42,10 +42,16 @@ type ZoneRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
-// Endpoint is one record type at one name with its targets. Addresses of A
-// and AAAA targets are not checked here: a CEL rule over 1000 endpoints of
-// unbounded targets exceeds the apiserver's cost budget. The compile step
-// reports them (Ready=False, InvalidRecords).
+// Endpoint is one record type at one name with its targets. The service's
+// API checks every target with the compile step's parser before it stores a
+// record set; the rules here are what the apiserver can check within its CEL
+// cost budget (for kubectl): the type is known, the name has no empty label.
+// Targets (A/AAAA addresses, MX preferences, ...) are not checked here: a CEL
+// rule over 1000 endpoints of unbounded targets exceeds the budget. For
+// objects written past the service's API the compile step reports them
+// (Ready=False, InvalidRecords).
+// +kubebuilder:validation:XValidation:rule="self.recordType in ['A', 'AAAA', 'AFSDB', 'AMTRELAY', 'APL', 'ATMA', 'AVC', 'CAA', 'CDNSKEY', 'CDS', 'CERT', 'CNAME', 'CSYNC', 'DHCID', 'DLV', 'DNAME', 'DNSKEY', 'DS', 'EID', 'EUI48', 'EUI64', 'GID', 'GPOS', 'HINFO', 'HIP', 'HTTPS', 'IPSECKEY', 'ISDN', 'KEY', 'KX', 'L32', 'L64', 'LOC', 'LP', 'MB', 'MD', 'MF', 'MG', 'MINFO', 'MR', 'MX', 'NAPTR', 'NID', 'NIMLOC', 'NINFO', 'NS', 'NSEC', 'NSEC3', 'NSEC3PARAM', 'NULL', 'NXNAME', 'NXT', 'OPENPGPKEY', 'PTR', 'PX', 'RESINFO', 'RKEY', 'RP', 'RRSIG', 'RT', 'SIG', 'SMIMEA', 'SPF', 'SRV', 'SSHFP', 'SVCB', 'TA', 'TALINK', 'TLSA', 'TXT', 'UID', 'UINFO', 'UNSPEC', 'URI', 'X25', 'ZONEMD'] || self.recordType.matches('^TYPE[0-9]+$')",message="unknown record type; expected a type such as A, AAAA, CNAME, MX, TXT, SRV, CAA, NS, PTR or TYPEnnn (RFC 3597)",fieldPath=".recordType"
+// +kubebuilder:validation:XValidation:rule="self.dnsName == '.' || !(self.dnsName.startsWith('.') || self.dnsName.contains('..'))",message="the name has an empty label; expected dot-separated labels, e.g. www, @ for the apex, or www.example.com.",fieldPath=".dnsName"
 // +kubebuilder:validation:XValidation:rule="!(self.recordType in ['CNAME', 'DNAME']) || size(self.targets) == 1",message="a CNAME or DNAME record has exactly one target",fieldPath=".targets"
 // +kubebuilder:validation:XValidation:rule="self.recordType != 'SOA'",message="SOA comes from the DNSZone's spec.soa",fieldPath=".recordType"
 type Endpoint struct {
@@ -57,6 +63,7 @@ type Endpoint struct {
 	DNSName string `json:"dnsName"`
 	// RecordType is a type mnemonic (A, AAAA, MX, ...) or TYPEnnn (RFC 3597).
 	// +kubebuilder:validation:Pattern=`^([A-Z0-9]+|TYPE[0-9]+)$`
+	// +kubebuilder:validation:MaxLength=16
 	RecordType string `json:"recordType"`
 	// Targets are the record data in presentation format, one record each.
 	// +kubebuilder:validation:MinItems=1

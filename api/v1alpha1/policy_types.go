@@ -132,9 +132,12 @@ type Schedule struct {
 	// End is "HH:MM".
 	// +kubebuilder:validation:Pattern=`^([01][0-9]|2[0-3]):[0-5][0-9]$`
 	End string `json:"end"`
-	// TZ is an IANA time zone name.
+	// TZ is an IANA time zone name. The rule loads it as the policy compile
+	// step does: an unknown zone fails the rule ("unknown time zone ...").
 	// +optional
 	// +kubebuilder:default=UTC
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:XValidation:rule="self != 'Local' && !self.contains(':') && timestamp('2000-01-01T00:00:00Z').getHours(self) >= 0",message="expected an IANA time zone name, e.g. Europe/Berlin or UTC"
 	TZ string `json:"tz,omitempty"`
 	// Weekdays the window applies on; empty means every day.
 	// +optional

@@ -141,3 +141,16 @@ func CommonRecordTypes() []string {
 	sort.Strings(out)
 	return out
 }
+
+// RecordTypes lists every type mnemonic a record set may hold, sorted (the
+// DNSRecordSet CRD's recordType rule lists the same; a test keeps them equal).
+func RecordTypes() []string {
+	out := make([]string, 0, len(dns.StringToType))
+	for s, t := range dns.StringToType {
+		if unservable(t) == "" {
+			out = append(out, s)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

@@ -80,6 +80,10 @@ func RecordSetErrors(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone) field.Er
 	var errs field.ErrorList
 	seen := map[string]bool{}
 	for _, p := range authority.CheckRecordSet(rs, zone) {
+		ep := rs.Spec.Endpoints[p.Endpoint]
+		if t := strings.ToUpper(ep.RecordType); (t == "CNAME" || t == "DNAME") && len(ep.Targets) > 1 {
+			continue // the schema's rule refuses it with its own message
+		}
 		e := problemError(rs, zone, p)
 		// One error per field: a bad type makes every target fail too.
 		if k := e.Field; !seen[k] {

@@ -2,10 +2,15 @@ package validation
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/config/crd"
+	"github.com/svcdns/svc/dataplane/authority"
 )
 
 // Each input an admin typed (issue 18) is refused at write time with a
@@ -94,5 +99,46 @@ func TestCatalogueErrorsSuggest(t *testing.T) {
 	}
 	if len(errs) != 2 {
 		t.Errorf("%d errors, want 2: %v", len(errs), errs)
+	}
+}
+
+// The CEL rules on endpoints stay within the apiserver's runtime cost budget
+// at the list bound: 1000 endpoints with long names are admitted.
+func TestThousandEndpointsWithinCELBudget(t *testing.T) {
+	v := newValidator(t)
+	b := bases(t)
+	eps := make([]any, 1000)
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60)
+	for i := range eps {
+		eps[i] = map[string]any{"dnsName": fmt.Sprintf("h%03d.%s", i, long), "recordType": "TYPE65534", "targets": []any{`\# 4 c0000201`}}
+	}
+	if err := v.Admit(context.Background(), build(b["DNSRecordSet"], []edit{set("spec.endpoints", eps)}), nil); err != nil {
+		t.Fatalf("1000 endpoints refused: %.500v", err)
+	}
+}
+
+// The CRD's recordType rule (what kubectl users get) lists exactly the types
+// the compile step serves.
+func TestCRDRecordTypesMatchCompile(t *testing.T) {
+	data, err := fs.ReadFile(crd.Bases, "bases/service.io_dnsrecordsets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`self\.recordType in \[([^\]]*)\]`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("no recordType rule in the DNSRecordSet CRD")
+	}
+	var inCRD []string
+	for _, q := range strings.Split(string(m[1]), ",") {
+		inCRD = append(inCRD, strings.Trim(strings.TrimSpace(q), "'"))
+	}
+	var want []string
+	for _, s := range authority.RecordTypes() {
+		if regexp.MustCompile(`^[A-Z0-9]+$`).MatchString(s) { // the field's pattern
+			want = append(want, s)
+		}
+	}
+	if strings.Join(inCRD, ",") != strings.Join(want, ",") {
+		t.Errorf("the CRD's recordType rule lists\n%v\nthe compile step serves\n%v\n(edit the marker on Endpoint in api/v1alpha1, make manifests)", inCRD, want)
 	}
 }
