@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // errRcode marks an answer that counts as a failure (SERVFAIL, REFUSED).
@@ -70,6 +71,9 @@ type group struct {
 	timeout  time.Duration
 	ups      []*upstream
 	bufs     *bufPool
+	// coalesced counts queries answered by another's identical question
+	// in flight (flights).
+	coalesced prometheus.Counter
 }
 
 // result of one attempt: resp may be set with err (a SERVFAIL answer).

@@ -33,6 +33,7 @@ type metrics struct {
 	latency    *prometheus.HistogramVec
 	errors     *prometheus.CounterVec
 	udpDropped *prometheus.CounterVec
+	coalesced  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,7 +50,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "service_upstream_udp_dropped_total",
 		Help: "Datagrams read on pooled upstream UDP sockets and dropped, by server and reason (unsolicited, late, mismatch, malformed).",
 	}, []string{"server", "reason"})
-	m := &metrics{latency: latency, errors: errs, udpDropped: dropped}
+	coalesced := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "service_upstream_coalesced_total",
+		Help: "Queries answered by an identical question already in flight to the same group, instead of a query of their own.",
+	}, []string{"group"})
+	m := &metrics{latency: latency, errors: errs, udpDropped: dropped, coalesced: coalesced}
 	if reg == nil {
 		return m, nil
 	}
@@ -61,6 +66,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.udpDropped, err = registerOrReuse(reg, dropped); err != nil {
+		return nil, err
+	}
+	if m.coalesced, err = registerOrReuse(reg, coalesced); err != nil {
 		return nil, err
 	}
 	return m, nil

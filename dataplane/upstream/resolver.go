@@ -28,6 +28,7 @@ type Resolver struct {
 	boot   *bootstrap
 	bufs   *bufPool
 	trs    []transport
+	fl     *flights
 }
 
 // New builds a Resolver. It dials nothing: connections are made on first
@@ -61,6 +62,7 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Resolver,
 		router: router{suffixes: cfg.Conditional},
 		boot:   boot,
 		bufs:   bufs,
+		fl:     newFlights(),
 	}
 	d := &dialer{boot: boot}
 	// One transport per distinct address, shared by the groups naming it,
@@ -73,7 +75,8 @@ func New(cfg Config, logger *slog.Logger, reg prometheus.Registerer) (*Resolver,
 	sort.Strings(names)
 	for _, name := range names {
 		gc := cfg.Groups[name]
-		g := &group{name: name, strategy: gc.Strategy, timeout: gc.Timeout, bufs: bufs}
+		g := &group{name: name, strategy: gc.Strategy, timeout: gc.Timeout, bufs: bufs,
+			coalesced: m.coalesced.WithLabelValues(name)}
 		seen := make(map[Address]bool, len(gc.Servers))
 		for _, s := range gc.Servers {
 			a, err := ParseAddress(s)
@@ -157,9 +160,24 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 	if err != nil {
 		return nil, "", fmt.Errorf("forward: pack query: %w", err)
 	}
+	// The same question already on its way to this group: wait for its
+	// answer (see flights).
+	h := r.fl.hash(g.name, wire)
+	f, leader := r.fl.join(h, g.name, wire)
+	if f != nil && !leader {
+		g.coalesced.Inc()
+		resp, upstream, err = f.wait(ctx)
+		if resp != nil {
+			p.finish(resp, req.Id)
+		}
+		return resp, upstream, err
+	}
 	res := g.forward(ctx, wire, req.Question[0])
 	if res.up != nil {
 		upstream = res.up.name
+	}
+	if f != nil {
+		r.fl.land(h, f, res.resp, upstream, res.err)
 	}
 	if res.resp != nil {
 		p.finish(res.resp, req.Id)
