@@ -53,6 +53,11 @@ type Config struct {
 	// service_dns_shed_total. TCP queries use the same workers while there
 	// is room and a goroutine of their own when there is not.
 	MaxWorkers int
+	// MaxPendingBytes bounds the memory those queries hold (default 64
+	// MiB, each charged its buffers plus an estimate of its worker and
+	// upstream state); past half of either bound one client prefix (/24,
+	// /56) may hold at most a quarter. See docs/dataplane.md.
+	MaxPendingBytes int64
 	// UpstreamTimeout bounds one forwarded query (default 5s).
 	UpstreamTimeout time.Duration
 	Cache           cache.Config
@@ -90,6 +95,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxWorkers <= 0 {
 		c.MaxWorkers = defaultMaxWorkers
+	}
+	if c.MaxPendingBytes <= 0 {
+		c.MaxPendingBytes = defaultMaxPendingBytes
 	}
 	if c.UpstreamTimeout <= 0 {
 		c.UpstreamTimeout = 5 * time.Second
@@ -159,7 +167,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		cancel:   cancel,
 		conns:    make(map[net.Conn]struct{}),
 		tcpSlots: make(chan struct{}, cfg.TCPMaxConns),
-		workers:  newWorkers(cfg.MaxWorkers),
+		workers:  newWorkers(cfg.MaxWorkers, cfg.MaxPendingBytes),
 	}
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)

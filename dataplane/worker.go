@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Queries that wait for an upstream (UDP cache misses) and TCP queries do
@@ -20,7 +21,46 @@ const (
 	// workerIdle is how long an idle worker waits for a job before it
 	// exits, so the pool shrinks back after a burst.
 	workerIdle = 10 * time.Second
+	// defaultMaxPendingBytes is Config.MaxPendingBytes' default: the
+	// memory the queries waiting for an upstream may hold at once.
+	defaultMaxPendingBytes = 64 << 20
+	// pendingOverhead is what a waiting query holds besides its buffers:
+	// the Query, its worker's stack (grown to what the upstream stage
+	// needs) and the upstream's per-query state. An estimate, measured
+	// with the flood harness (test/flood); it turns the byte budget into
+	// a bound the allocator will see.
+	pendingOverhead = int64(unsafe.Sizeof(Query{})) + 16<<10
+	// prefixShareDiv: one client prefix may hold at most 1/prefixShareDiv
+	// of the budget (count and bytes) once the pool is half full, so a
+	// prefix flooding cache misses leaves the rest to everybody else.
+	prefixShareDiv = 4
 )
+
+// clientPrefix is the fairness unit of the pending budget: the client's
+// /24 (IPv4) or /56 (IPv6), the blocks a single site or subscriber line
+// usually gets; the first byte says which family.
+type clientPrefix [8]byte
+
+func prefixOf(a netip.Addr) clientPrefix {
+	var k clientPrefix
+	a = a.Unmap()
+	if a.Is4() {
+		b := a.As4()
+		k[0] = 4
+		copy(k[1:4], b[:3])
+		return k
+	}
+	b := a.As16()
+	k[0] = 6
+	copy(k[1:8], b[:7])
+	return k
+}
+
+// pendingCost is what admitting q to a worker is charged against the
+// byte budget.
+func pendingCost(q *Query) int64 {
+	return pendingOverhead + int64(cap(q.in)+cap(q.out))
+}
 
 // job is one query handed to a worker: a detached UDP query answered to
 // addr through r, or a TCP query answered on tc.
@@ -30,11 +70,19 @@ type job struct {
 	addr netip.AddrPort
 	tc   *tcpConn
 	cb   WireCallback // ServeWireNow's detached queries
+	// What dispatch charged to the pending budget, released when the job
+	// ends.
+	prefix clientPrefix
+	cost   int64
 }
 
 // workers is the pool. An idle worker blocks receiving on the unbuffered
 // work channel, so a job is only ever handed to a worker that takes it at
 // once; there is no queue in which a query could wait behind slow ones.
+//
+// Jobs are admitted against a budget (admit): at most max at once, at most
+// maxBytes of memory (pendingCost each), and past half of either, at most
+// a 1/prefixShareDiv share per client prefix.
 type workers struct {
 	work chan job
 	mu   sync.Mutex
@@ -43,17 +91,85 @@ type workers struct {
 	quit chan struct{}
 	stop sync.Once
 	wg   sync.WaitGroup
+
+	// The pending budget, under mu.
+	maxBytes int64
+	jobs     int   // admitted jobs not yet finished
+	bytes    int64 // their pendingCost
+	prefixes map[clientPrefix]*prefixLoad
 }
 
-func newWorkers(max int) *workers {
-	return &workers{work: make(chan job), max: max, quit: make(chan struct{})}
+// prefixLoad is what one client prefix holds of the pending budget.
+type prefixLoad struct {
+	jobs  int
+	bytes int64
 }
 
-// dispatch hands j to an idle worker, or starts a new one while fewer than
-// max run. false means the pool is full: the caller decides (UDP sheds the
-// query, TCP runs it on a goroutine of its own). It never blocks.
+func newWorkers(max int, maxBytes int64) *workers {
+	return &workers{work: make(chan job), max: max, maxBytes: maxBytes, quit: make(chan struct{}),
+		prefixes: make(map[clientPrefix]*prefixLoad)}
+}
+
+// admit charges a job of client k and cost c to the budget, or reports
+// false when it does not fit: the whole budget is taken, or the pool is
+// past half full and k already holds its share. Under w.mu.
+func (w *workers) admit(k clientPrefix, c int64) bool {
+	if w.jobs >= w.max || w.bytes+c > w.maxBytes {
+		return false
+	}
+	p := w.prefixes[k]
+	if p != nil && (w.jobs >= w.max/2 || w.bytes+c > w.maxBytes/2) &&
+		(p.jobs >= w.max/prefixShareDiv || p.bytes+c > w.maxBytes/prefixShareDiv) {
+		return false
+	}
+	if p == nil {
+		p = &prefixLoad{}
+		w.prefixes[k] = p
+	}
+	p.jobs++
+	p.bytes += c
+	w.jobs++
+	w.bytes += c
+	return true
+}
+
+// release gives back what admit charged.
+func (w *workers) release(k clientPrefix, c int64) {
+	w.mu.Lock()
+	w.jobs--
+	w.bytes -= c
+	if p := w.prefixes[k]; p != nil {
+		p.jobs--
+		p.bytes -= c
+		if p.jobs <= 0 {
+			delete(w.prefixes, k) // the map holds only prefixes with work
+		}
+	}
+	w.mu.Unlock()
+}
+
+// Pending reports the queries waiting in workers and the bytes charged for
+// them (tests, the flood harness).
+func (s *Server) Pending() (jobs int, bytes int64) {
+	w := s.workers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.jobs, w.bytes
+}
+
+// dispatch admits j against the pending budget and hands it to an idle
+// worker, or starts a new one. false means it did not fit: the caller
+// decides (UDP sheds the query, TCP runs it on a goroutine of its own). It
+// never blocks.
 func (s *Server) dispatch(j job) bool {
 	w := s.workers
+	j.prefix, j.cost = prefixOf(j.q.Client.Addr()), pendingCost(j.q)
+	w.mu.Lock()
+	ok := w.admit(j.prefix, j.cost)
+	w.mu.Unlock()
+	if !ok {
+		return false
+	}
 	select {
 	case w.work <- j:
 		return true
@@ -62,11 +178,13 @@ func (s *Server) dispatch(j job) bool {
 	w.mu.Lock()
 	if w.n >= w.max {
 		w.mu.Unlock()
+		w.release(j.prefix, j.cost)
 		return false
 	}
 	select {
 	case <-w.quit:
 		w.mu.Unlock()
+		w.release(j.prefix, j.cost)
 		return false // shut down: no new workers
 	default:
 	}
@@ -117,6 +235,7 @@ func (w *workers) stopAll() {
 }
 
 func (s *Server) runJob(j job) {
+	defer s.workers.release(j.prefix, j.cost)
 	switch {
 	case j.tc != nil:
 		j.tc.answer(s, j.q)
@@ -127,9 +246,10 @@ func (s *Server) runJob(j job) {
 	}
 }
 
-// shed gives up on a UDP query that would wait for an upstream while
-// MaxWorkers others already do: nothing is sent (the client retries,
-// possibly elsewhere) and the query is counted and logged as dropped.
+// shed gives up on a UDP query that would wait for an upstream while the
+// pending budget is taken (MaxWorkers, MaxPendingBytes, or its prefix's
+// share): nothing is sent (the client retries, possibly elsewhere) and the
+// query is counted and logged as dropped.
 func (s *Server) shed(q *Query) {
 	s.metrics.shed.Inc()
 	q.detachable = false

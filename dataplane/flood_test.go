@@ -1,0 +1,136 @@
+package dataplane
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/upstream"
+)
+
+// startSilentUpstream is a loopback UDP server that reads every query and
+// never answers.
+func startSilentUpstream(tb testing.TB) string {
+	tb.Helper()
+	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_ = c.SetReadBuffer(4 << 20)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			if _, err := c.Read(buf); errors.Is(err, net.ErrClosed) {
+				return
+			}
+		}
+	}()
+	tb.Cleanup(func() { c.Close(); <-done })
+	return c.LocalAddr().String()
+}
+
+// floodResolver forwards by default to a silent upstream and the names
+// under good.example. to a responsive one (group "good").
+func floodResolver(tb testing.TB) *upstream.Resolver {
+	tb.Helper()
+	silent, good := startSilentUpstream(tb), startPlainUpstream(tb)
+	ucfg := upstream.DefaultConfig()
+	ucfg.Groups = map[string]upstream.GroupConfig{
+		upstream.DefaultGroup: {Servers: []string{silent}, Timeout: 2 * time.Second},
+		"good":                {Servers: []string{good}, Timeout: 2 * time.Second},
+	}
+	ucfg.Conditional = map[string]string{"good.example.": "good"}
+	ucfg.Bootstrap = []string{good}
+	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = res.Close() })
+	return res
+}
+
+// udpFrom is a client socket bound to a given loopback address (another
+// /24 is another client prefix).
+func udpFrom(tb testing.TB, local string, server netip.AddrPort) *net.UDPConn {
+	tb.Helper()
+	c, err := net.DialUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(local)), net.UDPAddrFromAddrPort(server))
+	if err != nil {
+		tb.Skipf("cannot bind %s (loopback /8 not routable here): %v", local, err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestFloodFairShedding: one client (127.0.0.0/24) floods uncached names at
+// a silent upstream while a second client (127.0.1.0/24) asks for uncached
+// names at a responsive group: the flooder holds at most its share of the
+// pending budget and the second client gets every answer. Before fair
+// shedding the flood took every worker and the second client's misses
+// were dropped.
+func TestFloodFairShedding(t *testing.T) {
+	res := floodResolver(t)
+	cfg := testConfig()
+	cfg.Listeners = []ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}}
+	cfg.Sockets = 1
+	cfg.MaxWorkers = 64
+	cfg.UpstreamTimeout = 3 * time.Second
+	s := startServer(t, cfg, NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
+	addr := s.UDPAddrs()[0]
+	flooder := udpFrom(t, "127.0.0.1:0", addr)
+	second := udpFrom(t, "127.0.1.1:0", addr)
+
+	for i := range 400 {
+		b, _ := query(fmt.Sprintf("f%d.flood.example.", i), dns.TypeA).Pack()
+		if _, err := flooder.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		if i%50 == 49 {
+			time.Sleep(5 * time.Millisecond) // let the read loop keep up
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for { // bounded: until the flood is pending
+		if n, _ := s.Pending(); n >= cfg.MaxWorkers/2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			n, _ := s.Pending()
+			t.Fatalf("flood pending %d, want %d", n, cfg.MaxWorkers/2)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, b := s.Pending(); n > cfg.MaxWorkers/2+1 || b > defaultMaxPendingBytes {
+		t.Errorf("one prefix holds %d pending queries (%d bytes), want at most %d", n, b, cfg.MaxWorkers/2)
+	}
+	answered := 0
+	buf := make([]byte, 1500)
+	for i := range 10 {
+		m := query(fmt.Sprintf("s%d.good.example.", i), dns.TypeA)
+		m.Id = uint16(100 + i)
+		b, _ := m.Pack()
+		if _, err := second.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = second.SetReadDeadline(time.Now().Add(time.Second))
+		n, err := second.Read(buf)
+		if err != nil {
+			t.Logf("second client, query %d: no answer: %v", i, err)
+			continue
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err == nil && r.Id == m.Id && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1 {
+			answered++
+		}
+	}
+	if answered != 10 {
+		t.Fatalf("second client answered %d of 10 during the flood, want 10", answered)
+	}
+}
