@@ -7,7 +7,7 @@ LDFLAGS := -X github.com/svcdns/svc/internal/version.Version=$(VERSION)
 CONTROLLER_GEN := GOFLAGS= $(GO) run sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 TEST_TIMEOUT ?= 20m
 
-.PHONY: all build run first-build-notice install test test-deps bench generate manifests lint fmt vet clean
+.PHONY: all build run first-build-notice install test test-deps screenshots bench generate manifests lint fmt vet clean
 
 all: build
 
@@ -64,6 +64,14 @@ test: test-deps
 
 test-deps:
 	hack/install-dns-clients.sh
+	hack/install-browser.sh
+
+## screenshots: every dashboard page (desktop and 360 px) into docs/dashboard/,
+## taken by test/dashboard in headless Chromium.
+screenshots:
+	hack/install-browser.sh
+	mkdir -p docs/dashboard
+	SCREENSHOTS=$(CURDIR)/docs/dashboard $(GO) test ./test/dashboard -count=1 -timeout 10m
 
 ## bench: every benchmark with allocations, plus the load harnesses.
 bench: build

@@ -42,14 +42,17 @@ type asset struct {
 
 // Handler serves the dashboard under a path prefix.
 type Handler struct {
-	prefix string
-	index  *asset
-	assets map[string]*asset
-	routes map[string]bool
+	prefix  string
+	version string // hash of every file: the versioned asset path ui/<version>/
+	index   *asset
+	assets  map[string]*asset
+	routes  map[string]bool
 }
 
 // New prepares the files once: index.html with the prefix written into its
-// <base href>, and a gzip copy of each file.
+// <base href> and the versioned asset directory into its links, and a gzip
+// copy of each file. Files under ui/<version>/ never change, so the browser
+// keeps them without asking again; index.html is never cached.
 func New(prefix string) (*Handler, error) {
 	prefix = strings.TrimRight(prefix, "/")
 	h := &Handler{prefix: prefix, assets: map[string]*asset{}, routes: map[string]bool{}}
@@ -60,6 +63,7 @@ func New(prefix string) (*Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dashboard files: %w", err)
 	}
+	sum := sha256.New()
 	err = fs.WalkDir(root, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -67,9 +71,6 @@ func New(prefix string) (*Handler, error) {
 		b, err := fs.ReadFile(root, p)
 		if err != nil {
 			return err
-		}
-		if p == "index.html" {
-			b = bytes.ReplaceAll(b, []byte("{{BASE}}"), []byte(html.EscapeString(prefix+"/")))
 		}
 		ct := mime.TypeByExtension(path.Ext(p))
 		if path.Ext(p) == ".js" {
@@ -82,18 +83,23 @@ func New(prefix string) (*Handler, error) {
 		if err != nil {
 			return err
 		}
-		if p == "index.html" {
-			h.index = a
-		} else {
-			h.assets[p] = a
-		}
+		h.assets[p] = a
+		sum.Write([]byte(p + "\x00" + a.etag + "\x00"))
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("dashboard files: %w", err)
 	}
-	if h.index == nil {
+	idx := h.assets["index.html"]
+	if idx == nil {
 		return nil, fmt.Errorf("dashboard files: no index.html")
+	}
+	delete(h.assets, "index.html")
+	h.version = hex.EncodeToString(sum.Sum(nil)[:6])
+	b := bytes.ReplaceAll(idx.body, []byte("{{BASE}}"), []byte(html.EscapeString(prefix+"/")))
+	b = bytes.ReplaceAll(b, []byte("{{ASSETS}}"), []byte(strings.TrimPrefix(AssetDir, "/")+h.version+"/"))
+	if h.index, err = newAsset(b, idx.ctype); err != nil {
+		return nil, err
 	}
 	return h, nil
 }
@@ -130,13 +136,15 @@ func (h *Handler) Serve(w http.ResponseWriter, r *http.Request) bool {
 		p = rest
 	}
 	if name, ok := strings.CutPrefix(p, AssetDir); ok {
+		cache := "no-cache" // unversioned path (the icon): revalidated by ETag
+		if rest, ok := strings.CutPrefix(name, h.version+"/"); ok {
+			name, cache = rest, "public, max-age=31536000, immutable"
+		}
 		a := h.assets[name]
 		if a == nil {
 			return false
 		}
-		// Revalidated on each load (ETag): files keep their names across
-		// versions, so they must never be served stale.
-		h.write(w, r, a, "no-cache")
+		h.write(w, r, a, cache)
 		return true
 	}
 	first, _, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")

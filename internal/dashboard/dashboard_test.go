@@ -186,5 +186,15 @@ func TestServe(t *testing.T) {
 		if want := `<base href="` + prefix + `/">`; !strings.Contains(rec.Body.String(), want) {
 			t.Errorf("index under %q lacks %s", prefix, want)
 		}
+		// The index loads versioned files, which the browser keeps.
+		versioned := "ui/" + h.version + "/app.js"
+		if !strings.Contains(rec.Body.String(), `src="`+versioned+`"`) {
+			t.Errorf("index does not load %s:\n%s", versioned, rec.Body.String())
+		}
+		rec = httptest.NewRecorder()
+		if !h.Serve(rec, httptest.NewRequest(http.MethodGet, prefix+"/"+versioned, nil)) || rec.Code != 200 ||
+			!strings.Contains(rec.Header().Get("Cache-Control"), "immutable") {
+			t.Errorf("GET %s: %d %v", versioned, rec.Code, rec.Header())
+		}
 	}
 }

@@ -21,6 +21,7 @@
  * @property {string} [namespace]
  * @property {string} [resourceVersion]
  * @property {"created"|"updated"|"unchanged"|"deleted"|"error"} result
+ * @property {(Array<string>|null)} [warnings]
  */
 
 /**

@@ -76,6 +76,12 @@ export function useTitle(t) {
   useEffect(() => { document.title = t ? `${t} · svc` : 'svc dashboard'; }, [t]);
 }
 
+/** Marks the first time a page shows its data (performance mark
+ * "svc:ready", read by the tests and the first-paint benchmark). */
+export function markReady() {
+  if (performance.getEntriesByName('svc:ready').length === 0) performance.mark('svc:ready');
+}
+
 /** setInterval while the page is visible. */
 export function useInterval(fn, ms) {
   const saved = useRef(fn);

@@ -3,7 +3,7 @@
 // a link into the filtered query log. The window is kept in the URL.
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can } from '../api.js';
-import { html, href, navigate, fmtInt, fmtPct, fmtMS, ErrorMsg, BarChart, useTitle, useInterval } from '../ui.js';
+import { html, href, navigate, fmtInt, fmtPct, fmtMS, ErrorMsg, BarChart, useTitle, useInterval, markReady } from '../ui.js';
 
 // Windows offered, and the bucket width of the chart for each (at most a
 // few hundred bars; the API allows 1000 points).
@@ -66,6 +66,8 @@ export function OverviewPage({ me, route, title }) {
   };
   useEffect(() => { setSum(null); setSeries(null); load(); }, [win.w]);
   useInterval(load, 30000);
+
+  useEffect(() => { if (sum) markReady(); }, [!!sum]);
 
   const q = (extra) => href('queries', { ...extra, since: sinceOf(win) });
   return html`<div class="row">

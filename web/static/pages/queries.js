@@ -3,7 +3,7 @@
 // over the SSE stream with resume, and per-row block, allow and explain.
 import { useState, useEffect, useRef } from '../vendor/preact-htm.js';
 import { call, can, url, route as apiRoute, errorText, ApiError } from '../api.js';
-import { html, href, navigate, fmtTime, fmtMS, ErrorMsg, Msg, useTitle } from '../ui.js';
+import { html, href, navigate, fmtTime, fmtMS, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
 
 // The filter parameters are the API's own (names, enums, docs); only paging
 // is handled apart.
@@ -245,6 +245,8 @@ export function QueriesPage({ me, route, title }) {
     const id = setTimeout(() => setToast(null), 8000);
     return () => clearTimeout(id);
   }, [toast]);
+
+  useEffect(() => { if (rows !== null) markReady(); }, [rows !== null]);
 
   const toggleLive = () => navigate(href('queries', { ...filters, limit: limit === '50' ? '' : limit, live: liveWanted ? '0' : '' }));
   const hasFilters = Object.keys(filters).length > 0;
