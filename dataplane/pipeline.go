@@ -550,40 +550,48 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		upstream string
 		err      error
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
 	var res result
 	if q.stale == nil {
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
 		defer cancel()
 		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
+		s.upHealth.result(group, res.err == nil && res.resp != nil, false, time.Now())
 	} else {
+		// A group that failed just now: answer stale at once (RFC 8767),
+		// and only the probe asks the upstream, in the background.
+		down, probe := s.upHealth.check(group, time.Now())
+		if down && !probe {
+			return s.answerStale(q)
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
 		ch := make(chan result, 1)
 		c, flags, lower, qtype, qclass, cond := q.cache, q.cacheFlags(), append([]byte(nil), lower...), q.Type, q.Class, q.conditional
 		client := q.Client.Addr()
+		health := &s.upHealth
 		go func() {
 			defer cancel()
 			r, up, err := fwd.Forward(ctx, group, req, client)
+			health.result(group, err == nil && r != nil, probe, time.Now())
 			if err == nil && !cond && r != nil && !r.Truncated {
 				// A late answer still refreshes the cache for the next client.
 				_ = c.Put(lower, qtype, qclass, flags, r, c.Now())
 			}
 			ch <- result{r, up, err}
 		}()
+		if down {
+			return s.answerStale(q) // the probe refreshes in the background
+		}
 		t := time.NewTimer(q.cache.Config().StaleMaxWait)
 		select {
 		case res = <-ch:
 			t.Stop()
 		case <-t.C:
+			// The client response timer: the group failed this client.
+			s.upHealth.result(group, false, false, time.Now())
 			res.err = context.DeadlineExceeded
 		}
 		if res.err != nil || res.resp == nil || res.resp.Rcode == dns.RcodeServerFailure {
-			s.metrics.cacheStale.Inc()
-			if q.chase != nil {
-				return q.chaseAnswer(q.entryMsgFor(q.chaseLower, q.stale))
-			}
-			q.Status, q.Rcode = StatusStale, q.stale.Rcode()
-			q.useEntry(q.stale)
-			q.entry = q.stale
-			return stageDone
+			return s.answerStale(q)
 		}
 	}
 	if res.err != nil || res.resp == nil {
@@ -619,6 +627,18 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 	}
 	q.resp = m
+	return stageDone
+}
+
+// answerStale answers q with its stale cache entry.
+func (s *Server) answerStale(q *Query) stageResult {
+	s.metrics.cacheStale.Inc()
+	if q.chase != nil {
+		return q.chaseAnswer(q.entryMsgFor(q.chaseLower, q.stale))
+	}
+	q.Status, q.Rcode = StatusStale, q.stale.Rcode()
+	q.useEntry(q.stale)
+	q.entry = q.stale
 	return stageDone
 }
 

@@ -139,6 +139,7 @@ type Server struct {
 	proxyRejected atomic.Uint64
 	ecsShort      atomic.Uint64
 	panicLog      rateGate
+	upHealth      upstreamHealth // groups failing recently (serve stale at once)
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and
