@@ -61,6 +61,10 @@ type blocking struct {
 	lists map[string]*blocklist.List // "namespace/name"
 	// gens knows the BlockList generation each compiled list came from.
 	gens listGenerations
+	// listsLoaded is set once the first pass over the lists is done: until
+	// then a policy naming a list not compiled yet is expected, not a
+	// problem to log (policies compile with the first snapshot).
+	listsLoaded atomic.Bool
 
 	changed func() // asks the snapshotter for a rebuild
 	// rec is the list reconciler of a node that fetches lists itself.
@@ -350,6 +354,9 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 	table, problems := policy.Compile(context.Background(), in)
 	b.table.Store(table)
 	for _, p := range problems {
+		if !b.listsLoaded.Load() && (p.Reason == policy.ReasonListNotLoaded || p.Reason == policy.ReasonUnknownList) {
+			continue
+		}
 		b.log.Warn("policy problem", "problem", fmt.Sprint(p))
 	}
 	b.recheckPolicies(objs)

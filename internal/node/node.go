@@ -386,11 +386,22 @@ func (p *proc) startBlocking(ctx context.Context) error {
 	if p.role == RoleOperator {
 		return nil
 	}
-	initial := make(chan error, 1)
+	initial, first := make(chan error, 1), make(chan error, 1)
 	go func() {
-		if err := blk.run(ctx, cfg, initial); stoppedEarly(ctx, err) {
+		if err := blk.run(ctx, cfg, first); stoppedEarly(ctx, err) {
 			logger.Error("block list reconciler stopped", "err", err)
 		}
+	}()
+	go func() {
+		// The first pass is over: policies compiled from now on name lists
+		// that had their chance to load, so their problems are logged (a
+		// rebuild logs those that remain).
+		for err := range first {
+			initial <- err
+		}
+		blk.listsLoaded.Store(true)
+		close(initial)
+		p.snaps.Trigger()
 	}()
 	return waitInitialLists(ctx, cfg.Blocking.InitStrategy, initial, logger)
 }

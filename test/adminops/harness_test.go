@@ -80,6 +80,9 @@ type server struct {
 	DNS   string // UDP host:port
 	Token string // bootstrap token (admin)
 
+	cfg, tokenFile string
+	stop           func() // SIGTERM, then wait (idempotent)
+
 	mu  sync.Mutex
 	log strings.Builder
 }
@@ -112,10 +115,28 @@ func startServer(t *testing.T, o serverOpt) *server {
 	}
 	s.Token = strings.TrimSpace(string(tok))
 
+	s.cfg, s.tokenFile = cfg, tokenFile
+	s.launch(t)
+	return s
+}
+
+// restart stops the server and starts it again on the same directory
+// (store, data, objects dir); the returned server has the new log.
+func (s *server) restart(t *testing.T) *server {
+	t.Helper()
+	s.stop()
+	n := &server{t: t, Dir: s.Dir, Token: s.Token, cfg: s.cfg, tokenFile: s.tokenFile}
+	n.launch(t)
+	return n
+}
+
+// launch runs `svc serve` and waits until its listeners are up.
+func (s *server) launch(t *testing.T) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", cfg)
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "SERVICE_BOOTSTRAP_TOKEN_FILE=" + tokenFile,
+	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", s.cfg)
+	cmd.Dir = s.Dir
+	cmd.Env = []string{"HOME=" + s.Dir, "PATH=" + os.Getenv("PATH"), "SERVICE_BOOTSTRAP_TOKEN_FILE=" + s.tokenFile,
 		"SERVICE_ADMIN_PASSWORD=first password of the test"}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -149,21 +170,25 @@ func startServer(t *testing.T, o serverOpt) *server {
 			s.mu.Unlock()
 		}
 	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("svc serve did not stop within 30s of SIGTERM")
+	var once sync.Once
+	s.stop = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("svc serve did not stop within 30s of SIGTERM")
+				cancel()
+				<-done
+			}
+			_ = cmd.Wait()
 			cancel()
-			<-done
-		}
-		_ = cmd.Wait()
-		cancel()
-		if t.Failed() {
-			t.Logf("svc serve output:\n%s", s.Log())
-		}
-	})
+			if t.Failed() {
+				t.Logf("svc serve output:\n%s", s.Log())
+			}
+		})
+	}
+	t.Cleanup(s.stop)
 	select {
 	case <-found:
 	case <-done:
@@ -171,7 +196,6 @@ func startServer(t *testing.T, o serverOpt) *server {
 	case <-time.After(90 * time.Second):
 		t.Fatalf("svc serve did not open its listeners within 90s:\n%s", s.Log())
 	}
-	return s
 }
 
 // Log is the server's output so far.
