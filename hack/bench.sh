@@ -23,6 +23,27 @@ run ./dataplane 'ServeWire|UDPSocketVsMiekg'
 echo "== test/bench (UDP throughput)" | tee -a "$out"
 go build -o .run/svcbench ./test/bench
 .run/svcbench -duration "${BENCH_UDP_DURATION:-2s}" -rounds "${BENCH_UDP_ROUNDS:-5}" | tee -a "$out"
+# Cache-miss flood (issue #20 item 1): 20 s of uncached names from one client
+# at a silent upstream while a second client (another /24) asks 1 q/s at a
+# responsive group; the server's peak RSS, its RSS after, kernel drops and
+# the second client's answered share, beside the same harness built at
+# FLOOD_BASE (the commit before the fix) in the same run.
+echo "== test/flood (cache-miss flood)" | tee -a "$out"
+go build -o .run/flood ./test/flood
+flood_base="${FLOOD_BASE:-0dd663e1be46}"
+flood_args=()
+if git cat-file -e "$flood_base^{commit}" 2>/dev/null; then
+  root="$(pwd)"
+  d="$(mktemp -d)"
+  git archive "$flood_base" | tar -x -C "$d"
+  mkdir -p "$d/test/flood"
+  cp test/flood/main.go "$d/test/flood/"
+  if (cd "$d" && go build -o "$root/.run/flood-base" ./test/flood); then
+    flood_args=(-baseline .run/flood-base)
+  fi
+  rm -rf "$d"
+fi
+.run/flood -duration "${FLOOD_DURATION:-20s}" "${flood_args[@]}" | tee -a "$out"
 run ./dataplane/authority 'Lookup|Compile$'
 run ./dataplane/authority 'CompileMillion' '-benchtime 1x'
 # Block lists: compile 1M domains and 100k adblock rules, match, swap
