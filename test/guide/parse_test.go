@@ -258,7 +258,7 @@ func TestGuideMarkers(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"install", "start", "login", "upstreams", "add-list", "kids", "kids-ads",
-		"safesearch", "pause", "resume", "deny", "allow", "local-names", "backup", "new-machine", "restore", "upgrade"} {
+		"safesearch", "pause", "resume", "deny", "allow", "local-names", "backup", "new-machine", "restore", "restore-same", "upgrade"} {
 		found := false
 		for _, n := range names {
 			found = found || n == want
