@@ -173,7 +173,12 @@ func newApplyCmd(a *app) *cobra.Command {
 		Use:   "apply -f FILE|DIR|-",
 		Short: "Create or update objects from manifests (all checked before any is stored)",
 		Long: "Reads multi-document YAML, a JSON object, a JSON array or a List and sends every object in one " +
-			"POST /apply. The server checks all objects first, so a refused object leaves nothing half-applied.",
+			"POST /apply. The server checks all objects first, so a refused object leaves nothing half-applied.\n\n" +
+			"What the data plane could not serve is refused (exit 1) with the field, the value and what is expected, " +
+			"e.g. spec.endpoints[0].targets[0]: Invalid value: \"192.0.2.300\": ... expected an IPv4 address, e.g. \"192.0.2.10\"; " +
+			"unknown service ids and time zones get a did-you-mean. Objects accepted but not (fully) in effect, such as a " +
+			"policy naming a list that does not exist yet or a record set whose zone does not exist, print " +
+			"\"Warning: ...\" lines on stderr and the exit code stays 0; -o json carries them in each result's warnings.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			objs, err := a.readManifests(files, recursive)

@@ -17,8 +17,11 @@ func newGetCmd(a *app) *cobra.Command {
 	var allNS bool
 	var selector string
 	cmd := &cobra.Command{
-		Use:               "get KIND [NAME...]",
-		Short:             "List or show objects (columns from the kind's printer columns)",
+		Use:   "get KIND [NAME...]",
+		Short: "List or show objects (columns from the kind's printer columns)",
+		Long: "Lists objects with the columns of their kind. When an object is not Ready (or is Degraded), a REASON column " +
+			"follows READY with that condition's reason (ZoneNotFound, InvalidRecords, UnknownList, ...); -o wide adds its MESSAGE. " +
+			"svc describe shows every condition in full.",
 		Example:           "  svc get zones\n  svc get rrset -A -o wide\n  svc get bl ads -o yaml",
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: a.completeKindThenNames,

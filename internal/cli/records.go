@@ -19,7 +19,13 @@ func newRecordsCmd(a *app) *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add ZONE NAME TYPE TARGET...",
 		Short: "Add records (name relative to the zone, @ for the apex, or absolute with a trailing dot)",
-		Args:  cobra.MinimumNArgs(4),
+		Long: "Adds targets to the endpoint NAME TYPE of the record set api-<zone> (or --record-set). Every target is parsed as the " +
+			"data plane parses it before anything is stored: an unknown type, a bad address, an MX without a preference, " +
+			"a name with blanks or outside the zone is refused (exit 1) with the field, the value and an example " +
+			"(MX: \"10 mail.example.com.\", SRV: \"10 5 5060 sip.example.com.\").",
+		Example: "  svc records add example.com www A 192.0.2.10 192.0.2.11\n  svc records add example.com @ MX \"10 mail.example.com.\"\n" +
+			"  svc records add example.com @ TXT \"v=spf1 -all\" --ttl 3600",
+		Args: cobra.MinimumNArgs(4),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := api.RecordsRequest{Name: args[1], Type: strings.ToUpper(args[2]), Targets: args[3:],
 				Comment: comment, RecordSet: recordSet, SetIdentifier: setID, Namespace: a.namespace()}
