@@ -79,7 +79,12 @@ func mergeSemantic(schemaErrs, sem field.ErrorList) field.ErrorList {
 func RecordSetErrors(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[string]bool{}
+	more := 0
 	for _, p := range authority.CheckRecordSet(rs, zone) {
+		if len(errs) == maxRecordErrors {
+			more++
+			continue
+		}
 		ep := rs.Spec.Endpoints[p.Endpoint]
 		if t := strings.ToUpper(ep.RecordType); (t == "CNAME" || t == "DNAME") && len(ep.Targets) > 1 {
 			continue // the schema's rule refuses it with its own message
@@ -91,8 +96,16 @@ func RecordSetErrors(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone) field.Er
 			errs = append(errs, e)
 		}
 	}
+	if more > 0 {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "endpoints"), fmt.Sprintf("%d more", more),
+			fmt.Sprintf("%d more records are refused for the same kinds of reasons; fix the ones above and apply again", more)))
+	}
 	return errs
 }
+
+// maxRecordErrors bounds the errors of one record set: a file of 1000 bad
+// targets gets a readable answer.
+const maxRecordErrors = 10
 
 func problemError(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone, p authority.Problem) *field.Error {
 	ep := rs.Spec.Endpoints[p.Endpoint]

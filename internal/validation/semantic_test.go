@@ -142,3 +142,15 @@ func TestCRDRecordTypesMatchCompile(t *testing.T) {
 		t.Errorf("the CRD's recordType rule lists\n%v\nthe compile step serves\n%v\n(edit the marker on Endpoint in api/v1alpha1, make manifests)", inCRD, want)
 	}
 }
+
+// A file of many bad targets gets a readable answer: ten errors and a count.
+func TestRecordSetErrorsAreBounded(t *testing.T) {
+	rs := &v1alpha1.DNSRecordSet{Spec: v1alpha1.DNSRecordSetSpec{ZoneRef: v1alpha1.ZoneRef{Name: "z"}}}
+	for i := range 30 {
+		rs.Spec.Endpoints = append(rs.Spec.Endpoints, v1alpha1.Endpoint{DNSName: fmt.Sprintf("h%d", i), RecordType: "A", Targets: []string{"x"}})
+	}
+	errs := RecordSetErrors(rs, nil)
+	if len(errs) != 11 || !strings.Contains(errs[10].Error(), "20 more records are refused") {
+		t.Fatalf("%d errors: %v", len(errs), errs)
+	}
+}

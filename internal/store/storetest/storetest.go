@@ -315,7 +315,16 @@ func bigRecordSet(name string, size int) *unstructured.Unstructured {
 	for i := range targets {
 		targets[i] = fmt.Sprintf("%04d", i) + strings.Repeat("x", each-4)
 	}
-	return RecordSet("ns", name, "z", targets...)
+	return asTXT(RecordSet("ns", name, "z", targets...))
+}
+
+// asTXT makes a RecordSet's endpoint TXT: free text passes the admitter's
+// parse of every target (an A target must be an address).
+func asTXT(u *unstructured.Unstructured) *unstructured.Unstructured {
+	eps, _, _ := unstructured.NestedSlice(u.Object, "spec", "endpoints")
+	eps[0].(map[string]any)["recordType"] = "TXT"
+	_ = unstructured.SetNestedSlice(u.Object, eps, "spec", "endpoints")
+	return u
 }
 
 func testSizeCap(t *testing.T, s store.Store) {
@@ -478,7 +487,7 @@ func testConcurrentStaleApplies(t *testing.T, s store.Store) {
 // increment that succeeded is in the final object.
 func testNoLostUpdate(t *testing.T, s store.Store) {
 	ctx := ctxFor(t)
-	mustApply(t, s, RecordSet("ns", "counter", "z", "0"), store.ManagerAPI)
+	mustApply(t, s, asTXT(RecordSet("ns", "counter", "z", "0")), store.ManagerAPI)
 	const workers, each = 4, 10
 	var wg sync.WaitGroup
 	errc := make(chan error, workers)
@@ -496,7 +505,7 @@ func testNoLostUpdate(t *testing.T, s store.Store) {
 				}
 				eps, _, _ := unstructured.NestedSlice(cur.Object, "spec", "endpoints")
 				n, _ := strconv.Atoi(eps[0].(map[string]any)["targets"].([]any)[0].(string))
-				_, err = s.Apply(ctx, RecordSet("ns", "counter", "z", strconv.Itoa(n+1)),
+				_, err = s.Apply(ctx, asTXT(RecordSet("ns", "counter", "z", strconv.Itoa(n+1))),
 					store.ApplyOptions{Manager: store.ManagerAPI, ResourceVersion: cur.GetResourceVersion()})
 				switch {
 				case err == nil:
