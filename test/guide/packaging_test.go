@@ -41,6 +41,11 @@ func makeInstall(t, owner *testing.T, repo string, extra ...string) string {
 
 func runMakeInstall(t *testing.T, repo, destdir string, extra ...string) string {
 	t.Helper()
+	if os.Geteuid() == 0 {
+		// nobody may not be able to read the checkout (/root/...): give make
+		// a world-readable copy of what install reads.
+		repo = installInputs(t, repo)
+	}
 	args := append([]string{"make", "--no-print-directory", "-C", repo, "install", "DESTDIR=" + destdir, "BIN=" + svcBin}, extra...)
 	if os.Geteuid() == 0 {
 		args = append([]string{"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"}, args...)
@@ -55,6 +60,32 @@ func runMakeInstall(t *testing.T, repo, destdir string, extra ...string) string 
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// installInputs copies the files `make install` reads (the Makefile,
+// packaging/ and docs/admin-guide.md) to a new world-readable directory.
+func installInputs(t *testing.T, repo string) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "svc-guide-checkout-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"Makefile", "packaging", filepath.Join("docs", "admin-guide.md")} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := exec.Command("cp", "-R", filepath.Join(repo, p), filepath.Join(dir, p)).CombinedOutput(); err != nil {
+			t.Fatalf("copying %s: %v\n%s", p, err, out)
+		}
+	}
+	if out, err := exec.Command("chmod", "-R", "a+rX", dir).CombinedOutput(); err != nil {
+		t.Fatalf("chmod: %v\n%s", err, out)
+	}
+	return dir
 }
 
 // TestMakeInstall lays out the files with `make install DESTDIR=...` as an
