@@ -389,8 +389,13 @@ func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured
 			out.Continue = encodeOffset(end)
 		}
 	}
-	if out.Unattached, err = s.unattached(ctx, obj.GetNamespace(), obj.GetName()); err != nil {
-		return nil, fromError(err)
+	out.Unattached = []string{}
+	if g, found, _ := unstructured.NestedBool(obj.Object, "spec", "global"); found && !g {
+		// a global list (spec.global omitted or true) applies to every
+		// client without a reference: nothing to attach
+		if out.Unattached, err = s.unattached(ctx, obj.GetNamespace(), obj.GetName()); err != nil {
+			return nil, fromError(err)
+		}
 	}
 	return out, nil
 }
