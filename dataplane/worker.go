@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"time"
 	"unsafe"
@@ -30,6 +31,9 @@ const (
 	// with the flood harness (test/flood); it turns the byte budget into
 	// a bound the allocator will see.
 	pendingOverhead = int64(unsafe.Sizeof(Query{})) + 16<<10
+	// burstWorkers: a pool that grew to this many workers and shrank to
+	// an eighth of it had a burst; its end triggers one collection.
+	burstWorkers = 256
 	// prefixShareDiv: one client prefix may hold at most 1/prefixShareDiv
 	// of the budget (count and bytes) once the pool is half full, so a
 	// prefix flooding cache misses leaves the rest to everybody else.
@@ -87,6 +91,7 @@ type workers struct {
 	work chan job
 	mu   sync.Mutex
 	n    int // running workers
+	peak int // most workers running since the last burst ended
 	max  int
 	quit chan struct{}
 	stop sync.Once
@@ -189,6 +194,7 @@ func (s *Server) dispatch(j job) bool {
 	default:
 	}
 	w.n++
+	w.peak = max(w.peak, w.n)
 	w.wg.Add(1)
 	w.mu.Unlock()
 	go s.worker(j)
@@ -202,7 +208,23 @@ func (s *Server) worker(j job) {
 	defer func() {
 		w.mu.Lock()
 		w.n--
+		// A burst is over once its workers have gone idle and exited:
+		// their stacks, Queries and buffers are garbage now, but with no
+		// traffic no collection would run for minutes (forced GC every 2
+		// min), and only a collection frees them (dead goroutines' stacks
+		// and sync.Pools are released by the GC). The collections then let
+		// the runtime's background scavenger return the memory to the OS.
+		collect := w.peak >= burstWorkers && w.n <= w.peak/8
+		if collect {
+			w.peak = w.n
+		}
 		w.mu.Unlock()
+		if collect {
+			// Twice: a sync.Pool's objects survive one collection (as
+			// its victim cache) and are freed by the next.
+			runtime.GC()
+			runtime.GC()
+		}
 		w.wg.Done()
 	}()
 	var idle *time.Timer

@@ -47,7 +47,7 @@ func main() {
 	silent := flag.String("silent", "", "child mode: the silent upstream")
 	good := flag.String("good", "", "child mode: the responsive upstream")
 	duration := flag.Duration("duration", 20*time.Second, "flood duration")
-	after := flag.Duration("after", 15*time.Second, "how long RSS is watched after the flood")
+	after := flag.Duration("after", 30*time.Second, "how long RSS is watched after the flood")
 	rate := flag.Int("rate", 50000, "flood queries per second (at most)")
 	baseline := flag.String("baseline", "", "a flood binary of an older commit to run first")
 	flag.Parse()
