@@ -155,6 +155,11 @@ func newBrowser(t *testing.T, origin string, width, height int) *browser {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Chromium keeps a desktop window at least about 500 px wide: a phone
+	// width is emulated.
+	if width < 600 {
+		b.do("phone viewport", chromedp.EmulateViewport(int64(width), int64(height)))
+	}
 	b.do("enable events", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 		if _, err := cdp.Call(ctx, tg, network.Enable, network.EnableParams{}); err != nil {
 			return err

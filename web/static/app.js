@@ -6,6 +6,7 @@ import { LoginPage, PasswordPage } from './pages/login.js';
 import { OverviewPage } from './pages/overview.js';
 import { QueriesPage } from './pages/queries.js';
 import { NotYetPage } from './pages/notyet.js';
+import { ServicesPage } from './pages/services.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -34,7 +35,7 @@ const PAGES = [
   { page: 'queries', title: 'Query log', needs: 'queries', component: QueriesPage },
   { page: 'clients', title: 'Clients', needs: 'queries-clients', component: NotYetPage },
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: NotYetPage },
-  { page: 'services', title: 'Services', needs: 'catalogue-services', component: NotYetPage },
+  { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: NotYetPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: NotYetPage },
   { page: 'admin', title: 'Administration', needs: 'settings-get', component: NotYetPage },

@@ -98,23 +98,27 @@ export function useInterval(fn, ms) {
  */
 export function BarChart({ points, label }) {
   if (!points || points.length === 0) return html`<p class="muted">No queries in this window.</p>`;
-  const W = 600, H = 160, pad = 18;
+  const W = 600, H = 160;
   const max = Math.max(1, ...points.map((p) => p.value));
-  const bw = (W - pad) / points.length;
+  const bw = W / points.length;
   const total = points.reduce((s, p) => s + p.value, 0);
-  return html`<svg class="chart" viewBox=${`0 0 ${W} ${H + 16}`} preserveAspectRatio="none" role="img" aria-label=${`${label}: ${fmtInt(total)} in ${points.length} intervals, at most ${fmtInt(max)}`}>
-    <line class="axis" x1=${pad} y1=${H} x2=${W} y2=${H} />
-    ${points.map((p, i) => {
-      const h = (p.value / max) * (H - 6);
-      const bh = ((p.blocked || 0) / max) * (H - 6);
-      const x = pad + i * bw + 0.5;
-      const w = Math.max(1, bw - 1);
-      return html`<g><title>${`${new Date(p.ts).toLocaleString()}: ${fmtInt(p.value)}${p.blocked !== undefined ? `, ${fmtInt(p.blocked)} blocked` : ''}`}</title>
-        <rect class="bar" x=${x} y=${H - h} width=${w} height=${h} />
-        ${bh > 0 ? html`<rect class="bar blocked" x=${x} y=${H - bh} width=${w} height=${bh} />` : null}</g>`;
-    })}
-    <text x=${pad} y=${H + 13}>${new Date(points[0].ts).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' })}</text>
-    <text x=${W} y=${H + 13} text-anchor="end">${new Date(points[points.length - 1].ts).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' })}</text>
-    <text x="0" y="10">${fmtInt(max)}</text>
-  </svg>`;
+  const when = (ts) => new Date(ts).toLocaleString([], { month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit' });
+  // The SVG stretches to the panel's width; its labels are HTML so that the
+  // text is not stretched with it.
+  return html`<div class="chart-wrap">
+    <div class="chart-max muted small" aria-hidden="true">${fmtInt(max)}</div>
+    <svg class="chart" viewBox=${`0 0 ${W} ${H}`} preserveAspectRatio="none" role="img" aria-label=${`${label}: ${fmtInt(total)} in ${points.length} intervals, at most ${fmtInt(max)}`}>
+      <line class="axis" x1="0" y1=${H - 0.5} x2=${W} y2=${H - 0.5} />
+      ${points.map((p, i) => {
+        const h = (p.value / max) * (H - 4);
+        const bh = ((p.blocked || 0) / max) * (H - 4);
+        const x = i * bw + 0.5;
+        const w = Math.max(1, bw - 1);
+        return html`<g><title>${`${new Date(p.ts).toLocaleString()}: ${fmtInt(p.value)}${p.blocked !== undefined ? `, ${fmtInt(p.blocked)} blocked` : ''}`}</title>
+          <rect class="bar" x=${x} y=${H - h} width=${w} height=${h} />
+          ${bh > 0 ? html`<rect class="bar blocked" x=${x} y=${H - bh} width=${w} height=${bh} />` : null}</g>`;
+      })}
+    </svg>
+    <div class="row muted small" aria-hidden="true"><span>${when(points[0].ts)}</span><span class="spacer"></span><span>${when(points[points.length - 1].ts)}</span></div>
+  </div>`;
 }

@@ -10,6 +10,7 @@ import { html, href, navigate, fmtTime, fmtMS, ErrorMsg, Msg, useTitle, markRead
 const PAGING = new Set(['limit', 'continue']);
 export const FILTERS = (apiRoute('queries').query || []).filter((p) => !PAGING.has(p.name));
 const LIMITS = ['50', '100', '200', '500', '1000'];
+const PRIMARY = ['domain', 'client', 'status_class'];
 const MAX_LIVE_ROWS = 1000;
 const LABELS = {
   client: 'Client', domain: 'Domain', domain_match: 'Domain match', list: 'List', qtype: 'Type', status: 'Status',
@@ -60,28 +61,41 @@ function FilterForm({ filters, limit }) {
     if (draft.limit && draft.limit !== '50') q.limit = draft.limit;
     navigate(href('queries', q));
   };
-  return html`<form class="panel filters" onSubmit=${submit} aria-label="Filters">
-    ${FILTERS.map((p) => {
-      const id = 'f-' + p.name;
-      const label = html`<label for=${id} title=${p.doc || ''}>${LABELS[p.name] || p.name}</label>`;
-      const opts = choices(p);
-      if (p.name === 'since' || p.name === 'until') {
-        return html`<div>${label}<input id=${id} type="datetime-local" step="1" value=${toLocalInput(draft[p.name])}
-          onInput=${(e) => setDraft({ ...draft, [p.name]: fromLocalInput(e.target.value) })} /></div>`;
-      }
-      if (opts) {
-        return html`<div>${label}<select id=${id} value=${draft[p.name] || ''} onChange=${set(p.name)}>
-          <option value="">${p.name === 'domain_match' ? 'exact (default)' : 'any'}</option>
-          ${opts.map((o) => html`<option value=${o}>${o}</option>`)}</select></div>`;
-      }
-      return html`<div>${label}<input id=${id} value=${draft[p.name] || ''} onInput=${set(p.name)}
-        list=${p.name === 'qtype' ? 'qtypes' : undefined} placeholder=${p.name === 'domain' ? 'example.com' : ''} /></div>`;
-    })}
+  const field = (p) => {
+    const id = 'f-' + p.name;
+    const label = html`<label for=${id} title=${p.doc || ''}>${LABELS[p.name] || p.name}</label>`;
+    const opts = choices(p);
+    if (p.name === 'since' || p.name === 'until') {
+      return html`<div>${label}<input id=${id} type="datetime-local" step="1" value=${toLocalInput(draft[p.name])}
+        onInput=${(e) => setDraft({ ...draft, [p.name]: fromLocalInput(e.target.value) })} /></div>`;
+    }
+    if (opts) {
+      return html`<div>${label}<select id=${id} value=${draft[p.name] || ''} onChange=${set(p.name)}>
+        <option value="">${p.name === 'domain_match' ? 'exact (default)' : 'any'}</option>
+        ${opts.map((o) => html`<option value=${o}>${o}</option>`)}</select></div>`;
+    }
+    return html`<div>${label}<input id=${id} value=${draft[p.name] || ''} onInput=${set(p.name)}
+      list=${p.name === 'qtype' ? 'qtypes' : undefined} placeholder=${p.name === 'domain' ? 'example.com' : ''} /></div>`;
+  };
+  // The common filters first; the rest fold away (open when one is set),
+  // which keeps the log in view on a phone.
+  const more = FILTERS.filter((p) => !PRIMARY.includes(p.name));
+  const moreSet = more.filter((p) => filters[p.name]).length + (limit !== '50' ? 1 : 0);
+  return html`<form class="panel" onSubmit=${submit} aria-label="Filters">
+    <div class="filters">
+      ${FILTERS.filter((p) => PRIMARY.includes(p.name)).map(field)}
+      <div class="actions"><button class="primary" type="submit">Apply</button>
+        <a class="button" href="queries">Clear</a></div>
+    </div>
+    <details class="more" open=${moreSet > 0}>
+      <summary>More filters${moreSet ? ` (${moreSet} set)` : ''}</summary>
+      <div class="filters">
+        ${more.map(field)}
+        <div><label for="f-limit">Rows per page</label><select id="f-limit" value=${draft.limit || '50'} onChange=${set('limit')}>
+          ${LIMITS.map((l) => html`<option value=${l}>${l}</option>`)}</select></div>
+      </div>
+    </details>
     <datalist id="qtypes">${QTYPES.map((t) => html`<option value=${t} />`)}</datalist>
-    <div><label for="f-limit">Rows per page</label><select id="f-limit" value=${draft.limit || '50'} onChange=${set('limit')}>
-      ${LIMITS.map((l) => html`<option value=${l}>${l}</option>`)}</select></div>
-    <div class="actions"><button class="primary" type="submit">Apply</button>
-      <a class="button" href="queries">Clear</a></div>
   </form>`;
 }
 
