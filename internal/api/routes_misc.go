@@ -29,6 +29,7 @@ func (s *Server) registerRoutes() {
 	s.registerPolicyRoutes()
 	s.registerBlockListRoutes()
 	s.registerClusterRoutes()
+	s.registerBackupRoutes()
 }
 
 type versionOut struct{ Body version.Info }

@@ -203,32 +203,10 @@ func newRestoreCmd(a *app) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "restore -f FILE",
-		Short: "Re-apply a backup through POST /apply",
+		Short: "Put a backup back: settings, objects (through POST /apply) and local users; unchanged ones say so",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			objs, err := a.readManifests([]string{file}, false)
-			if err != nil {
-				return err
-			}
-			res, err := a.applyObjects(cmd.Context(), objs)
-			var ae *APIError
-			if errors.As(err, &ae) && ae.Key == "managed_by" {
-				return fmt.Errorf("%w\nhint: objects managed by files or bootstrap come back from their source, not from a backup: "+
-					"write the backup with svc backup --exclude-managed (or remove them from %s) and restore again", err, file)
-			}
-			if err != nil {
-				return err
-			}
-			if err := a.printApplyResults(res); err != nil {
-				for _, r := range res {
-					if r.Result == "error" && strings.Contains(strings.ToLower(r.Error), "managed") {
-						return fmt.Errorf("%w\nhint: objects managed by files or bootstrap come back from their source, not from a backup: "+
-							"write the backup with svc backup --exclude-managed (or remove them from %s) and restore again", err, file)
-					}
-				}
-				return err
-			}
-			return nil
+			return a.runRestore(cmd.Context(), file)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "backup file written by `svc backup`")

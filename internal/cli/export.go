@@ -2,11 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -86,47 +83,23 @@ func newExportCmd(a *app) *cobra.Command {
 }
 
 func newBackupCmd(a *app) *cobra.Command {
-	var out string
-	var excludeManaged, safe bool
+	var o backupOptions
 	cmd := &cobra.Command{
 		Use:   "backup --out FILE",
-		Short: "Write every object to a file that `svc restore` re-applies",
-		Args:  cobra.NoArgs,
+		Short: "Write settings, objects and local users to a file that `svc restore` puts back (same or fresh node)",
+		Long: "Writes the cluster settings set through the API, every object (objects a file or the bootstrap manages are " +
+			"marked; restore leaves them to their source on a node that has one and creates them on a fresh node) " +
+			"and the local users. Password hashes only with --include-secrets; without them restored users get no " +
+			"password until `svc admin reset-password NAME`. API tokens are never backed up: create new ones.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("--out is required")
-			}
-			kinds, err := a.servedKinds(true)
-			if err != nil {
-				return err
-			}
-			c, err := a.client()
-			if err != nil {
-				return err
-			}
-			objs, err := a.exportObjects(cmd.Context(), c, kinds, "", excludeManaged, safe, true)
-			if err != nil {
-				return err
-			}
-			header := fmt.Sprintf("# svc backup of %s at %s: %d objects\n", c.Server, time.Now().UTC().Format(time.RFC3339), len(objs))
-			var buf bytes.Buffer
-			if err := writeManifests(&buf, outYAML, objs, header); err != nil {
-				return err
-			}
-			if out == "-" {
-				_, err = a.stdout.Write(buf.Bytes())
-				return err
-			}
-			if err := os.WriteFile(out, buf.Bytes(), 0o600); err != nil {
-				return fmt.Errorf("backup: %w", err)
-			}
-			fmt.Fprintf(a.stderr, "wrote %d objects to %s\n", len(objs), out)
-			return nil
+			return a.runBackup(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&out, "out", "", "file to write (- for standard output)")
-	cmd.Flags().BoolVar(&excludeManaged, "exclude-managed", false, "leave out objects managed by files or integrations")
-	cmd.Flags().BoolVar(&safe, "safe", false, "redact credentials in URLs")
+	cmd.Flags().StringVar(&o.out, "out", "", "file to write (- for standard output)")
+	cmd.Flags().BoolVar(&o.excludeManaged, "exclude-managed", false, "leave out objects managed by files or integrations")
+	cmd.Flags().BoolVar(&o.safe, "safe", false, "redact credentials in URLs")
+	cmd.Flags().BoolVar(&o.includeSecrets, "include-secrets", false, "include password hashes of local users (needs users.write)")
 	return cmd
 }
 

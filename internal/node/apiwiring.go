@@ -144,6 +144,18 @@ func (s settingsService) PatchNode(ctx context.Context, p []byte) error {
 	return s.m.PatchNode(ctx, p)
 }
 
+// Overrides are the cluster-scope keys set through the API (the settings
+// file), for `svc backup`; write-only keys are left out.
+func (s settingsService) Overrides(context.Context) (map[string]any, error) {
+	out := map[string]any{}
+	for _, v := range s.m.Values(settings.ScopeCluster) {
+		if v.Source == settings.SourceSettingsFile && !v.Redacted {
+			out[v.Key] = v.Value
+		}
+	}
+	return out, nil
+}
+
 // dnsService serves POST /dns/query, /dns/blocking and /cache/flush from the
 // node's data plane.
 type dnsService struct {
