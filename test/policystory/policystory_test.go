@@ -244,6 +244,14 @@ type user struct {
 
 func (u *user) run(stdin string, args ...string) string {
 	u.t.Helper()
+	out, _ := u.run2(stdin, args...)
+	return out
+}
+
+// run2 runs svc and returns its stdout and stderr; a non-zero exit fails
+// the test.
+func (u *user) run2(stdin string, args ...string) (string, string) {
+	u.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, svcBin, args...)
@@ -254,7 +262,7 @@ func (u *user) run(stdin string, args ...string) string {
 	if err := cmd.Run(); err != nil {
 		u.t.Fatalf("svc %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out.String(), errb.String())
 	}
-	return out.String()
+	return out.String(), errb.String()
 }
 
 func (u *user) apply(manifest string) string {
@@ -323,8 +331,9 @@ spec:
 	n.expect(t, "catch-all policy added", map[[2]string]string{
 		{adult, "x.ads.example"}: "blocked", {kid, "x.ads.example"}: "blocked",
 	})
-	if out := u.run("", "lists", "allow", "x.ads.example"); !strings.Contains(out, "blocklist/ui-allow created") {
-		t.Fatalf("lists allow: %q", out)
+	if out, errOut := u.run2("", "lists", "allow", "x.ads.example"); !strings.Contains(out, "blocklist/ui-allow created") ||
+		!strings.Contains(errOut, "blocklist/ui-allow applies to everyone\n") {
+		t.Fatalf("lists allow does not say the list applies to everyone:\nstdout: %s\nstderr: %s", out, errOut)
 	}
 	n.expect(t, "lists allow with a catch-all policy", map[[2]string]string{
 		{adult, "x.ads.example"}: "answered", {kid, "x.ads.example"}: "answered",
