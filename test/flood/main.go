@@ -85,9 +85,9 @@ func main() {
 	}
 	if len(results) == 2 {
 		b, c := results[0], results[1]
-		fmt.Printf("ratio current/baseline: peak RSS %.2f, RSS after %.2f, 2nd client answered %.2f\n",
+		fmt.Printf("ratio current/baseline: peak RSS %.2f, RSS after %.2f, 2nd client answered %.0f%% vs %.0f%%\n",
 			float64(c.peak)/float64(max(b.peak, 1)), float64(c.rssAfter)/float64(max(b.rssAfter, 1)),
-			(float64(c.ok)/float64(max(c.asked, 1)))/max(float64(b.ok)/float64(max(b.asked, 1)), 0.001))
+			100*float64(c.ok)/float64(max(c.asked, 1)), 100*float64(b.ok)/float64(max(b.asked, 1)))
 	}
 }
 
