@@ -353,6 +353,9 @@ spec:
 			t.Errorf("lists list row %q: want ads and ui-allow applying to everyone\n%s", l, out)
 		}
 	}
+	if out := u.run("", "lists", "list", "-o", "json"); strings.Contains(out, "appliesTo") || !strings.Contains(out, `"ui-allow"`) {
+		t.Errorf("lists list -o json must print the objects as stored:\n%s", out)
+	}
 	if out := u.run("", "describe", "blocklist", "ui-allow"); !strings.Contains(out, "Applies to:   everyone\n") {
 		t.Errorf("describe blocklist ui-allow does not say it applies to everyone:\n%s", out)
 	}
