@@ -30,26 +30,31 @@ func apiOptions(cfg *settings.Config, nodeName string, environ []string) (api.Op
 		return api.Options{}, err
 	}
 	env := envLookup(environ)
+	visible := cfg.Listeners.API.WriteVisibleTimeout
+	if visible <= 0 {
+		visible = -1 // the API's zero means its default
+	}
 	return api.Options{
-		Address:            cfg.Listeners.API.Address,
-		TLSAuto:            cfg.Listeners.API.TLS.Auto,
-		TLSCertFile:        cfg.Listeners.API.TLS.CertFile,
-		TLSKeyFile:         cfg.Listeners.API.TLS.KeyFile,
-		PathPrefix:         cfg.Listeners.API.PathPrefix,
-		TrustedProxies:     cfg.Listeners.API.TrustedProxies,
-		DataDir:            cfg.Node.DataDir,
-		NodeName:           nodeName,
-		LocalLogin:         cfg.Auth.LocalLogin,
-		AdminPasswordFile:  cfg.Auth.Bootstrap.AdminPasswordFile,
-		SessionIdleTimeout: cfg.Auth.Session.IdleTimeout,
-		SessionLifetime:    cfg.Auth.Session.Lifetime,
-		SessionSecure:      cfg.Auth.Session.Secure,
-		TokenMaxLifetime:   cfg.Auth.Tokens.MaxLifetime,
-		RBACBindings:       bindings,
-		AdminSocketPath:    cfg.Auth.AdminSocket.Path,
-		AdminSocketGroup:   cfg.Auth.AdminSocket.Group,
-		Env:                env,
-		GenerateKey:        true,
+		WriteVisibleTimeout: visible,
+		Address:             cfg.Listeners.API.Address,
+		TLSAuto:             cfg.Listeners.API.TLS.Auto,
+		TLSCertFile:         cfg.Listeners.API.TLS.CertFile,
+		TLSKeyFile:          cfg.Listeners.API.TLS.KeyFile,
+		PathPrefix:          cfg.Listeners.API.PathPrefix,
+		TrustedProxies:      cfg.Listeners.API.TrustedProxies,
+		DataDir:             cfg.Node.DataDir,
+		NodeName:            nodeName,
+		LocalLogin:          cfg.Auth.LocalLogin,
+		AdminPasswordFile:   cfg.Auth.Bootstrap.AdminPasswordFile,
+		SessionIdleTimeout:  cfg.Auth.Session.IdleTimeout,
+		SessionLifetime:     cfg.Auth.Session.Lifetime,
+		SessionSecure:       cfg.Auth.Session.Secure,
+		TokenMaxLifetime:    cfg.Auth.Tokens.MaxLifetime,
+		RBACBindings:        bindings,
+		AdminSocketPath:     cfg.Auth.AdminSocket.Path,
+		AdminSocketGroup:    cfg.Auth.AdminSocket.Group,
+		Env:                 env,
+		GenerateKey:         true,
 	}, nil
 }
 

@@ -79,6 +79,9 @@ type APIListener struct {
 	TLS            APITLS
 	PathPrefix     string
 	TrustedProxies []netip.Prefix
+	// WriteVisibleTimeout bounds the wait of a write for this node's DNS
+	// answers to include it (0: no wait).
+	WriteVisibleTimeout time.Duration
 }
 
 type APITLS struct {

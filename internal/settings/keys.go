@@ -252,6 +252,7 @@ func registry() []*key {
 		mk("listeners.api.tls.keyFile", str(), "", N, hr, "API private key (PEM)", func(c *Config, v string) { c.Listeners.API.TLS.KeyFile = v }),
 		mk("listeners.api.pathPrefix", str(), "", N, hr, "path prefix the API and dashboard are served under, e.g. /dns", func(c *Config, v string) { c.Listeners.API.PathPrefix = v }, opt[string]{check: checkPathPrefix}),
 		mk("listeners.api.trustedProxies", cidrs(), []netip.Prefix{}, N, hr, "only these peers may set X-Forwarded-For and X-Forwarded-Proto", func(c *Config, v []netip.Prefix) { c.Listeners.API.TrustedProxies = v }),
+		mk("listeners.api.writeVisibleTimeout", duration(), 2*time.Second, N, hr, "how long a write through the API waits until this node's DNS answers include it (X-Service-Visible); 0 does not wait, the X-Service-Wait header overrides it per request", func(c *Config, v time.Duration) { c.Listeners.API.WriteVisibleTimeout = v }),
 		mk("listeners.ops.address", hostport(), "0.0.0.0:8081", N, hr, "serves /healthz/live and /healthz/ready without login", func(c *Config, v string) { c.Listeners.Ops.Address = v }),
 		mk("listeners.metrics.address", hostport(), "0.0.0.0:9153", N, hr, "serves /metrics", func(c *Config, v string) { c.Listeners.Metrics.Address = v }),
 		mk("listeners.proxyProtocolFrom", cidrs(), []netip.Prefix{}, N, hr, "peers allowed to send PROXY protocol v2", func(c *Config, v []netip.Prefix) { c.Listeners.ProxyProtocolFrom = v }),
