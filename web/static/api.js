@@ -55,12 +55,13 @@ export function url(op, params = {}, query = {}) {
 /**
  * Calls an operation and returns its JSON body (null for 204).
  * @param {string} op
- * @param {{params?: Object, query?: Object, body?: any, headers?: Object, signal?: AbortSignal, quiet?: boolean}} [o]
+ * @param {{params?: Object, query?: Object, body?: any, headers?: Object, signal?: AbortSignal, quiet?: boolean, text?: boolean}} [o]
  * quiet: a 401 is only thrown, not reported as a lost session (the first /auth/me).
+ * text: the body is returned as text (zone files), not parsed as JSON.
  */
 export async function call(op, o = {}) {
   const r = route(op);
-  const headers = { Accept: 'application/json', ...(o.headers || {}) };
+  const headers = { Accept: o.text ? 'text/dns, text/plain, application/json' : 'application/json', ...(o.headers || {}) };
   if (r.method !== 'GET' && r.method !== 'HEAD') headers['X-Service-CSRF'] = csrf;
   let body;
   if (o.body !== undefined) {
@@ -75,6 +76,7 @@ export async function call(op, o = {}) {
     throw new ApiError(0, { error: { message: 'the server did not answer', hint: 'check that the node is running and reachable' } });
   }
   const text = res.status === 204 ? '' : await res.text();
+  if (res.ok && o.text) return text;
   let data = null;
   if (text) {
     try { data = JSON.parse(text); } catch { data = null; }

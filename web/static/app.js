@@ -7,6 +7,7 @@ import { OverviewPage } from './pages/overview.js';
 import { QueriesPage } from './pages/queries.js';
 import { NotYetPage } from './pages/notyet.js';
 import { ServicesPage } from './pages/services.js';
+import { ZonesPage } from './pages/zones.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -37,7 +38,7 @@ const PAGES = [
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: NotYetPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: NotYetPage },
-  { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: NotYetPage },
+  { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },
   { page: 'admin', title: 'Administration', needs: 'settings-get', component: NotYetPage },
 ];
 
