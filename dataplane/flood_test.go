@@ -134,3 +134,63 @@ func TestFloodFairShedding(t *testing.T) {
 		t.Fatalf("second client answered %d of 10 during the flood, want 10", answered)
 	}
 }
+
+// TestClientPrefix: the fairness unit is the client's /24 or /56.
+func TestClientPrefix(t *testing.T) {
+	same := [][2]string{
+		{"192.0.2.1", "192.0.2.254"},
+		{"::ffff:192.0.2.1", "192.0.2.9"},
+		{"2001:db8:0:100::1", "2001:db8:0:1ff:ffff::1"},
+	}
+	for _, p := range same {
+		if prefixOf(netip.MustParseAddr(p[0])) != prefixOf(netip.MustParseAddr(p[1])) {
+			t.Errorf("%s and %s should share a prefix", p[0], p[1])
+		}
+	}
+	differ := [][2]string{
+		{"192.0.2.1", "192.0.3.1"},
+		{"2001:db8:0:100::1", "2001:db8:0:200::1"},
+		{"0.0.0.1", "::1"},
+	}
+	for _, p := range differ {
+		if prefixOf(netip.MustParseAddr(p[0])) == prefixOf(netip.MustParseAddr(p[1])) {
+			t.Errorf("%s and %s should be different prefixes", p[0], p[1])
+		}
+	}
+}
+
+// TestPendingBudget: admission by count, bytes and prefix share.
+func TestPendingBudget(t *testing.T) {
+	a, b := prefixOf(netip.MustParseAddr("192.0.2.1")), prefixOf(netip.MustParseAddr("198.51.100.1"))
+	w := newWorkers(100, 100*1000)
+	n := 0
+	for w.admit(a, 1000) { // bounded: admit refuses at the budget
+		n++
+	}
+	if n != 50 {
+		t.Fatalf("one prefix admitted %d of 100, want 50 (half, then its quarter is long exceeded)", n)
+	}
+	for range 25 { // the second prefix gets its quarter
+		if !w.admit(b, 1000) {
+			t.Fatalf("another prefix refused at %d pending", w.jobs)
+		}
+	}
+	if w.admit(b, 1000) {
+		t.Fatal("a second prefix exceeded its quarter past half the budget")
+	}
+	for range 25 {
+		w.release(a, 1000)
+	}
+	if w.jobs != 50 || w.bytes != 50*1000 {
+		t.Fatalf("after release: %d jobs, %d bytes", w.jobs, w.bytes)
+	}
+	// The byte budget binds before the count.
+	w2 := newWorkers(100, 10*1000)
+	k := 0
+	for w2.admit(prefixOf(netip.AddrFrom4([4]byte{10, 0, byte(k), 1})), 1000) { // a prefix each
+		k++
+	}
+	if k != 10 {
+		t.Fatalf("byte budget of 10 queries admitted %d", k)
+	}
+}
