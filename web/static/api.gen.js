@@ -96,6 +96,23 @@
  */
 
 /**
+ * @typedef {Object} BackupSettings
+ * @property {number} took_ms
+ * @property {Object<string, *>} values
+ */
+
+/**
+ * @typedef {Object} BackupUser
+ * @property {boolean} [builtinAdmin]
+ * @property {boolean} [disabled]
+ * @property {string} [displayName]
+ * @property {(Array<string>|null)} [groups]
+ * @property {boolean} [mustChangePassword]
+ * @property {string} [passwordHash]
+ * @property {string} username
+ */
+
+/**
  * @typedef {Object} BatchDeleteInputBody
  * @property {(Array<string>|null)} names
  * @property {string} [namespace]
@@ -478,6 +495,13 @@
  */
 
 /**
+ * @typedef {Object} ListBodyBackupUser
+ * @property {string} continue
+ * @property {(Array<BackupUser>|null)} items
+ * @property {number} took_ms
+ */
+
+/**
  * @typedef {Object} ListBodyCatalogueCategory
  * @property {string} continue
  * @property {(Array<CatalogueCategory>|null)} items
@@ -516,6 +540,13 @@
  * @typedef {Object} ListBodyNodeInfo
  * @property {string} continue
  * @property {(Array<NodeInfo>|null)} items
+ * @property {number} took_ms
+ */
+
+/**
+ * @typedef {Object} ListBodyUserRestoreResult
+ * @property {string} continue
+ * @property {(Array<UserRestoreResult>|null)} items
  * @property {number} took_ms
  */
 
@@ -657,6 +688,11 @@
  */
 
 /**
+ * @typedef {Object} RestoreUsersInBody
+ * @property {(Array<BackupUser>|null)} items
+ */
+
+/**
  * @typedef {Object} RoleBindingInfo
  * @property {string} name
  * @property {string} role
@@ -743,6 +779,13 @@
  */
 
 /**
+ * @typedef {Object} UserRestoreResult
+ * @property {boolean} [needsPassword]
+ * @property {"created"|"updated"|"unchanged"} result
+ * @property {string} username
+ */
+
+/**
  * @typedef {Object} ZoneDeleteResult
  * @property {boolean} dryRun
  * @property {number} recordSets
@@ -776,6 +819,8 @@ export const routes = Object.freeze({
   "auth-tokens-delete": {"method":"DELETE","path":"/auth/tokens/{id}","permission":"tokens.own","scope":"cluster","summary":"Revoke a token"},
   "auth-tokens-get": {"method":"GET","path":"/auth/tokens/{id}","permission":"tokens.own","scope":"cluster","summary":"One token"},
   "auth-tokens-list": {"method":"GET","path":"/auth/tokens","permission":"tokens.own","scope":"cluster","summary":"List my tokens (all=true: every token, needs tokens.read)","query":[{"name":"all","doc":"every token; needs tokens.read"}]},
+  "backup-settings": {"method":"GET","path":"/backup/settings","permission":"settings.read","scope":"cluster","summary":"Cluster settings set through the API, for svc backup"},
+  "backup-users": {"method":"GET","path":"/backup/users","permission":"users.read","scope":"cluster","summary":"Local users for svc backup (password hashes only with secrets=true)","query":[{"name":"secrets","doc":"include password hashes (needs users.write besides users.read)"}]},
   "batch-delete-blocklists": {"method":"POST","path":"/objects/blocklists/batch-delete","permission":"blocklists.delete","scope":"cluster","summary":"Delete several BlockList objects"},
   "batch-delete-clientgroups": {"method":"POST","path":"/objects/clientgroups/batch-delete","permission":"clientgroups.delete","scope":"cluster","summary":"Delete several ClientGroup objects"},
   "batch-delete-dnsrecordsets": {"method":"POST","path":"/objects/dnsrecordsets/batch-delete","permission":"dnsrecordsets.delete","scope":"any","summary":"Delete several DNSRecordSet objects"},
@@ -857,6 +902,7 @@ export const routes = Object.freeze({
   "queries-clients": {"method":"GET","path":"/queries/clients","permission":"querylogs.read","scope":"cluster","summary":"Clients of a window with counts, busiest first","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"limit","doc":"default 100"}]},
   "queries-clients-timeseries": {"method":"GET","path":"/queries/clients/timeseries","permission":"querylogs.read","scope":"cluster","summary":"Queries per client per step","query":[{"name":"from","doc":"RFC 3339; default until minus 24h"},{"name":"until","doc":"RFC 3339; default now"},{"name":"step","doc":"bucket width, at least 1m, at most 1000 points; default 1h"},{"name":"clients","doc":"client keys; empty: the busiest"},{"name":"top","doc":"busiest clients when none are named; default 5"}]},
   "queries-stream": {"method":"GET","path":"/queries/stream","permission":"querylogs.read","scope":"cluster","summary":"Live query log (Server-Sent Events)","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"},{"name":"last_event_id","doc":"resume after this event id on a first connect (the header wins)"}]},
+  "restore-users": {"method":"POST","path":"/backup/users","permission":"users.write","scope":"cluster","summary":"Create or update local users from a backup"},
   "settings-get": {"method":"GET","path":"/settings","permission":"settings.read","scope":"cluster","summary":"Effective settings"},
   "settings-patch": {"method":"PATCH","path":"/settings","permission":"settings.write","scope":"cluster","summary":"Merge-patch cluster settings"},
   "settings-schema": {"method":"GET","path":"/settings/_schema","permission":"settings.read","scope":"cluster","summary":"Metadata of every settings key"},
