@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/miekg/dns"
+	"golang.org/x/net/idna"
 
 	"github.com/svcdns/svc/api/v1alpha1"
 )
@@ -74,6 +75,16 @@ func checkOwnerSyntax(name string) error {
 	}
 	if !utf8.ValidString(name) {
 		return fmt.Errorf("is not valid UTF-8")
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			// Resolvers ask for the ASCII form; raw UTF-8 would never match.
+			hint := "its ASCII form (xn--...)"
+			if a, err := idna.Lookup.ToASCII(name); err == nil {
+				hint = fmt.Sprintf("its ASCII form %q", a)
+			}
+			return fmt.Errorf("holds non-ASCII characters; write an internationalized name in %s", hint)
+		}
 	}
 	trimmed := strings.TrimSuffix(name, ".")
 	if strings.HasPrefix(trimmed, ".") || strings.HasSuffix(trimmed, ".") || strings.Contains(trimmed, "..") {

@@ -37,6 +37,7 @@ func TestCheckRecordSet(t *testing.T) {
 		{"@", "CNAME", "x.example.net.", "targets", "CNAME at the zone apex"},
 		{"@", "SOA", "x", "recordType", "spec.soa"},
 		{"x", "TYPE65534", `\# 4 c0000201`, "", ""},
+		{"bücher", "A", "192.0.2.1", "dnsName", `ASCII form "xn--bcher-kva"`},
 	}
 	for _, c := range cases {
 		ps := CheckRecordSet(oneSet(c.name, c.typ, c.target), checkZone())
