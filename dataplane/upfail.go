@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,9 @@ const (
 type upstreamHealth struct {
 	mu sync.Mutex
 	g  map[string]*groupFailures
+	// n is len(g): with no failures anywhere, the answer of every cache
+	// miss is recorded without taking mu.
+	n atomic.Int32
 }
 
 type groupFailures struct {
@@ -40,6 +44,9 @@ type groupFailures struct {
 // check reports whether group is failing now and, if so, whether the
 // caller is to send the probe (at most one in flight).
 func (h *upstreamHealth) check(group string, now time.Time) (down, probe bool) {
+	if h.n.Load() == 0 {
+		return false, false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	f := h.g[group]
@@ -56,10 +63,14 @@ func (h *upstreamHealth) check(group string, now time.Time) (down, probe bool) {
 // result records the outcome of a query to group; probe says it was the
 // probe check handed out.
 func (h *upstreamHealth) result(group string, ok, probe bool, now time.Time) {
+	if ok && h.n.Load() == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ok {
 		delete(h.g, group)
+		h.n.Store(int32(len(h.g)))
 		return
 	}
 	if h.g == nil {
@@ -69,22 +80,13 @@ func (h *upstreamHealth) result(group string, ok, probe bool, now time.Time) {
 	if f == nil {
 		f = &groupFailures{}
 		h.g[group] = f
+		h.n.Store(int32(len(h.g)))
 	}
 	f.fails++
 	if f.fails >= upstreamDownAfter {
 		f.until = now.Add(upstreamDownFor)
 	}
 	if probe {
-		f.probing = false
-	}
-}
-
-// probeDone ends a probe whose outcome was recorded by result already
-// (or is not to be).
-func (h *upstreamHealth) probeDone(group string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if f := h.g[group]; f != nil {
 		f.probing = false
 	}
 }
