@@ -235,6 +235,20 @@ func TestOverviewLinksIntoTheLog(t *testing.T) {
 	b.waitJS("log filtered by the domain", `new URLSearchParams(location.search).get('domain') === 'popular.example' &&
 		document.querySelectorAll('tbody tr[data-domain="popular.example"]').length === 3`)
 
+	// Clients: counts, the client's own series, and its log.
+	b.open(s.URL + "/clients")
+	b.waitText("h1", "Clients")
+	b.waitJS("the client row with 4 queries", `[...document.querySelectorAll('tr[data-client="127.0.0.1"] td')].some(td => td.innerText === '4')`)
+	b.click(`tr[data-client="127.0.0.1"] td a`)
+	b.waitText("section[aria-label='Queries over time'] h2", "of 127.0.0.1")
+	b.waitJS("client chart", `!!document.querySelector('svg.chart')`)
+	b.checkA11y("clients")
+	b.screenshot("clients")
+	b.click(`tr[data-client="127.0.0.1"] td:last-child a`)
+	b.waitText("h1", "Query log")
+	b.waitJS("the client's log", `new URLSearchParams(location.search).get('client') === '127.0.0.1' &&
+		document.querySelectorAll('tbody tr[data-domain]').length === 4`)
+
 	// A phone: nothing wider than the screen but the log's own scroller.
 	m := newBrowser(t, s.URL, 360, 780)
 	m.open(s.URL + "/overview")

@@ -8,6 +8,7 @@ import { QueriesPage } from './pages/queries.js';
 import { NotYetPage } from './pages/notyet.js';
 import { ServicesPage } from './pages/services.js';
 import { ZonesPage } from './pages/zones.js';
+import { ClientsPage } from './pages/clients.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -34,7 +35,7 @@ function ThemeToggle() {
 const PAGES = [
   { page: 'overview', title: 'Overview', needs: 'stats-summary', component: OverviewPage },
   { page: 'queries', title: 'Query log', needs: 'queries', component: QueriesPage },
-  { page: 'clients', title: 'Clients', needs: 'queries-clients', component: NotYetPage },
+  { page: 'clients', title: 'Clients', needs: 'queries-clients', component: ClientsPage },
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: NotYetPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: NotYetPage },
