@@ -66,7 +66,9 @@ const (
 	h2StreamWindow     = 65535     // our SETTINGS_INITIAL_WINDOW_SIZE (the default)
 	h2ConnWindow       = 256 << 10 // our connection receive window
 	h2MaxPendingOut    = 256 << 10 // queued output before the reader waits
-	h2MaxBlocked       = 1 << 20   // answer bytes waiting for flow-control windows
+	h2MaxBlocked       = 1 << 20   // buffer bytes of answers waiting for flow-control windows, per connection
+	h2MaxBlockedTotal  = 64 << 20  // the same, all connections of a server
+	h2MaxHeaderRejects = 4         // 431s per connection; the next oversized block: GOAWAY (HPACK bomb)
 	h2ResetSlack       = 100       // client resets and refused streams allowed before the ratio applies
 	h2ControlSlack     = 1000      // control frames allowed ...
 	h2ControlPerStream = 2         // ... plus this many per stream opened
@@ -83,6 +85,12 @@ const (
 // (a variable for tests).
 var h2WriteTimeout = 10 * time.Second
 
+// h2StallTimeout bounds how long an answer may wait for the peer's
+// flow-control window; then the connection gets GOAWAY ENHANCE_YOUR_CALM
+// (a client that opens streams and never grants window holds their
+// answers). A variable for tests.
+var h2StallTimeout = 10 * time.Second
+
 // doh2Server holds the lean HTTP/2 connections of one DoH listener.
 type doh2Server struct {
 	s    *Server
@@ -92,6 +100,8 @@ type doh2Server struct {
 	mu       sync.Mutex
 	conns    map[*h2conn]struct{}
 	draining bool
+
+	blocked atomic.Int64 // buffer bytes of answers waiting for window, every connection
 }
 
 func newDoH2Server(s *Server, h *dohHandler, idle time.Duration) *doh2Server {
@@ -170,6 +180,11 @@ type h2stream struct {
 	pending []byte  // response body not yet sent (flow control)
 	out     *[]byte // owns pending
 	blocked bool    // in h2conn.blocked
+	// blockedSince and blockedCap: when the answer started waiting for
+	// window, and the buffer bytes it holds meanwhile (counted against
+	// h2MaxBlocked and h2MaxBlockedTotal).
+	blockedSince time.Time
+	blockedCap   int
 }
 
 var h2streamPool = sync.Pool{New: func() any { return new(h2stream) }}
@@ -214,17 +229,19 @@ type h2conn struct {
 	closed      bool // the reader is done: responders drop answers
 	closeAfter  bool // close when the output is written
 
-	streams     map[uint32]*h2stream
-	blocked     []*h2stream
-	blockedLen  int
-	maxStreamID uint32
-	opened      int // streams the client opened
-	running     int // responder goroutines
-	resets      int // streams the client reset or we refused
-	control     int // control frames received
-	idleSince   time.Time
-	recent      [h2RecentResets]uint32
-	recentN     int
+	streams       map[uint32]*h2stream
+	blocked       []*h2stream // oldest first
+	blockedLen    int         // buffer bytes held by blocked answers
+	stallTimer    *time.Timer // fires h2StallTimeout after the oldest blocked answer
+	headerRejects int         // 431s answered (HPACK bomb)
+	maxStreamID   uint32
+	opened        int // streams the client opened
+	running       int // responder goroutines
+	resets        int // streams the client reset or we refused
+	control       int // control frames received
+	idleSince     time.Time
+	recent        [h2RecentResets]uint32
+	recentN       int
 
 	sawSettings   bool
 	unackedSet    int
@@ -440,6 +457,9 @@ func (c *h2conn) run() {
 	defer func() {
 		c.mu.Lock()
 		c.closed = true
+		if c.stallTimer != nil {
+			c.stallTimer.Stop()
+		}
 		c.flushLocked()
 		for c.writing {
 			c.cond.Wait()
@@ -578,6 +598,16 @@ func (c *h2conn) serveBatch() bool {
 			case errors.As(err, &se):
 				c.streamErrorLocked(se.StreamID, se.Code)
 				err = nil
+				// A stream the client made us reset by a malformed frame
+				// counts as a client reset (MadeYouReset, CVE-2025-8671,
+				// as x/net counts it): its answer may still be computed.
+				// REFUSED_STREAM was counted when refused.
+				if se.Code != http2.ErrCodeRefusedStream {
+					c.resets++
+					if e := c.checkResets(); e != nil {
+						c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
+					}
+				}
 			case errors.As(err, &ce):
 				c.connErrorLocked(http2.ErrCode(ce))
 			case errors.Is(err, http2.ErrFrameTooLarge):
@@ -1144,7 +1174,7 @@ func (c *h2conn) freeStream(st *h2stream) {
 				break
 			}
 		}
-		c.blockedLen -= len(st.pending)
+		c.unblockLocked(st)
 	}
 	if st.body != nil {
 		putBuf(st.body)
@@ -1217,6 +1247,14 @@ func (c *h2conn) processHeaders(f *h2headers) error {
 	}
 	c.streams[id] = st
 	if f.Truncated {
+		// Each oversized block costs its full HPACK decode; a client that
+		// keeps sending them is cut off (x/net closes connections for
+		// its attack classes too).
+		c.headerRejects++
+		if c.headerRejects > h2MaxHeaderRejects {
+			c.d.h.s.m.reject(c.d.h.name, "header_abuse")
+			return http2.ConnectionError(http2.ErrCodeEnhanceYourCalm)
+		}
 		c.respondError(st, http.StatusRequestHeaderFieldsTooLarge, "")
 		return nil
 	}
@@ -1385,12 +1423,73 @@ func (c *h2conn) sendLocked(st *h2stream, body []byte, out *[]byte) {
 	if c.sendDataLocked(st) {
 		c.releaseLocked(st)
 	} else {
-		st.blocked = true
-		c.blocked = append(c.blocked, st)
-		c.blockedLen += len(st.pending)
-		if c.blockedLen > h2MaxBlocked {
-			c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
+		c.blockLocked(st)
+	}
+}
+
+// blockLocked parks st's unsent answer until the peer grants window. The
+// rest moves out of the pooled buffer into one of its own size, and what
+// is held counts against the per-connection and per-server bounds (the
+// buffers, not the answer bytes).
+func (c *h2conn) blockLocked(st *h2stream) {
+	if st.out != nil {
+		p := make([]byte, len(st.pending))
+		copy(p, st.pending)
+		putBuf(st.out)
+		st.out, st.pending = nil, p
+		st.blockedCap = cap(p)
+	}
+	st.blocked = true
+	st.blockedSince = time.Now()
+	c.blocked = append(c.blocked, st)
+	c.blockedLen += st.blockedCap
+	total := c.d.blocked.Add(int64(st.blockedCap))
+	if c.blockedLen > h2MaxBlocked || total > h2MaxBlockedTotal {
+		c.d.h.s.m.reject(c.d.h.name, "flow_control")
+		c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
+		return
+	}
+	if len(c.blocked) == 1 {
+		if c.stallTimer == nil {
+			c.stallTimer = time.AfterFunc(h2StallTimeout, c.checkStall)
+		} else {
+			c.stallTimer.Reset(h2StallTimeout)
 		}
+	}
+}
+
+// unblockLocked gives back what a blocked answer held (sent or dropped).
+func (c *h2conn) unblockLocked(st *h2stream) {
+	st.blocked = false
+	c.blockedLen -= st.blockedCap
+	c.d.blocked.Add(-int64(st.blockedCap))
+	st.blockedCap = 0
+}
+
+// checkStall runs h2StallTimeout after an answer started waiting for
+// window: if the oldest still waits that long, the connection gets
+// GOAWAY ENHANCE_YOUR_CALM and closes (the reader wakes when it is
+// written), else it checks again when the now oldest is due.
+func (c *h2conn) checkStall() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.failed || len(c.blocked) == 0 {
+		return
+	}
+	if wait := h2StallTimeout - time.Since(c.blocked[0].blockedSince); wait > 0 {
+		c.stallTimer.Reset(wait)
+		return
+	}
+	if c.closeAfter {
+		return
+	}
+	c.d.h.s.m.reject(c.d.h.name, "stalled")
+	c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
+	c.flushLocked()
+	if !c.failed {
+		// flushLocked wakes the reader when the GOAWAY is written; if a
+		// writer was at work, it will; this makes sure.
+		_ = c.conn.SetReadDeadline(time.Now())
 	}
 }
 
@@ -1408,9 +1507,6 @@ func (c *h2conn) sendDataLocked(st *h2stream) bool {
 		st.pending = st.pending[n:]
 		st.sendWin -= n
 		c.connSendWin -= n
-		if st.blocked {
-			c.blockedLen -= int(n)
-		}
 	}
 	st.sentEnd = true
 	c.cutLocked()
@@ -1431,7 +1527,7 @@ func (c *h2conn) resumeBlockedLocked() {
 	var done []*h2stream
 	for _, st := range c.blocked {
 		if c.sendDataLocked(st) {
-			st.blocked = false
+			c.unblockLocked(st)
 			done = append(done, st)
 		} else {
 			keep = append(keep, st)
@@ -1632,4 +1728,11 @@ func httpDate() string {
 	e := &dateEntry{sec: now.Unix(), s: now.UTC().Format(http.TimeFormat)}
 	dateCache.Store(e)
 	return e.s
+}
+
+// connCount is the number of connections served (tests).
+func (d *doh2Server) connCount() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.conns)
 }
