@@ -109,3 +109,48 @@ func TestBlockedServiceSwitch(t *testing.T) {
 		t.Errorf("blockedServices left in the policy: %v", pol.Spec)
 	}
 }
+
+// TestBlockingPause: the header pauses blocking for a while with a
+// countdown (the blocked name passes meanwhile) and resumes it; a viewer
+// sees the state but no control.
+func TestBlockingPause(t *testing.T) {
+	s := startServer(t, nodetest.Env("SERVICE_ADMIN_PASSWORD="+adminPassword), nodetest.ExtraYAML(viewerBindings))
+	api := signIn(t, s, "admin", adminPassword)
+	api.do(http.MethodPut, "/objects/blocklists/default/ui-deny", map[string]any{
+		"apiVersion": "service.io/v1alpha1", "kind": "BlockList",
+		"metadata": map[string]any{"name": "ui-deny", "namespace": "default"},
+		"spec": map[string]any{"mode": "block", "sources": []any{map[string]any{"name": "manual",
+			"entries": []any{map[string]any{"value": "paused.example", "type": "exact", "origin": "api"}}}}},
+	}, nil)
+	blocked := func() bool {
+		r, err := s.Exchange("udp", 2*time.Second, "paused.example", dns.TypeA)
+		return err == nil && r.Rcode != dns.RcodeServerFailure
+	}
+	nodetest.Eventually(t, 15*time.Second, "paused.example blocked", blocked)
+
+	b := newBrowser(t, s.URL, 1280, 900)
+	b.open(s.URL + "/overview")
+	b.waitText("h1", "Sign in")
+	b.login("admin", adminPassword)
+	b.waitText("h1", "Overview")
+	b.waitJS("the pause control", `!!document.querySelector('[data-testid=blocking] button')`)
+	b.click(`[data-testid=blocking] button`)
+	b.waitText("[data-testid=blocking]", "Blocking paused")
+	b.waitJS("a countdown", `/[0-9]+:[0-9]{2} left/.test(document.querySelector('[data-testid=blocking]').innerText)`)
+	nodetest.Eventually(t, 10*time.Second, "paused.example passes during the pause", func() bool { return !blocked() })
+	b.checkA11y("overview, blocking paused")
+
+	addUser(t, s, "viewer", "viewer password 1")
+	v := newBrowser(t, s.URL, 1280, 900)
+	v.open(s.URL + "/overview")
+	v.waitText("h1", "Sign in")
+	v.login("viewer", "viewer password 1")
+	v.waitText("[data-testid=blocking]", "Blocking paused")
+	if n := evalAs[int](v, `document.querySelectorAll('[data-testid=blocking] button').length`); n != 0 {
+		t.Errorf("a viewer has %d blocking buttons", n)
+	}
+
+	b.click(`[data-testid=blocking] button`)
+	b.waitJS("resumed", `!document.querySelector('[data-testid=blocking]') || !document.querySelector('[data-testid=blocking]').innerText.includes('paused')`)
+	nodetest.Eventually(t, 10*time.Second, "paused.example blocked again", blocked)
+}

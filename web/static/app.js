@@ -9,6 +9,7 @@ import { NotYetPage } from './pages/notyet.js';
 import { ServicesPage } from './pages/services.js';
 import { ZonesPage } from './pages/zones.js';
 import { ClientsPage } from './pages/clients.js';
+import { BlockingControl } from './blocking.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -58,6 +59,7 @@ function Frame({ me, route, onLogout, children }) {
       ${visible.map((p) => html`<li><a href=${p.page} aria-current=${route.page === p.page ? 'page' : undefined}>${p.title}</a></li>`)}
     </ul></nav>
     <div class="who">
+      <${BlockingControl} me=${me} />
       <span title=${me.roles.join(', ')}>${me.principal.name}</span>
       <span class="roles">${me.roles.length ? '(' + me.roles.join(', ') + ')' : '(no role)'}</span>
       <${ThemeToggle} />
