@@ -80,6 +80,16 @@ func TestWriteRoutesAnswerVisible(t *testing.T) {
 		t.Errorf("after lists deny: dig ads.example.net = %q (%s), want the block answer 0.0.0.0", got, status)
 	}
 
+	// pausing blocking on this node (and resuming it) is answered at once
+	a.ok("blocking", "disable", "5m")
+	if got, _ := dig(t, s.DNS, "ads.example.net", "A"); got == "0.0.0.0" {
+		t.Errorf("after blocking disable: ads.example.net still blocked")
+	}
+	a.ok("blocking", "enable")
+	if got, _ := dig(t, s.DNS, "ads.example.net", "A"); got != "0.0.0.0" {
+		t.Errorf("after blocking enable: dig ads.example.net = %q, want blocked", got)
+	}
+
 	// a setting that changes answers: blocking off cluster-wide
 	h = c.do(http.MethodPatch, "/settings", map[string]any{"blocking": map[string]any{"enabled": false}}, nil)
 	checkVisible(t, "PATCH /settings", h)
