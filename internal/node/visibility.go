@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/blocklist"
@@ -15,7 +16,7 @@ import (
 
 // hurriedDebounce replaces debounce while a write waits to be served: a
 // burst still lands in one build, and `svc records add` is not held 50ms.
-const hurriedDebounce = 2 * 1e6 // 2ms
+const hurriedDebounce = 2 * time.Millisecond
 
 // visibility answers the API's question "does this node answer with these
 // writes yet?" from the snapshot being served (api.Visibility).
