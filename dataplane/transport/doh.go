@@ -74,12 +74,25 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 		<-slots
 	}
 	h := s.newDoHHandler(l, dataplane.TransportDoH, "doh")
-	h2 := newDoH2Server(s, h, s.idle())
-	s.doh2 = append(s.doh2, h2)
-	go func() { // not in s.wg: Shutdown waits for the connections first
-		<-s.ctx.Done() // Shutdown ended or timed out, or Start failed
-		h2.closeAll()
-	}()
+	var std *stdDoH
+	var h2 *doh2Server
+	if s.cfg.DoHServer == DoHServerStdlib {
+		if std, err = s.newStdDoH(h, tc); err != nil {
+			return fmt.Errorf("doh %s: %w", l.Address, err)
+		}
+		s.stdDoH = append(s.stdDoH, std)
+		go func() {
+			<-s.ctx.Done()
+			_ = std.srv.Close()
+		}()
+	} else {
+		h2 = newDoH2Server(s, h, s.idle())
+		s.doh2 = append(s.doh2, h2)
+		go func() { // not in s.wg: Shutdown waits for the connections first
+			<-s.ctx.Done() // Shutdown ended or timed out, or Start failed
+			h2.closeAll()
+		}()
+	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -102,6 +115,10 @@ func (s *Server) startDoH(ctx context.Context, l Listener) error {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
+				if std != nil {
+					s.serveStd(raw, tc, std, done)
+					return
+				}
 				s.serveDoHConn(raw, tc, h, h2, done)
 			}()
 		}
@@ -183,57 +200,111 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(out)
 }
 
-// decode turns a request into its client ID and DNS message, or into the
-// error status and the rejection reason (metrics) to answer with. body
-// reads a POST body of at most maxMessage bytes (errTooLarge beyond);
-// contentLength is the declared length (-1 unknown); bp is the buffer a
-// GET message is decoded into.
-func (h *dohHandler) decode(method, path, rawQuery string, ctype []string, contentLength int64,
-	body func() ([]byte, error), bp *[]byte) (clientID string, msg []byte, code int, reason string) {
-	clientID, ok := h.clientID(path)
+// dohRequest is a request as the three DoH servers hand it to the request
+// rules: path unescaped, the Content-Type values (only the first kept:
+// nctype says how many there were), the declared length (-1 unknown).
+type dohRequest struct {
+	method, path, rawQuery string
+	ctype                  string
+	nctype                 int
+	contentLength          int64
+}
+
+// dohDecision is what the request rules decide from a request's head.
+type dohDecision struct {
+	clientID string
+	// msg is a GET's decoded message, in buf; nil for a POST, whose body
+	// is the message (read within maxMessage, then checkBody).
+	msg []byte
+	buf *[]byte // the buffer msg was decoded into, from the pool when decideHead got none
+	// code != 0: answer with this status; reason is the rejection reason
+	// (metrics).
+	code   int
+	reason string
+}
+
+// decideHead is the one place that decides, from method, path, query and
+// headers, what a DoH request is (HTTP/1.1, HTTP/2 and HTTP/3 alike): its
+// client ID and message, or the error status. bp is the buffer a GET
+// message is decoded into; nil takes one from the pool (returned in
+// dohDecision.buf).
+func (h *dohHandler) decideHead(r dohRequest, bp *[]byte) dohDecision {
+	clientID, ok := h.clientID(r.path)
 	if !ok {
-		return "", nil, http.StatusNotFound, "path"
+		return dohDecision{code: http.StatusNotFound, reason: "path"}
 	}
-	switch method {
+	switch r.method {
 	case http.MethodGet:
-		p := dnsParam(rawQuery)
+		p := dnsParam(r.rawQuery)
 		if p == "" {
-			return "", nil, http.StatusBadRequest, "bad_request"
+			return dohDecision{code: http.StatusBadRequest, reason: "bad_request"}
 		}
 		if len(p) > maxGETParam {
-			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
+			return dohDecision{code: http.StatusRequestEntityTooLarge, reason: "too_large"}
+		}
+		if bp == nil {
+			bp = getBuf()
 		}
 		n := base64.RawURLEncoding.DecodedLen(len(p))
 		if cap(*bp) < n {
-			*bp = make([]byte, n)
+			*bp = make([]byte, 0, n)
 		}
 		m, err := base64.RawURLEncoding.AppendDecode((*bp)[:0], []byte(p))
+		*bp = m
+		d := dohDecision{clientID: clientID, msg: m, buf: bp}
 		if err != nil {
-			return "", nil, http.StatusBadRequest, "bad_request"
+			d.code, d.reason = http.StatusBadRequest, "bad_request"
+		} else {
+			d.code, d.reason = checkBody(m, nil)
 		}
-		msg = m
+		return d
 	case http.MethodPost:
-		if len(ctype) != 1 || ctype[0] != contentType && !isDNSMessageType(ctype[0]) {
-			return "", nil, http.StatusUnsupportedMediaType, "content_type"
+		if r.nctype != 1 || r.ctype != contentType && !isDNSMessageType(r.ctype) {
+			return dohDecision{code: http.StatusUnsupportedMediaType, reason: "content_type"}
 		}
-		if contentLength > maxMessage {
-			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
+		if r.contentLength > maxMessage {
+			return dohDecision{code: http.StatusRequestEntityTooLarge, reason: "too_large"}
 		}
-		m, err := body()
-		if errors.Is(err, errTooLarge) {
-			return "", nil, http.StatusRequestEntityTooLarge, "too_large"
-		}
-		if err != nil {
-			return "", nil, http.StatusBadRequest, "bad_request"
-		}
-		msg = m
+		return dohDecision{clientID: clientID}
 	default:
-		return "", nil, http.StatusMethodNotAllowed, "method"
+		return dohDecision{code: http.StatusMethodNotAllowed, reason: "method"}
 	}
-	if len(msg) < 12 {
-		return "", nil, http.StatusBadRequest, "bad_request"
+}
+
+// checkBody decides on a message as read (a POST body, a decoded GET
+// parameter): err is the error reading it (errTooLarge past maxMessage).
+func checkBody(msg []byte, err error) (code int, reason string) {
+	switch {
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge, "too_large"
+	case err != nil, len(msg) < 12:
+		return http.StatusBadRequest, "bad_request"
 	}
-	return clientID, msg, 0, ""
+	return 0, ""
+}
+
+// decode applies decideHead and, for a POST, reads the body and applies
+// checkBody (HTTP/1.1 and HTTP/3, which read bodies in line). body reads
+// a POST body of at most maxMessage bytes (errTooLarge beyond); bp is
+// the buffer a GET message is decoded into.
+func (h *dohHandler) decode(method, path, rawQuery string, ctype []string, contentLength int64,
+	body func() ([]byte, error), bp *[]byte) (clientID string, msg []byte, code int, reason string) {
+	r := dohRequest{method: method, path: path, rawQuery: rawQuery, nctype: len(ctype), contentLength: contentLength}
+	if len(ctype) > 0 {
+		r.ctype = ctype[0]
+	}
+	d := h.decideHead(r, bp)
+	if d.code != 0 {
+		return "", nil, d.code, d.reason
+	}
+	if d.msg != nil {
+		return d.clientID, d.msg, 0, ""
+	}
+	m, err := body()
+	if code, reason := checkBody(m, err); code != 0 {
+		return "", nil, code, reason
+	}
+	return d.clientID, m, 0, ""
 }
 
 var (

@@ -37,7 +37,6 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
 	"io"
 	"net"
@@ -1039,7 +1038,8 @@ func (c *h2conn) processData(f *http2.DataFrame) error {
 		st.recvOwed += n - len(data)
 		if len(*st.body)+len(data) > maxMessage {
 			c.collectDone(st)
-			c.failStream(st, http.StatusRequestEntityTooLarge, "too_large")
+			code, reason := checkBody(nil, errTooLarge)
+			c.failStream(st, code, reason)
 			c.stopBody(st)
 			return nil
 		}
@@ -1092,8 +1092,8 @@ func (c *h2conn) stopBody(st *h2stream) {
 
 // requestDone answers a complete POST request.
 func (c *h2conn) requestDone(st *h2stream) {
-	if len(*st.body) < 12 {
-		c.failStream(st, http.StatusBadRequest, "bad_request")
+	if code, reason := checkBody(*st.body, nil); code != 0 {
+		c.failStream(st, code, reason)
 		return
 	}
 	c.dispatch(st)
@@ -1282,7 +1282,8 @@ func (c *h2conn) processHeaders(f *h2headers) error {
 	if st.remoteDone && st.declLen > 0 {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	// The request: the same rules as dohHandler.ServeHTTP.
+	// The request: the rules of every DoH server (dohHandler.decideHead);
+	// what is checked above is HTTP/2 framing.
 	rawPath, query, _ := strings.Cut(path, "?")
 	if method == http.MethodConnect {
 		rawPath = ""
@@ -1294,58 +1295,29 @@ func (c *h2conn) processHeaders(f *h2headers) error {
 		}
 		rawPath = p
 	}
-	clientID, ok := c.d.h.clientID(rawPath)
-	if !ok {
-		c.failStream(st, http.StatusNotFound, "path")
+	st.head = method == http.MethodHead
+	d := c.d.h.decideHead(dohRequest{method: method, path: rawPath, rawQuery: query,
+		ctype: ctype, nctype: nctype, contentLength: st.declLen}, nil)
+	st.clientID = d.clientID
+	st.body = d.buf
+	if d.code != 0 {
+		c.failStream(st, d.code, d.reason)
+		if method == http.MethodPost {
+			c.stopBody(st) // a body it will not read: ask the client to stop
+		}
 		return nil
 	}
-	st.clientID = clientID
-	switch method {
-	case http.MethodGet:
-		st.get = true
-		p := dnsParam(query)
-		if p == "" {
-			c.failStream(st, http.StatusBadRequest, "bad_request")
-			return nil
-		}
-		if len(p) > maxGETParam {
-			c.failStream(st, http.StatusRequestEntityTooLarge, "too_large")
-			return nil
-		}
-		bp := getBuf()
-		st.body = bp
-		n := base64.RawURLEncoding.DecodedLen(len(p))
-		if cap(*bp) < n {
-			*bp = make([]byte, 0, n)
-		}
-		m, err := base64.RawURLEncoding.AppendDecode((*bp)[:0], []byte(p))
-		*bp = m
-		if err != nil || len(m) < 12 {
-			c.failStream(st, http.StatusBadRequest, "bad_request")
-			return nil
-		}
+	if d.msg != nil { // GET
 		c.dispatch(st)
-	case http.MethodPost:
-		if nctype != 1 || ctype != contentType && !isDNSMessageType(ctype) {
-			c.failStream(st, http.StatusUnsupportedMediaType, "content_type")
-			return nil
-		}
-		if st.declLen > maxMessage {
-			c.failStream(st, http.StatusRequestEntityTooLarge, "too_large")
-			c.stopBody(st)
-			return nil
-		}
-		st.body = getBuf()
-		if st.remoteDone {
-			c.requestDone(st)
-			return nil
-		}
-		st.collecting = true
-		c.bodyAwaited = true // see the end of a read batch in run
-	default:
-		st.head = method == http.MethodHead
-		c.failStream(st, http.StatusMethodNotAllowed, "method")
+		return nil
 	}
+	st.body = getBuf()
+	if st.remoteDone {
+		c.requestDone(st)
+		return nil
+	}
+	st.collecting = true
+	c.bodyAwaited = true // see the end of a read batch in run
 	return nil
 }
 

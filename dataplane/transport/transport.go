@@ -76,6 +76,10 @@ type Config struct {
 	// CertReloadInterval is how often certificate files are checked for
 	// changes (default 10s).
 	CertReloadInterval time.Duration
+	// DoHServer serves DoH (HTTP/1.1 and HTTP/2) with the lean servers
+	// (DoHServerLean, "" too) or net/http with x/net/http2
+	// (DoHServerStdlib: the escape hatch for a flaw in the lean ones).
+	DoHServer string
 }
 
 // Options are the collaborators.
@@ -113,6 +117,7 @@ type Server struct {
 	quic      []*quic.Listener
 	tcpConns  map[net.Conn]struct{} // DoT and DoH/1.1: Shutdown wakes their readers
 	doh2      []*doh2Server
+	stdDoH    []*stdDoH // DoHServerStdlib
 	quicConns map[*quic.Conn]struct{}
 	altSvc    string
 	// altSvcValue is altSvc as a header value, shared by every answer.
@@ -139,6 +144,11 @@ func New(h Handler, cfg Config, opts Options) (*Server, error) {
 	}
 	if err := cfg.ProxyProtocol.Validate(); err != nil {
 		return nil, fmt.Errorf("transport: %w", err)
+	}
+	switch cfg.DoHServer {
+	case "", DoHServerLean, DoHServerStdlib:
+	default:
+		return nil, fmt.Errorf("transport: DoH server %q: want %s or %s", cfg.DoHServer, DoHServerLean, DoHServerStdlib)
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = 1000
@@ -282,12 +292,15 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	for c := range s.tcpConns {
 		_ = c.SetReadDeadline(time.Now()) // wake readers; answers still go out
 	}
-	h3, doh2 := s.h3, s.doh2
+	h3, doh2, std := s.h3, s.doh2, s.stdDoH
 	s.mu.Unlock()
 	for _, d := range doh2 {
 		d.shutdown() // GOAWAY; each connection closes when its streams are answered
 	}
 	var errs []error
+	if err := shutdownStd(ctx, std); err != nil {
+		errs = append(errs, err)
+	}
 	for _, h := range h3 {
 		if err := h.Shutdown(ctx); err != nil {
 			errs = append(errs, err)

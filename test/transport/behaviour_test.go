@@ -43,15 +43,18 @@ func dohClientProto(st *stack, proto string) *http.Client {
 }
 
 // TestDoHStatus checks status codes, Cache-Control and Alt-Svc over HTTP/2
-// and HTTP/1.1.
+// and HTTP/1.1, with the lean servers and with net/http
+// (listeners.dohServer stdlib).
 func TestDoHStatus(t *testing.T) {
-	for _, proto := range []string{"h2", "http/1.1"} {
-		t.Run(proto, func(t *testing.T) { testDoHStatus(t, proto) })
+	for _, server := range []string{transport.DoHServerLean, transport.DoHServerStdlib} {
+		for _, proto := range []string{"h2", "http/1.1"} {
+			t.Run(server+"/"+proto, func(t *testing.T) { testDoHStatus(t, server, proto) })
+		}
 	}
 }
 
-func testDoHStatus(t *testing.T, proto string) {
-	st := newStack(t, stackOpts{})
+func testDoHStatus(t *testing.T, server, proto string) {
+	st := newStack(t, stackOpts{transport: func(c *transport.Config) { c.DoHServer = server }})
 	c := dohClientProto(st, proto)
 	major := map[string]int{"h2": 2, "http/1.1": 1}[proto]
 	base := "https://" + serverName + "/dns-query"
