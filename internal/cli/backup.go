@@ -192,7 +192,7 @@ func (a *app) restoreSettings(ctx context.Context, c *Client, docs []map[string]
 	patch := map[string]any{}
 	var keys []string
 	for k, v := range want {
-		if s, ok := v.(string); ok && strings.Contains(s, "REDACTED") {
+		if hasRedacted(v) {
 			fmt.Fprintf(a.stderr, "warning: setting %s skipped: the backup was written with --safe (credentials redacted)\n", k)
 			continue
 		}
@@ -256,6 +256,9 @@ func (a *app) restoreObjects(ctx context.Context, c *Client, objs []map[string]a
 				iname, _ := imd["name"].(string)
 				owners[kind][ins+"/"+iname] = managerOf(it)
 			}
+		}
+		if hasRedacted(o) {
+			fmt.Fprintf(a.stderr, "warning: %s/%s holds credentials redacted by backup --safe: set them again after the restore\n", strings.ToLower(kind), name)
 		}
 		if mgr, ok := owners[kind][ns+"/"+name]; ok && mgr != "api" {
 			skipped = append(skipped, fmt.Sprintf("%s/%s unchanged (managed by %s on this node)", strings.ToLower(kind), name, mgr))
@@ -324,4 +327,26 @@ func jsonRoundTrip(v, out any) error {
 		return err
 	}
 	return json.Unmarshal(b, out)
+}
+
+// hasRedacted reports whether v holds a URL credential that backup --safe
+// replaced (redactURL writes REDACTED).
+func hasRedacted(v any) bool {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, x := range t {
+			if hasRedacted(x) {
+				return true
+			}
+		}
+	case []any:
+		for _, x := range t {
+			if hasRedacted(x) {
+				return true
+			}
+		}
+	case string:
+		return strings.Contains(t, "://") && strings.Contains(t, "REDACTED")
+	}
+	return false
 }
