@@ -170,18 +170,29 @@ func TestPendingBudget(t *testing.T) {
 	if n != 50 {
 		t.Fatalf("one prefix admitted %d of 100, want 50 (half, then its quarter is long exceeded)", n)
 	}
-	for range 25 { // the second prefix gets its quarter
-		if !w.admit(b, 1000) {
-			t.Fatalf("another prefix refused at %d pending", w.jobs)
+	// A second flooding prefix gets 17 (it stops at half of the free 33),
+	// a third 11, ...: whoever holds nothing is admitted while anything
+	// is free.
+	for i, want := range []int{17, 11, 7, 5, 3, 2, 2, 1, 1, 1} {
+		k := prefixOf(netip.AddrFrom4([4]byte{198, 51, byte(i), 1}))
+		got := 0
+		for w.admit(k, 1000) { // bounded by the budget
+			got++
+		}
+		if got != want {
+			t.Fatalf("flooding prefix %d admitted %d, want %d (pending %d)", i+2, got, want, w.jobs)
 		}
 	}
+	if w.jobs != 100 {
+		t.Fatalf("pending %d after eleven flooding prefixes, want the whole 100", w.jobs)
+	}
 	if w.admit(b, 1000) {
-		t.Fatal("a second prefix exceeded its quarter past half the budget")
+		t.Fatal("admitted past the budget")
 	}
 	for range 25 {
 		w.release(a, 1000)
 	}
-	if w.jobs != 50 || w.bytes != 50*1000 {
+	if w.jobs != 75 || w.bytes != 75*1000 || w.prefixes[a].jobs != 25 {
 		t.Fatalf("after release: %d jobs, %d bytes", w.jobs, w.bytes)
 	}
 	// The byte budget binds before the count.

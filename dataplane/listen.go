@@ -316,10 +316,13 @@ func (s *Server) ProxyRejected() uint64 { return s.proxyRejected.Load() }
 
 // finishUDP runs a detached query on from the upstream stage and hands its
 // answer to the socket's replier, which releases q and its s.wg count once
-// the answer is sent.
-func (s *Server) finishUDP(r *udpReplier, q *Query, addr netip.AddrPort) {
+// the answer is sent. The job's pending budget is given back once the
+// answer is ready, before the client can see it and ask again.
+func (s *Server) finishUDP(j *job) {
+	r, q, addr := j.r, j.q, j.addr
 	q.detachable = false
 	s.run(q)
+	s.workers.release(j.prefix, j.cost)
 	if b := s.encode(q); b != nil {
 		r.reply(q, b, addr)
 		return

@@ -56,7 +56,8 @@ type Config struct {
 	// MaxPendingBytes bounds the memory those queries hold (default 64
 	// MiB, each charged its buffers plus an estimate of its worker and
 	// upstream state); past half of either bound one client prefix (/24,
-	// /56) may hold at most a quarter. See docs/dataplane.md.
+	// /56) is admitted only while it holds less than half of what is
+	// still free. See docs/dataplane.md.
 	MaxPendingBytes int64
 	// UpstreamTimeout bounds one forwarded query (default 5s).
 	UpstreamTimeout time.Duration

@@ -34,10 +34,6 @@ const (
 	// burstWorkers: a pool that grew to this many workers and shrank to
 	// an eighth of it had a burst; its end triggers one collection.
 	burstWorkers = 256
-	// prefixShareDiv: one client prefix may hold at most 1/prefixShareDiv
-	// of the budget (count and bytes) once the pool is half full, so a
-	// prefix flooding cache misses leaves the rest to everybody else.
-	prefixShareDiv = 4
 )
 
 // clientPrefix is the fairness unit of the pending budget: the client's
@@ -85,8 +81,8 @@ type job struct {
 // once; there is no queue in which a query could wait behind slow ones.
 //
 // Jobs are admitted against a budget (admit): at most max at once, at most
-// maxBytes of memory (pendingCost each), and past half of either, at most
-// a 1/prefixShareDiv share per client prefix.
+// maxBytes of memory (pendingCost each), and past half of either, a client
+// prefix only while it holds less than half of what is still free.
 type workers struct {
 	work chan job
 	mu   sync.Mutex
@@ -117,14 +113,17 @@ func newWorkers(max int, maxBytes int64) *workers {
 
 // admit charges a job of client k and cost c to the budget, or reports
 // false when it does not fit: the whole budget is taken, or the pool is
-// past half full and k already holds its share. Under w.mu.
+// past half full and k holds half of what is still free (count or bytes).
+// A prefix flooding misses fills the first half and stops there; each
+// further flooding prefix takes a third of what is left; a client holding
+// nothing is admitted while anything is free. Under w.mu.
 func (w *workers) admit(k clientPrefix, c int64) bool {
 	if w.jobs >= w.max || w.bytes+c > w.maxBytes {
 		return false
 	}
 	p := w.prefixes[k]
 	if p != nil && (w.jobs >= w.max/2 || w.bytes+c > w.maxBytes/2) &&
-		(p.jobs >= w.max/prefixShareDiv || p.bytes+c > w.maxBytes/prefixShareDiv) {
+		(2*p.jobs >= w.max-w.jobs || 2*(p.bytes+c) > w.maxBytes-w.bytes) {
 		return false
 	}
 	if p == nil {
@@ -257,15 +256,16 @@ func (w *workers) stopAll() {
 }
 
 func (s *Server) runJob(j job) {
-	defer s.workers.release(j.prefix, j.cost)
 	switch {
 	case j.tc != nil:
 		j.tc.answer(s, j.q)
 	case j.cb != nil:
 		s.finishWire(j.q, j.cb)
 	default:
-		s.finishUDP(j.r, j.q, j.addr)
+		s.finishUDP(&j) // releases the budget itself, before the reply
+		return
 	}
+	s.workers.release(j.prefix, j.cost)
 }
 
 // shed gives up on a UDP query that would wait for an upstream while the
