@@ -49,21 +49,12 @@ func (s *Server) checkContext(ctx context.Context, obj *unstructured.Unstructure
 	if pending == nil {
 		pending = func(string, string, string) *unstructured.Unstructured { return nil }
 	}
-	var errs field.ErrorList
-	switch obj.GetKind() {
-	case store.KindDNSRecordSet:
-		var rs v1alpha1.DNSRecordSet
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &rs) == nil {
-			if z, ok := s.zoneOf(ctx, rs.Spec.ZoneRef.Name, pending); ok {
-				errs = validation.RecordSetErrors(&rs, z)
-			}
-		}
-	case "Policy":
-		var p v1alpha1.Policy
-		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p) == nil {
-			if services, categories, ok := s.catalogueIDs(ctx); ok {
-				errs = validation.CatalogueErrors(&p.Spec, services, categories)
-			}
+	errs := s.contextErrors(ctx, obj, pending)
+	if len(errs) > 0 {
+		// What the stored version already had is status, not a refusal
+		// (validation.Ratchet): removing or changing other records works.
+		if old, err := s.deps.Store.Get(ctx, obj.GetKind(), obj.GetNamespace(), obj.GetName()); err == nil {
+			errs = validation.Ratchet(errs, s.contextErrors(ctx, old, pending))
 		}
 	}
 	if len(errs) > 0 {
@@ -75,6 +66,27 @@ func (s *Server) checkContext(ctx context.Context, obj *unstructured.Unstructure
 		notes = append(notes, n(ctx, obj, pending)...)
 	}
 	return notes, nil
+}
+
+// contextErrors are the errors of obj against other objects.
+func (s *Server) contextErrors(ctx context.Context, obj *unstructured.Unstructured, pending Pending) field.ErrorList {
+	switch obj.GetKind() {
+	case store.KindDNSRecordSet:
+		var rs v1alpha1.DNSRecordSet
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &rs) == nil {
+			if z, ok := s.zoneOf(ctx, rs.Spec.ZoneRef.Name, pending); ok {
+				return validation.RecordSetErrors(&rs, z)
+			}
+		}
+	case "Policy":
+		var p v1alpha1.Policy
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &p) == nil {
+			if services, categories, ok := s.catalogueIDs(ctx); ok {
+				return validation.CatalogueErrors(&p.Spec, services, categories)
+			}
+		}
+	}
+	return nil
 }
 
 // zoneOf finds a DNSZone in the write or the store.

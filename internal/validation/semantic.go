@@ -51,6 +51,28 @@ func semantic(kind string, obj *unstructured.Unstructured) field.ErrorList {
 	return nil
 }
 
+// Ratchet drops the errors the stored object already had (same kind of
+// error, value and message, wherever the record moved to): an object stored
+// before a rule existed can still be changed elsewhere, and removing its
+// other records is never refused. Its status keeps reporting the old problem.
+func Ratchet(errs, stored field.ErrorList) field.ErrorList {
+	if len(stored) == 0 {
+		return errs
+	}
+	key := func(e *field.Error) string { return fmt.Sprintf("%s\x00%v\x00%s", e.Type, e.BadValue, e.Detail) }
+	had := make(map[string]bool, len(stored))
+	for _, e := range stored {
+		had[key(e)] = true
+	}
+	out := errs[:0:0]
+	for _, e := range errs {
+		if !had[key(e)] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // mergeSemantic adds the semantic errors to the schema's; a schema error at
 // a path the semantic check also reports is dropped, since the semantic
 // message says what is expected (a pattern does not).

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/config/crd"
 	"github.com/svcdns/svc/dataplane/authority"
@@ -152,5 +154,31 @@ func TestRecordSetErrorsAreBounded(t *testing.T) {
 	errs := RecordSetErrors(rs, nil)
 	if len(errs) != 11 || !strings.Contains(errs[10].Error(), "20 more records are refused") {
 		t.Fatalf("%d errors: %v", len(errs), errs)
+	}
+}
+
+// A record set stored before a rule existed (or past the API) can still be
+// changed elsewhere: only what the write adds or changes is refused.
+func TestSemanticRatchetsOnUpdate(t *testing.T) {
+	v := newValidator(t)
+	b := bases(t)
+	old := build(b["DNSRecordSet"], []edit{set("spec.endpoints[0].targets", []any{"192.0.2.300"})})
+	eps, _, _ := unstructured.NestedSlice(old.Object, "spec", "endpoints")
+	more := append(append([]any{}, eps...), map[string]any{"dnsName": "new", "recordType": "A", "targets": []any{"192.0.2.9"}})
+	next := old.DeepCopy()
+	_ = unstructured.SetNestedSlice(next.Object, more, "spec", "endpoints")
+	if err := v.Admit(context.Background(), next, old.DeepCopy()); err != nil {
+		t.Fatalf("adding a good record next to a stored bad one: %v", err)
+	}
+	bad := append(append([]any{}, eps...), map[string]any{"dnsName": "new", "recordType": "A", "targets": []any{"10.0.0.256"}})
+	next = old.DeepCopy()
+	_ = unstructured.SetNestedSlice(next.Object, bad, "spec", "endpoints")
+	err := v.Admit(context.Background(), next, old.DeepCopy())
+	if err == nil || !strings.Contains(err.Error(), "10.0.0.256") || strings.Contains(err.Error(), "192.0.2.300") {
+		t.Fatalf("adding a bad record: %v, want only the new target refused", err)
+	}
+	// On create the stored mistake is refused as before.
+	if err := v.Admit(context.Background(), old.DeepCopy(), nil); err == nil {
+		t.Fatal("bad record admitted on create")
 	}
 }

@@ -283,7 +283,11 @@ func (v *Validator) Admit(ctx context.Context, obj, old *unstructured.Unstructur
 		errs = k.strategy.ValidateUpdate(ctx, n, o)
 	}
 	// What the data plane would refuse, with its own parse (semantic.go).
-	errs = mergeSemantic(errs, semantic(kindName, obj))
+	sem := semantic(kindName, obj)
+	if old != nil && len(sem) > 0 {
+		sem = Ratchet(sem, semantic(kindName, old))
+	}
+	errs = mergeSemantic(errs, sem)
 	if len(errs) > 0 {
 		return apierrors.NewInvalid(gk, name, errs)
 	}
