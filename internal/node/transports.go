@@ -74,5 +74,6 @@ func transportConfig(cfg *settings.Config, pp *proxyproto.Policy, lim connLimits
 		ProxyProtocol: pp,
 		MaxConns:      lim.Stream,
 		MaxQUICConns:  lim.QUIC,
+		DoHServer:     cfg.Listeners.DoHServer,
 	}
 }

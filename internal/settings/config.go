@@ -41,6 +41,7 @@ type Listeners struct {
 	DoQ                     []TLSListener
 	DoH                     []HTTPSListener
 	DoH3                    []HTTPSListener
+	DoHServer               string // lean or stdlib (net/http)
 	API                     APIListener
 	Ops                     AddrListener
 	Metrics                 AddrListener

@@ -246,6 +246,7 @@ func registry() []*key {
 		listKey("listeners.doq", []TLSListener{}, "DNS-over-QUIC listeners: items {address*, tls* {certFile*, keyFile*}}", parseTLSListeners, formatTLSListeners, func(c *Config, v []TLSListener) { c.Listeners.DoQ = v }),
 		listKey("listeners.doh", []HTTPSListener{}, "DNS-over-HTTPS listeners: items {address*, tls* {certFile*, keyFile*}, path (default /dns-query)}", parseHTTPSListeners, formatHTTPSListeners, func(c *Config, v []HTTPSListener) { c.Listeners.DoH = v }),
 		listKey("listeners.doh3", []HTTPSListener{}, "DNS-over-HTTP/3 listeners: items as listeners.doh", parseHTTPSListeners, formatHTTPSListeners, func(c *Config, v []HTTPSListener) { c.Listeners.DoH3 = v }),
+		mk("listeners.dohServer", str(), "lean", N, hr, "server of the DoH listeners (HTTP/1.1 and HTTP/2): lean (the service's own, fastest) or stdlib (Go's net/http with x/net/http2: the escape hatch when a flaw is found in the lean one)", func(c *Config, v string) { c.Listeners.DoHServer = v }, oneOf("lean", "stdlib")),
 		mk("listeners.api.address", hostport(), "0.0.0.0:8080", N, hr, "API and dashboard listener", func(c *Config, v string) { c.Listeners.API.Address = v }),
 		mk("listeners.api.tls.auto", str(), "selfsigned", N, hr, "TLS of the API when no certFile is given: selfsigned or off (plain HTTP)", func(c *Config, v string) { c.Listeners.API.TLS.Auto = v }, oneOf("selfsigned", "off")),
 		mk("listeners.api.tls.certFile", str(), "", N, hr, "API certificate (PEM); takes precedence over auto", func(c *Config, v string) { c.Listeners.API.TLS.CertFile = v }),
