@@ -58,9 +58,7 @@ func TestMain(m *testing.M) {
 // such a step still runs (later steps need its effect), is retried for a
 // few seconds when its assertions fail, and is reported as skipped naming
 // the missing piece instead of failing.
-var pending = map[string]string{
-	"restore": "issue 18 item 11 (a backup holds the cluster settings: the new node resolves with the restored upstreams)",
-}
+var pending = map[string]string{}
 
 // byTestSteps are the steps the test performs itself instead of running
 // their block (the guide marks them by-test).
