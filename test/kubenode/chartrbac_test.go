@@ -523,6 +523,17 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	sess.csrf = ""
 	sess.write("POST /auth/login", "/auth/login", map[string]any{"username": "admin", "password": adminPassword + "-new"}, "")
 
+	// --- a backup's users restored (LocalUser Secrets): created without a
+	// password (the backup held no hash), then unchanged on a second restore.
+	restore := map[string]any{"items": []any{map[string]any{"username": "restored", "groups": []any{"team-ops"}}}}
+	a = api.write("POST /backup/users", "/backup/users", restore, "")
+	if !strings.Contains(string(a.body), `"result":"created"`) || !strings.Contains(string(a.body), `"needsPassword":true`) {
+		t.Fatalf("users restore: %s", a.body)
+	}
+	if a = api.write("POST /backup/users", "/backup/users", restore, ""); !strings.Contains(string(a.body), `"result":"unchanged"`) {
+		t.Fatalf("second users restore: %s", a.body)
+	}
+
 	// --- the admin socket's writes (Secrets too)
 	if a := adminSocket(t, dp, "create-token", map[string]any{"description": "break glass"}); a.code != http.StatusCreated {
 		t.Fatalf("admin socket create-token: %s", a)
