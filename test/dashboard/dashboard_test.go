@@ -167,6 +167,21 @@ func TestQueryLogLiveBlockExplainReload(t *testing.T) {
 		t.Errorf("after reload: %s", loc)
 	}
 
+	// The list the block went to, with the entry and its origin; switched
+	// off there, the name passes again.
+	b.open(s.URL + "/lists")
+	b.waitText("h1", "Lists")
+	b.click(`tr[data-list="default/ui-deny"] a`)
+	b.waitText(`tr[data-entry="live-one.example"]`, "querylog")
+	b.checkA11y("lists")
+	b.screenshot("lists")
+	b.click(`tr[data-entry="live-one.example"] button[role=switch]`)
+	b.waitText(".msg.ok", "live-one.example switched off")
+	nodetest.Eventually(t, 15*time.Second, "live-one.example passes again", func() bool {
+		r, err := s.Exchange("udp", 2*time.Second, "live-one.example", dns.TypeA)
+		return err == nil && r.Rcode == dns.RcodeServerFailure
+	})
+
 	// Setting a filter in the form writes the URL.
 	b.open(s.URL + "/queries")
 	b.waitText("h1", "Query log")

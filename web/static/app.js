@@ -10,6 +10,7 @@ import { ServicesPage } from './pages/services.js';
 import { ZonesPage } from './pages/zones.js';
 import { ClientsPage } from './pages/clients.js';
 import { BlockingControl } from './blocking.js';
+import { ListsPage } from './pages/lists.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -37,7 +38,7 @@ const PAGES = [
   { page: 'overview', title: 'Overview', needs: 'stats-summary', component: OverviewPage },
   { page: 'queries', title: 'Query log', needs: 'queries', component: QueriesPage },
   { page: 'clients', title: 'Clients', needs: 'queries-clients', component: ClientsPage },
-  { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: NotYetPage },
+  { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: ListsPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: NotYetPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },

@@ -3,7 +3,6 @@
 import { html, useTitle, Msg } from '../ui.js';
 
 const CLI = {
-  lists: 'svc lists list, svc lists refresh NAME, svc lists allow|deny DOMAIN',
   services: 'svc services list, svc services block|unblock ID --policy NS/NAME',
   policies: 'svc get policies, svc describe policy NAME, svc blocking',
   admin: 'svc settings get|set, svc token create, svc audit, svc nodes',
