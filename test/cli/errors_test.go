@@ -22,8 +22,6 @@ spec: {zoneName: files.test.}
 	if err := os.WriteFile(zoneFile, []byte("$ORIGIN new.test.\n@ 300 IN A 192.0.2.1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	backup := filepath.Join(t.TempDir(), "backup.yaml")
-	u.ok("backup", "--out", backup)
 
 	for _, tc := range []struct {
 		args []string
@@ -40,7 +38,6 @@ spec: {zoneName: files.test.}
 		{[]string{"settings", "get", "cache.maxentrie"}, []string{`did you mean "cache.maxEntries"`}},
 		{[]string{"admin", "list-users", "--socket", filepath.Join(t.TempDir(), "none.sock")}, []string{"--socket", "SERVICE_ADMIN_SOCKET"}},
 		{[]string{"import", "bind", "new-zone", "-f", zoneFile}, []string{"--origin"}},
-		{[]string{"restore", "-f", backup}, []string{"--exclude-managed"}},
 	} {
 		r := u.run(tc.args...)
 		if r.code == 0 {
