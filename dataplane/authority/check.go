@@ -130,6 +130,19 @@ var targetFormats = map[string][2]string{
 	"DNSKEY": {"<flags> <protocol> <algorithm> <base64 key>", "257 3 13 base64key=="},
 }
 
+// Expectations the compile step appends to its problems, so status and
+// write-time refusals say what to write instead.
+const (
+	expectType  = "expected a type such as A, AAAA, CNAME, MX, TXT, SRV, CAA, NS or TYPEnnn (RFC 3597)"
+	expectOwner = "expected dot-separated labels of letters, digits, '-' and '_' (at most 63 characters each, 253 in all), e.g. www, @ for the apex, or www.example.com."
+)
+
+// expectTarget is "; expected <format>, e.g. "<example>"" for a type.
+func expectTarget(typeName string) string {
+	f, ex := TargetFormat(typeName)
+	return fmt.Sprintf("; expected %s, e.g. %q", f, ex)
+}
+
 // TargetFormat says how a target of the record type is written, with an
 // example; any type may also be written in RFC 3597 form (\# <length> <hex>).
 func TargetFormat(recordType string) (format, example string) {

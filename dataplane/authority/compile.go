@@ -556,7 +556,7 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 	}
 	rtype, err := recordType(ep.RecordType)
 	if err != nil {
-		badField("recordType", -1, "%v", err)
+		badField("recordType", -1, "%v; %s", err, expectType)
 		return
 	}
 	if why := unservable(rtype); why != "" {
@@ -564,18 +564,19 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 		return
 	}
 	if err := checkOwnerSyntax(ep.DNSName); err != nil {
-		badField("dnsName", -1, "dnsName %q: %v", ep.DNSName, err)
+		badField("dnsName", -1, "dnsName %q: %v; %s", ep.DNSName, err, expectOwner)
 		return
 	}
 	z := b.z
 	wb, inZone, err := c.ownerWire(ep.DNSName, z)
 	if err != nil {
-		badField("dnsName", -1, "dnsName %q: %v", ep.DNSName, err)
+		badField("dnsName", -1, "dnsName %q: %v; %s", ep.DNSName, err, expectOwner)
 		return
 	}
 	wire := unsafe.String(unsafe.SliceData(wb), len(wb)) // scratch: not kept
 	if !inZone && !isSubWire(wire, z.wire) {
-		badField("dnsName", -1, "dnsName %q is outside zone %s", ep.DNSName, z.name)
+		badField("dnsName", -1, "dnsName %q is outside zone %s; write it relative to the zone (e.g. www, @ for the apex) or absolute inside it (e.g. www.%s)",
+			ep.DNSName, z.name, strings.TrimPrefix(z.name, "."))
 		return
 	}
 	if rtype == dns.TypeNS && wire == z.wire {
@@ -597,7 +598,7 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 		var why string
 		if rd, err := parseAddress(rtype, target); rd != nil || err != nil {
 			if err != nil {
-				bad(ti, "%v", err)
+				bad(ti, "%v%s", err, expectTarget(typeName))
 				continue
 			}
 			why = c.addCompact(n, rtype, ttl, rd, view, apex)
@@ -607,7 +608,7 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 			}
 			rr, err := parseTarget(pres, ttl, rtype, typeName, target)
 			if err != nil {
-				bad(ti, "%v", err)
+				bad(ti, "%v%s", err, expectTarget(typeName))
 				continue
 			}
 			if compactType(rtype) {
@@ -623,6 +624,9 @@ func (c *compiler) endpoint(b *zoneBuilder, rs *v1alpha1.DNSRecordSet, ei int, z
 			}
 		}
 		if why != "" {
+			if strings.Contains(why, "CNAME") {
+				why += "; a name with a CNAME holds no other records: remove one of them or use another name"
+			}
 			bad(ti, "%s", why)
 			if rtype == dns.TypeCNAME || rtype == dns.TypeDNAME {
 				return

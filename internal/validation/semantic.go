@@ -111,7 +111,7 @@ func RecordSetErrors(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone) field.Er
 		if t := strings.ToUpper(ep.RecordType); (t == "CNAME" || t == "DNAME") && len(ep.Targets) > 1 {
 			continue // the schema's rule refuses it with its own message
 		}
-		e := problemError(rs, zone, p)
+		e := problemError(rs, p)
 		// One error per field: a bad type makes every target fail too.
 		if k := e.Field; !seen[k] {
 			seen[k] = true
@@ -129,49 +129,25 @@ func RecordSetErrors(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone) field.Er
 // targets gets a readable answer.
 const maxRecordErrors = 10
 
-func problemError(rs *v1alpha1.DNSRecordSet, zone *v1alpha1.DNSZone, p authority.Problem) *field.Error {
+func problemError(rs *v1alpha1.DNSRecordSet, p authority.Problem) *field.Error {
+	// The compile step's message says what is expected, with an example
+	// (status shows the same text); a did-you-mean needs the candidates.
 	ep := rs.Spec.Endpoints[p.Endpoint]
 	path := field.NewPath("spec", "endpoints").Index(p.Endpoint)
 	switch p.Field {
 	case "recordType":
 		msg := p.Reason
 		if strings.HasPrefix(p.Reason, "unknown record type") {
-			msg += "; expected a type such as A, AAAA, CNAME, MX, TXT, SRV, CAA, NS or TYPEnnn (RFC 3597)" +
-				suggest.DidYouMean(ep.RecordType, authority.CommonRecordTypes())
+			msg += suggest.DidYouMean(ep.RecordType, authority.CommonRecordTypes())
 		}
 		return field.Invalid(path.Child("recordType"), ep.RecordType, msg)
 	case "dnsName":
-		msg := p.Reason
-		if strings.Contains(p.Reason, "outside zone") {
-			z := ""
-			if zone != nil {
-				z = strings.TrimSuffix(zoneName(zone), ".")
-			}
-			msg += fmt.Sprintf("; write the name relative to the zone (e.g. www, @ for the apex) or absolute inside it (e.g. www.%s.)", z)
-		} else {
-			msg += "; expected dot-separated labels of letters, digits, '-' and '_' (at most 63 characters each, 253 in all), e.g. www, @ for the apex, or www.example.com."
-		}
-		return field.Invalid(path.Child("dnsName"), ep.DNSName, msg)
+		return field.Invalid(path.Child("dnsName"), ep.DNSName, p.Reason)
 	}
-	format, example := authority.TargetFormat(ep.RecordType)
-	expect := fmt.Sprintf("; expected %s, e.g. %q", format, example)
 	if p.Target < 0 || p.Target >= len(ep.Targets) {
-		return field.Invalid(path.Child("targets"), ep.Targets, p.Reason+expect)
+		return field.Invalid(path.Child("targets"), ep.Targets, p.Reason)
 	}
-	msg := p.Reason
-	if !strings.Contains(msg, "CNAME and other data") && !strings.Contains(msg, "a second ") && !strings.Contains(msg, "at the zone apex") {
-		msg += expect
-	} else {
-		msg += "; a name with a CNAME holds no other records: remove one of them or use another name"
-	}
-	return field.Invalid(path.Child("targets").Index(p.Target), ep.Targets[p.Target], msg)
-}
-
-func zoneName(z *v1alpha1.DNSZone) string {
-	if z.Spec.ZoneName != "" {
-		return z.Spec.ZoneName
-	}
-	return z.Name
+	return field.Invalid(path.Child("targets").Index(p.Target), ep.Targets[p.Target], p.Reason)
 }
 
 // zoneErrors checks what the compile step would ignore in a zone: a
