@@ -19,11 +19,12 @@ here="$(cd "$(dirname "$0")" && pwd)"
 bin="${SERVICE_TOOLS:-$HOME/.cache/service-tools}/bin"
 mkdir -p "$bin"
 
-# build_pinned module version h1-sum name: downloads module@version with the
-# checksum database off, checks its h1 hash, builds it inside its module
-# directory (its own go.sum pins the dependencies) as $bin/name-version.
+# build_pinned module version h1-sum name [package]: downloads module@version
+# with the checksum database off, checks its h1 hash, builds package (default
+# the module root) inside its module directory (its own go.sum pins the
+# dependencies) as $bin/name-version.
 build_pinned() {
-  local mod=$1 version=$2 want=$3 name=$4
+  local mod=$1 version=$2 want=$3 name=$4 pkg=${5:-.}
   if [ ! -x "$bin/$name-$version" ]; then
     echo "hack/install-dns-clients: building $name $version" >&2
     local json sum dir
@@ -34,7 +35,7 @@ build_pinned() {
       echo "hack/install-dns-clients: $name $version has hash '$sum', want $want" >&2
       exit 1
     fi
-    (cd "$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$bin/$name-$version.tmp" .)
+    (cd "$dir" && GOFLAGS=-mod=mod CGO_ENABLED=0 go build -trimpath -o "$bin/$name-$version.tmp" "$pkg")
     mv "$bin/$name-$version.tmp" "$bin/$name-$version"
   fi
   ln -sf "$name-$version" "$bin/$name"
@@ -69,6 +70,14 @@ build_pinned "github.com/tantalor93/dnspyre/v3" "$DNSPYRE_VERSION" "$DNSPYRE_SUM
 COREDNS_VERSION=v1.14.7
 COREDNS_SUM="h1:UPDkn4QN+xyNfjz3U5ldgoLszDYpMZEJoy3+ze9au4Q="
 build_pinned "github.com/coredns/coredns" "$COREDNS_VERSION" "$COREDNS_SUM" coredns
+
+# h2spec (github.com/summerwind/h2spec), the HTTP/2 conformance suite (146
+# cases of RFC 7540 and RFC 7541): dataplane/transport TestH2Spec runs it
+# against the lean HTTP/2 DoH server and the net/http one. Same download and
+# check; the main package is cmd/h2spec.
+H2SPEC_VERSION=v0.0.0-20200804131034-70ac22940108
+H2SPEC_SUM="h1:ecwW3RnjsJlnVZkvXHaxa+Hg0EW+6KF8mFovyFk+WZA="
+build_pinned "github.com/summerwind/h2spec" "$H2SPEC_VERSION" "$H2SPEC_SUM" h2spec ./cmd/h2spec
 
 for t in kdig dig; do
   command -v "$t" >/dev/null || { echo "hack/install-dns-clients: $t missing" >&2; exit 1; }

@@ -1302,7 +1302,7 @@ func (c *h2conn) processHeaders(f *h2headers) error {
 	st.body = d.buf
 	if d.code != 0 {
 		c.failStream(st, d.code, d.reason)
-		if method == http.MethodPost {
+		if d.code == http.StatusRequestEntityTooLarge {
 			c.stopBody(st) // a body it will not read: ask the client to stop
 		}
 		return nil

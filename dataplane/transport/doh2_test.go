@@ -777,34 +777,6 @@ func startTLSDoH(t *testing.T, h Handler) (*Server, *testpki.PKI) {
 	return s, p
 }
 
-// TestH2Spec runs the h2spec conformance suite against the lean server
-// (TLS) when SVC_H2SPEC names the binary:
-//
-//	go install github.com/summerwind/h2spec/cmd/h2spec@v0.0.0-20200804131034-70ac22940108
-//	SVC_H2SPEC=$(go env GOPATH)/bin/h2spec go test ./dataplane/transport -run H2Spec -v
-func TestH2Spec(t *testing.T) {
-	bin := os.Getenv("SVC_H2SPEC")
-	if bin == "" {
-		t.Skip("SVC_H2SPEC not set")
-	}
-	s, _ := startTLSDoH(t, &fakeHandler{})
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	ap := s.Addrs("doh")[0]
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "h2spec.example."))
-	out, err := exec.CommandContext(ctx, bin, "-h", "127.0.0.1", "-p", strconv.Itoa(int(ap.Port())), "-t", "-k",
-		"-P", "/dns-query?dns="+q, "-o", "3").CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("h2spec: %v", err)
-	}
-}
-
 // TestH2Load drives the lean server (TLS) with nghttp2's h2load when
 // SVC_H2LOAD names the binary (Debian: nghttp2-client): POST queries on
 // many streams and connections, every one must get a 2xx answer.
