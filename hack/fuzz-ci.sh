@@ -10,6 +10,7 @@ t=${FUZZTIME:-20s}
 targets=(
 	"./dataplane FuzzFastSlowParity"
 	"./dataplane FuzzServeWire"
+	"./dataplane/transport FuzzDoHParity"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"
