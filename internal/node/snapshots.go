@@ -66,9 +66,9 @@ type snapshotter struct {
 	firstServed chan struct{}
 	waiters     atomic.Int32
 	hurry       chan struct{}
-	// listGens, when set, gives the BlockList generation of each compiled
-	// list; settingsNow the configuration in force.
-	listGens    func() map[string]int64
+	// listGens, when set, gives the BlockList version each compiled list
+	// came from; settingsNow the configuration in force.
+	listGens    func() map[string]string
 	settingsNow func() *settings.Config
 }
 
@@ -253,7 +253,7 @@ func (s *snapshotter) build() time.Time {
 	if s.settingsNow != nil {
 		cfg = s.settingsNow()
 	}
-	var lists map[string]int64
+	var lists map[string]string
 	if s.listGens != nil {
 		lists = s.listGens()
 	}

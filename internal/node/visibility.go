@@ -42,7 +42,7 @@ func (v visibility) WaitVisible(ctx context.Context, writes []api.StoreWrite) (s
 type served struct {
 	rev      int64                     // highest store revision seen when it was built
 	objects  map[store.Key]typedObject // the objects compiled
-	lists    map[string]int64          // generation of each compiled block list ("ns/name")
+	lists    map[string]string         // resourceVersion each compiled block list came from ("ns/name")
 	settings *settings.Config          // configuration in force when it was built
 	done     chan struct{}             // closed when a newer snapshot is served
 }
@@ -65,8 +65,10 @@ func (sv *served) includes(w api.StoreWrite, cfg *settings.Config) bool {
 	}
 	if w.Kind == "BlockList" && sv.lists != nil {
 		// The object alone is not enough: its rules are compiled apart
-		// (the list reconciler), and served once that list is in a build.
-		return sv.lists[w.Namespace+"/"+w.Name] >= w.Generation
+		// (the list reconciler), and served once a build holds the list
+		// compiled from this version or a later one (an annotation such as
+		// enabled=false changes the rules without a new generation).
+		return revisionAtLeast(sv.lists[w.Namespace+"/"+w.Name], w.ResourceVersion)
 	}
 	return true
 }
@@ -128,7 +130,7 @@ func (s *snapshotter) waitServed(ctx context.Context, writes []api.StoreWrite, c
 	}
 }
 
-// listGenerations remembers which BlockList generation each compiled list
+// listGenerations remembers which BlockList version each compiled list
 // came from, so a list write waits for its rules, not just its object.
 type listGenerations struct {
 	mu  sync.Mutex
@@ -137,10 +139,10 @@ type listGenerations struct {
 
 type listGen struct {
 	list *blocklist.List
-	gen  int64
+	rv   string // resourceVersion of the BlockList it was compiled from
 }
 
-// compiler is policy.ListCompiler noting each list's generation.
+// compiler is policy.ListCompiler noting each list's version.
 func (g *listGenerations) compiler() genCompiler { return genCompiler{g: g} }
 
 type genCompiler struct {
@@ -157,19 +159,20 @@ func (c genCompiler) NewList(bl *v1alpha1.BlockList, sources []policy.CompiledSo
 	if c.g.gen == nil {
 		c.g.gen = map[string]listGen{}
 	}
-	c.g.gen[bl.Namespace+"/"+bl.Name] = listGen{list: l, gen: bl.Generation}
+	c.g.gen[bl.Namespace+"/"+bl.Name] = listGen{list: l, rv: bl.ResourceVersion}
 	c.g.mu.Unlock()
 	return l
 }
 
-// of returns the generation of each of lists ("ns/name": compiled list).
-func (g *listGenerations) of(lists map[string]*blocklist.List) map[string]int64 {
+// of returns the version each of lists was compiled from ("ns/name":
+// compiled list).
+func (g *listGenerations) of(lists map[string]*blocklist.List) map[string]string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := make(map[string]int64, len(lists))
+	out := make(map[string]string, len(lists))
 	for name, l := range lists {
 		if e, ok := g.gen[name]; ok && e.list == l {
-			out[name] = e.gen
+			out[name] = e.rv
 		}
 	}
 	return out
@@ -177,7 +180,7 @@ func (g *listGenerations) of(lists map[string]*blocklist.List) map[string]int64 
 
 // listGenerations of the lists the next build compiles (read before the
 // build compiles them, so a list swapped in meanwhile counts as older).
-func (b *blocking) listGenerations() map[string]int64 {
+func (b *blocking) listGenerations() map[string]string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.gens.of(b.lists)
