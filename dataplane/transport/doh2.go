@@ -66,7 +66,7 @@ const (
 	h2ConnWindow       = 256 << 10 // our connection receive window
 	h2MaxPendingOut    = 256 << 10 // queued output before the reader waits
 	h2MaxBlocked       = 1 << 20   // buffer bytes of answers waiting for flow-control windows, per connection
-	h2MaxBlockedTotal  = 64 << 20  // the same, all connections of a server
+	h2MaxBlockedTotal  = 64 << 20  // the same, every connection of every DoH listener
 	h2MaxHeaderRejects = 4         // 431s per connection; the next oversized block: GOAWAY (HPACK bomb)
 	h2ResetSlack       = 100       // client resets and refused streams allowed before the ratio applies
 	h2ControlSlack     = 1000      // control frames allowed ...
@@ -99,8 +99,6 @@ type doh2Server struct {
 	mu       sync.Mutex
 	conns    map[*h2conn]struct{}
 	draining bool
-
-	blocked atomic.Int64 // buffer bytes of answers waiting for window, every connection
 }
 
 func newDoH2Server(s *Server, h *dohHandler, idle time.Duration) *doh2Server {
@@ -1415,7 +1413,7 @@ func (c *h2conn) blockLocked(st *h2stream) {
 	st.blockedSince = time.Now()
 	c.blocked = append(c.blocked, st)
 	c.blockedLen += st.blockedCap
-	total := c.d.blocked.Add(int64(st.blockedCap))
+	total := c.d.s.h2Blocked.Add(int64(st.blockedCap))
 	if c.blockedLen > h2MaxBlocked || total > h2MaxBlockedTotal {
 		c.d.h.s.m.reject(c.d.h.name, "flow_control")
 		c.connErrorLocked(http2.ErrCodeEnhanceYourCalm)
@@ -1434,7 +1432,7 @@ func (c *h2conn) blockLocked(st *h2stream) {
 func (c *h2conn) unblockLocked(st *h2stream) {
 	st.blocked = false
 	c.blockedLen -= st.blockedCap
-	c.d.blocked.Add(-int64(st.blockedCap))
+	c.d.s.h2Blocked.Add(-int64(st.blockedCap))
 	st.blockedCap = 0
 }
 

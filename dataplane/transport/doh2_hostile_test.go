@@ -52,7 +52,7 @@ func TestDoH2StalledWindow(t *testing.T) {
 		}
 		return headers == h2MaxStreams
 	})
-	held := e.d.blocked.Load()
+	held := e.s.h2Blocked.Load()
 	var during runtime.MemStats
 	runtime.ReadMemStats(&during)
 	// Each answer is ~50 bytes: held is what the answers need, not a
@@ -66,9 +66,9 @@ func TestDoH2StalledWindow(t *testing.T) {
 		t.Fatalf("closed after %v, want about %v", took, h2StallTimeout)
 	}
 	deadline := time.Now().Add(3 * time.Second)
-	for e.d.blocked.Load() != 0 || e.d.connCount() != 0 {
+	for e.s.h2Blocked.Load() != 0 || e.d.connCount() != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("after close: %d blocked bytes, %d connections", e.d.blocked.Load(), e.d.connCount())
+			t.Fatalf("after close: %d blocked bytes, %d connections", e.s.h2Blocked.Load(), e.d.connCount())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -188,4 +188,29 @@ func processCPU(t *testing.T) time.Duration {
 		t.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestDoH2BlockedServerBound: answers waiting for window across all
+// connections of a listener are bounded (h2MaxBlockedTotal): a connection
+// whose answer would pass it gets GOAWAY ENHANCE_YOUR_CALM at once.
+func TestDoH2BlockedServerBound(t *testing.T) {
+	e := newH2Env(t, 30*time.Second)
+	e.s.h2Blocked.Store(h2MaxBlockedTotal) // as if other connections held it all
+	r := e.raw(t, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "bound.example."))
+	_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1,
+		BlockFragment: r.headers("GET", "/dns-query?dns="+q), EndHeaders: true, EndStream: true})
+	r.flush()
+	start := time.Now()
+	r.goAway(http2.ErrCodeEnhanceYourCalm)
+	if took := time.Since(start); took > h2StallTimeout/2 {
+		t.Fatalf("GOAWAY after %v", took)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for e.s.h2Blocked.Load() != h2MaxBlockedTotal {
+		if time.Now().After(deadline) {
+			t.Fatalf("blocked bytes %d after close, want %d", e.s.h2Blocked.Load(), h2MaxBlockedTotal)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -190,4 +190,3 @@ func parityH2(t *testing.T, d *doh2Server, method, target, ctype string, body []
 		}
 	}
 }
-

@@ -128,6 +128,10 @@ type Server struct {
 	// responders answer DoT and DoH (HTTP/2) queries of other handlers;
 	// they stop with ctx.
 	responders *responders
+
+	// h2Blocked is the buffer bytes of HTTP/2 answers waiting for
+	// flow-control window, every connection (bounded by h2MaxBlockedTotal).
+	h2Blocked atomic.Int64
 }
 
 const (
