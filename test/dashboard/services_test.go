@@ -154,3 +154,26 @@ func TestBlockingPause(t *testing.T) {
 	b.waitJS("resumed", `!document.querySelector('[data-testid=blocking]') || !document.querySelector('[data-testid=blocking]').innerText.includes('paused')`)
 	nodetest.Eventually(t, 10*time.Second, "paused.example blocked again", blocked)
 }
+
+// TestPolicyPage: policies by priority, and the chosen one's state on the
+// node and its schedule as a week grid (Monday to Friday, 9 to 17: 40 hours).
+func TestPolicyPage(t *testing.T) {
+	s := startServer(t, nodetest.Env("SERVICE_ADMIN_PASSWORD="+adminPassword))
+	api := signIn(t, s, "admin", adminPassword)
+	api.do(http.MethodPut, "/objects/policies/default/work", map[string]any{
+		"apiVersion": "service.io/v1alpha1", "kind": "Policy",
+		"metadata": map[string]any{"name": "work", "namespace": "default"},
+		"spec": map[string]any{"priority": 5, "blockedServices": []any{"youtube"},
+			"schedule": map[string]any{"start": "09:00", "end": "17:00", "weekdays": []any{"mon", "tue", "wed", "thu", "fri"}}},
+	}, nil)
+	b := newBrowser(t, s.URL, 1280, 900)
+	b.open(s.URL + "/policies?policy=default/work")
+	b.waitText("h1", "Sign in")
+	b.login("admin", adminPassword)
+	b.waitText("h1", "Policies")
+	b.waitJS("the week grid", `document.querySelectorAll('table.week td.on').length === 40`)
+	b.waitJS("the state from the node", `/active|inactive now|shadowed|not loaded/.test(document.querySelector('[data-testid=policy] h2 .badge').innerText)`)
+	b.waitText("[data-testid=policy]", "youtube")
+	b.checkA11y("policies")
+	b.screenshot("policies")
+}

@@ -11,6 +11,7 @@ import { ZonesPage } from './pages/zones.js';
 import { ClientsPage } from './pages/clients.js';
 import { BlockingControl } from './blocking.js';
 import { ListsPage } from './pages/lists.js';
+import { PoliciesPage } from './pages/policies.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -40,7 +41,7 @@ const PAGES = [
   { page: 'clients', title: 'Clients', needs: 'queries-clients', component: ClientsPage },
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: ListsPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
-  { page: 'policies', title: 'Policies', needs: 'list-policies', component: NotYetPage },
+  { page: 'policies', title: 'Policies', needs: 'list-policies', component: PoliciesPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },
   { page: 'admin', title: 'Administration', needs: 'settings-get', component: NotYetPage },
 ];

@@ -4,7 +4,6 @@ import { html, useTitle, Msg } from '../ui.js';
 
 const CLI = {
   services: 'svc services list, svc services block|unblock ID --policy NS/NAME',
-  policies: 'svc get policies, svc describe policy NAME, svc blocking',
   admin: 'svc settings get|set, svc token create, svc audit, svc nodes',
 };
 
