@@ -1,6 +1,9 @@
 package transport
 
 import (
+	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -13,6 +16,9 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/svcdns/svc/test/testpki"
 )
 
 // TestDoH2StalledWindow: a client opens 100 streams with a zero stream
@@ -213,4 +219,68 @@ func TestDoH2BlockedServerBound(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestStdDoHStalledWindow: with listeners.dohServer stdlib, x/net applies
+// the write timeout per stream: 100 answers stuck behind a zero window are
+// reset after it, and the connection can be used again.
+func TestStdDoHStalledWindow(t *testing.T) {
+	old := h2WriteTimeout
+	h2WriteTimeout = 2 * time.Second
+	t.Cleanup(func() { h2WriteTimeout = old })
+	p := testpki.New(t)
+	s, err := New(&fakeHandler{}, Config{DoHServer: DoHServerStdlib,
+		DoH: []Listener{{Address: "127.0.0.1:0", CertFile: p.CertFile, KeyFile: p.KeyFile}}}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	c, err := (&tls.Dialer{Config: p.ClientTLS("h2")}).DialContext(context.Background(), "tcp", s.Addrs("doh")[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(h2WriteTimeout + 5*time.Second))
+	r := &rawConn{t: t, c: c, bw: bufio.NewWriter(c)}
+	r.fr = http2.NewFramer(r.bw, bufio.NewReader(c))
+	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	r.enc = hpack.NewEncoder(&r.hbuf)
+	_, _ = r.bw.WriteString(http2.ClientPreface)
+	_ = r.fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 0})
+	q := base64.RawURLEncoding.EncodeToString(testQuery(t, "stall.example."))
+	for i := range h2MaxStreams {
+		_ = r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: uint32(2*i + 1),
+			BlockFragment: r.headers("GET", "/dns-query?dns="+q), EndHeaders: true, EndStream: true})
+	}
+	r.flush()
+	start := time.Now()
+	resets := 0
+	r.until("100 resets", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			resets++
+		case *http2.DataFrame:
+			if len(f.Data()) > 0 {
+				t.Fatalf("DATA on stream %d in a zero window", f.StreamID)
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				_ = r.fr.WriteSettingsAck()
+				r.flush()
+			}
+		}
+		return resets == h2MaxStreams
+	})
+	took := time.Since(start)
+	if took < h2WriteTimeout-100*time.Millisecond {
+		t.Fatalf("reset after %v, before the write timeout", took)
+	}
+	t.Logf("stdlib: %d stalled streams reset after %v", resets, took.Round(time.Millisecond))
 }
