@@ -221,15 +221,23 @@ func TestDoH2BlockedServerBound(t *testing.T) {
 	}
 }
 
-// TestStdDoHStalledWindow: with listeners.dohServer stdlib, x/net applies
-// the write timeout per stream: 100 answers stuck behind a zero window are
-// reset after it, and the connection can be used again.
-func TestStdDoHStalledWindow(t *testing.T) {
-	old := h2WriteTimeout
-	h2WriteTimeout = 2 * time.Second
-	t.Cleanup(func() { h2WriteTimeout = old })
+// TestStalledWindowTLS: 100 answers stuck behind a zero window on a TLS
+// listener. The lean server (whose reader waits in the feeder, not on a
+// read deadline) sends GOAWAY ENHANCE_YOUR_CALM at h2StallTimeout and
+// closes; with listeners.dohServer stdlib, x/net applies the write timeout
+// per stream and resets the 100 streams.
+func TestStalledWindowTLS(t *testing.T) {
+	oldW, oldS := h2WriteTimeout, h2StallTimeout
+	h2WriteTimeout, h2StallTimeout = 2*time.Second, 2*time.Second
+	t.Cleanup(func() { h2WriteTimeout, h2StallTimeout = oldW, oldS })
+	for _, server := range []string{DoHServerLean, DoHServerStdlib} {
+		t.Run(server, func(t *testing.T) { testStalledWindowTLS(t, server) })
+	}
+}
+
+func testStalledWindowTLS(t *testing.T, server string) {
 	p := testpki.New(t)
-	s, err := New(&fakeHandler{}, Config{DoHServer: DoHServerStdlib,
+	s, err := New(&fakeHandler{}, Config{DoHServer: server,
 		DoH: []Listener{{Address: "127.0.0.1:0", CertFile: p.CertFile, KeyFile: p.KeyFile}}}, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +255,7 @@ func TestStdDoHStalledWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	_ = c.SetDeadline(time.Now().Add(h2WriteTimeout + 5*time.Second))
+	_ = c.SetDeadline(time.Now().Add(h2StallTimeout + 5*time.Second))
 	r := &rawConn{t: t, c: c, bw: bufio.NewWriter(c)}
 	r.fr = http2.NewFramer(r.bw, bufio.NewReader(c))
 	r.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -261,11 +269,16 @@ func TestStdDoHStalledWindow(t *testing.T) {
 	}
 	r.flush()
 	start := time.Now()
-	resets := 0
-	r.until("100 resets", func(f http2.Frame) bool {
+	resets, goAway := 0, false
+	r.until("GOAWAY or 100 resets", func(f http2.Frame) bool {
 		switch f := f.(type) {
 		case *http2.RSTStreamFrame:
 			resets++
+		case *http2.GoAwayFrame:
+			if f.ErrCode != http2.ErrCodeEnhanceYourCalm {
+				t.Fatalf("GOAWAY %v", f.ErrCode)
+			}
+			goAway = true
 		case *http2.DataFrame:
 			if len(f.Data()) > 0 {
 				t.Fatalf("DATA on stream %d in a zero window", f.StreamID)
@@ -276,11 +289,17 @@ func TestStdDoHStalledWindow(t *testing.T) {
 				r.flush()
 			}
 		}
-		return resets == h2MaxStreams
+		return goAway || resets == h2MaxStreams
 	})
 	took := time.Since(start)
-	if took < h2WriteTimeout-100*time.Millisecond {
-		t.Fatalf("reset after %v, before the write timeout", took)
+	if took < h2StallTimeout-100*time.Millisecond {
+		t.Fatalf("after %v, before the bound", took)
 	}
-	t.Logf("stdlib: %d stalled streams reset after %v", resets, took.Round(time.Millisecond))
+	if server == DoHServerLean {
+		if !goAway {
+			t.Fatal("lean: resets instead of GOAWAY")
+		}
+		r.eof()
+	}
+	t.Logf("%s: 100 stalled streams: GOAWAY %v, %d resets, after %v", server, goAway, resets, took.Round(time.Millisecond))
 }
