@@ -180,7 +180,10 @@ func (s *Server) dispatch(j job) bool {
 	default:
 	}
 	w.mu.Lock()
-	if w.n >= w.max {
+	// Admission bounds the jobs; a worker that gave its job's budget back
+	// may still be sending that answer, so a new one may start beside it.
+	// Twice max bounds the goroutines (the extra ones go idle and exit).
+	if w.n >= 2*w.max {
 		w.mu.Unlock()
 		w.release(j.prefix, j.cost)
 		return false
