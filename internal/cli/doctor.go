@@ -41,7 +41,7 @@ func newDoctorCmd(a *app) *cobra.Command {
 			} else {
 				add("config", "ok", "%s loads", mgr.ConfigPath())
 				eff = mgr.Effective(true)
-				dataDir, _ := lookupPath(eff, "node.dataDir")
+				dataDir, _ := effective(eff, "node.dataDir")
 				checkDataDir(fmt.Sprint(dataDir), add)
 				if !skipPorts {
 					checkPorts(eff, add)
@@ -113,14 +113,24 @@ func checkDataDir(dir string, add func(string, string, string, ...any)) {
 }
 
 // checkPorts tries to bind the TCP listener addresses of the config.
+// effective reads a key of settings.Manager.Effective, whose map is keyed
+// by the whole dotted path (a nested lookup found nothing: the dataDir and
+// ports checks checked nothing).
+func effective(eff map[string]any, key string) (any, bool) {
+	if v, ok := eff[key]; ok {
+		return v, true
+	}
+	return lookupPath(eff, key)
+}
+
 func checkPorts(eff map[string]any, add func(string, string, string, ...any)) {
 	var addrs []string
 	for _, k := range []string{"listeners.api.address", "listeners.ops.address", "listeners.metrics.address", "listeners.internal.address"} {
-		if v, ok := lookupPath(eff, k); ok && fmt.Sprint(v) != "" {
+		if v, ok := effective(eff, k); ok && fmt.Sprint(v) != "" {
 			addrs = append(addrs, fmt.Sprint(v))
 		}
 	}
-	if l, ok := lookupPath(eff, "listeners.dns"); ok {
+	if l, ok := effective(eff, "listeners.dns"); ok {
 		items, _ := l.([]any)
 		for _, it := range items {
 			m, _ := it.(map[string]any)

@@ -158,6 +158,7 @@ type machine struct {
 	dnsPort  string
 	apiPort  string
 	password string
+	config   string // the test's copy of the installed config; set by start
 	stop     func() // stops its svc serve; set by start
 }
 
@@ -180,6 +181,7 @@ func (r *guideRun) overrides(m *machine) map[string]string {
 		"DNS_PORT":    m.dnsPort,
 		"API_PORT":    m.apiPort,
 		"STATE_DIR":   m.state,
+		"CONFIG":      m.config,
 		"UPSTREAMS":   `["` + r.upstream + `"]`,
 		"LIST_URL":    r.listURL,
 		"KIDS_DEVICE": kidsDevice,
@@ -527,11 +529,11 @@ func (m *machine) writeConfig(t *testing.T, r *guideRun, installed string) strin
 	}
 	cfg += "\n# test/guide: a default upstream that never answers\nupstreams:\n  groups:\n    default:\n      servers: [" +
 		r.sink + "]\n      timeout: 500ms\n"
-	path := filepath.Join(m.dir, "service.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+	m.config = filepath.Join(m.dir, "service.yaml")
+	if err := os.WriteFile(m.config, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return path
+	return m.config
 }
 
 // newMachine is the guide's new machine: installed and started like the

@@ -257,7 +257,7 @@ func TestGuideMarkers(t *testing.T) {
 			t.Errorf("step %s (line %d) asserts nothing: add expect, reject or check", s.name, s.line)
 		}
 	}
-	for _, want := range []string{"install", "start", "login", "upstreams", "add-list", "kids", "kids-ads",
+	for _, want := range []string{"install", "start", "login", "doctor", "upstreams", "add-list", "kids", "kids-ads",
 		"safesearch", "pause", "resume", "deny", "allow", "local-names", "backup", "new-machine", "restore", "restore-same", "upgrade"} {
 		found := false
 		for _, n := range names {
