@@ -1,0 +1,92 @@
+package sqlitedb
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every connection of the pool has the pragmas asked for, read back with
+// PRAGMA, and a read-only open leaves the file untouched.
+func TestOptionsReachEveryConnection(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "x.db")
+	for _, o := range []Options{
+		{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: SyncFull, ForeignKeys: true, ImmediateTx: true},
+		{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: SyncNormal, CacheKiB: 65536, TempMemory: true},
+		{BusyTimeout: 5 * time.Second, WAL: true, Synchronous: SyncNormal, QueryOnly: true},
+		{BusyTimeout: time.Second, ReadOnly: true},
+	} {
+		db, err := Open(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(3)
+		// Hold three connections at once so the check sees more than one.
+		conns := make([]interface{ Close() error }, 0, 3)
+		for range 3 {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := Check(ctx, c, o); err != nil {
+				t.Errorf("%+v: %v", o, err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+		if o.QueryOnly {
+			if _, err := db.ExecContext(ctx, "CREATE TABLE t (x)"); err == nil {
+				t.Error("query_only connection wrote")
+			}
+		}
+		db.Close()
+	}
+	// Check notices a pragma that is not what was asked.
+	db, err := Open(path, Options{BusyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := Check(ctx, db, Options{BusyTimeout: time.Second, ForeignKeys: true, Synchronous: SyncNormal}); err == nil ||
+		!strings.Contains(err.Error(), "foreign_keys") || !strings.Contains(err.Error(), "synchronous") {
+		t.Fatalf("Check = %v, want foreign_keys and synchronous named", err)
+	}
+}
+
+func TestReadOnlyMissingFileNotCreated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	db, err := Open(path, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Ping(); err == nil {
+		t.Fatal("read-only open of a missing file succeeded")
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("read-only open created the file")
+	}
+}
+
+func TestBadOptionsRefused(t *testing.T) {
+	for _, c := range []struct {
+		path string
+		o    Options
+		want string
+	}{
+		{"/tmp/a?b.db", Options{}, "must not contain ? or #"},
+		{"", Options{}, "empty database path"},
+		{"/tmp/a.db", Options{ReadOnly: true, WAL: true}, "ReadOnly"},
+		{"/tmp/a.db", Options{Synchronous: "OFF"}, "not one of NORMAL, FULL"},
+	} {
+		if _, err := DSN(c.path, c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("DSN(%q, %+v) = %v, want %q", c.path, c.o, err, c.want)
+		}
+	}
+}
