@@ -86,7 +86,7 @@ type BlockListSource struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name,omitempty"`
-	// URL of a list body (http, https or file).
+	// URL of a list body (http or https; refused at write time otherwise).
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	URL string `json:"url,omitempty"`

@@ -238,12 +238,9 @@ func redact(raw string) string {
 }
 
 func (f *Fetcher) fetch(ctx context.Context, rawURL string) (Result, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return Result{}, fmt.Errorf("parse URL: %w", err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return Result{}, ErrScheme
+	// tests (refuse set) serve from loopback; the dial check still applies
+	if err := CheckURL(rawURL, f.opts.AllowLocal || f.opts.refuse != nil); err != nil {
+		return Result{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
 	defer cancel()

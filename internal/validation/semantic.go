@@ -3,6 +3,7 @@ package validation
 import (
 	"fmt"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 	_ "time/tzdata" // schedules name IANA zones; a minimal container has no zoneinfo
@@ -13,6 +14,7 @@ import (
 
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/internal/listfetch"
 	"github.com/svcdns/svc/internal/suggest"
 )
 
@@ -47,8 +49,40 @@ func semantic(kind string, obj *unstructured.Unstructured) field.ErrorList {
 			return nil
 		}
 		return PolicyErrors(&p.Spec)
+	case "BlockList":
+		var bl v1alpha1.BlockList
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &bl) != nil {
+			return nil
+		}
+		return BlockListErrors(&bl.Spec)
 	}
 	return nil
+}
+
+// BlockListErrors refuses source URLs the list fetcher would refuse, with
+// the fetcher's own rule (listfetch.CheckURL), so a file:// URL fails at
+// write time, not at the first fetch. The address rule depends on the
+// nodes' blocking.allowLocalListURLs and on DNS, so the fetcher keeps it.
+func BlockListErrors(s *v1alpha1.BlockListSpec) field.ErrorList {
+	var errs field.ErrorList
+	for i, src := range s.Sources {
+		if src.URL == "" {
+			continue
+		}
+		if err := listfetch.CheckURL(src.URL, true); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "sources").Index(i).Child("url"),
+				redactURL(src.URL), err.Error()))
+		}
+	}
+	return errs
+}
+
+// redactURL hides a password in a URL echoed in an error.
+func redactURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return "<unparsable URL>"
 }
 
 // Ratchet drops the errors the stored object already had (same kind of
