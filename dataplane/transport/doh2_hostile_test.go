@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -78,6 +79,9 @@ func TestDoH2StalledWindow(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	if n := testutil.ToFloat64(e.s.m.rejected.WithLabelValues("doh", "stalled")); n != 1 {
+		t.Fatalf("rejected{reason=stalled} %v, want 1", n)
+	}
 	runtime.GC()
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
@@ -124,6 +128,9 @@ func TestDoH2HPACKBomb(t *testing.T) {
 		if statuses != h2MaxHeaderRejects {
 			t.Fatalf("%d 431s before GOAWAY, want %d", statuses, h2MaxHeaderRejects)
 		}
+	}
+	if n := testutil.ToFloat64(e.s.m.rejected.WithLabelValues("doh", "header_abuse")); n != conns {
+		t.Fatalf("rejected{reason=header_abuse} %v, want %d", n, conns)
 	}
 	t.Logf("%d connections x 100 oversized header blocks: each closed after %d 431s; process CPU (client and server) %v",
 		conns, h2MaxHeaderRejects, processCPU(t)-cpu0)
