@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"github.com/svcdns/svc/internal/sqlitedb"
 )
 
 // CookieBaseName is the session cookie name without the __Host- prefix.
@@ -199,12 +199,16 @@ func (s *Sessions) Revoke(ctx context.Context, sess Session) error {
 	return nil
 }
 
+// revocationsDBOptions: a revocation is on disk when Revoke returns
+// (synchronous FULL), so a logged-out session stays out after a crash.
+var revocationsDBOptions = sqlitedb.Options{BusyTimeout: 5 * time.Second, WAL: true, Synchronous: sqlitedb.SyncFull, ImmediateTx: true}
+
 // Persist keeps revocations in the SQLite file at path (created when
 // missing): those not yet expired are loaded, expired ones are dropped, and
 // every later Revoke is written through. Only a hash of each session id is
 // stored. Close releases the file.
 func (s *Sessions) Persist(ctx context.Context, path string) error {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sqlitedb.Open(path, revocationsDBOptions)
 	if err != nil {
 		return fmt.Errorf("open session revocations: %w", err)
 	}

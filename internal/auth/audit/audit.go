@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"github.com/svcdns/svc/internal/sqlitedb"
 )
 
 // Actor is who did something (the spec's Actor shape).
@@ -54,12 +54,16 @@ type Log struct {
 	clock func() time.Time
 }
 
+// dbOptions: an appended event is on disk when Append returns (synchronous
+// FULL): the audit trail must not lose what it acknowledged.
+var dbOptions = sqlitedb.Options{BusyTimeout: 5 * time.Second, WAL: true, Synchronous: sqlitedb.SyncFull, ImmediateTx: true}
+
 // Open opens (creating if needed) the audit database at path.
 func Open(ctx context.Context, path string, clock func() time.Time) (*Log, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_txlock=immediate")
+	db, err := sqlitedb.Open(path, dbOptions)
 	if err != nil {
 		return nil, fmt.Errorf("open audit log: %w", err)
 	}

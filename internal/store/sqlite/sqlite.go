@@ -13,13 +13,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
+	"github.com/svcdns/svc/internal/sqlitedb"
 	"github.com/svcdns/svc/internal/store"
 )
 
@@ -55,6 +55,13 @@ type Driver struct {
 
 var _ store.Driver = (*Driver)(nil)
 
+// The state database is the source of truth: a commit is on disk when
+// it returns (synchronous FULL), and the schema's foreign keys hold.
+var (
+	writerOptions = sqlitedb.Options{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: sqlitedb.SyncFull, ForeignKeys: true, ImmediateTx: true}
+	readerOptions = sqlitedb.Options{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: sqlitedb.SyncFull, ForeignKeys: true, QueryOnly: true}
+)
+
 // Open opens (creating and migrating when needed) the database at path.
 func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if opts.Logger == nil {
@@ -69,11 +76,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if opts.Readers <= 0 {
 		opts.Readers = 4
 	}
-	if strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("sqlite store: path %q must not contain ? or #", path)
-	}
-	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=FULL&_foreign_keys=1"
-	w, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_txlock=immediate")
+	w, err := sqlitedb.Open(path, writerOptions)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
@@ -85,7 +88,7 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	r, err := sql.Open("sqlite", "file:"+path+"?"+common+"&_query_only=1")
+	r, err := sqlitedb.Open(path, readerOptions)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
