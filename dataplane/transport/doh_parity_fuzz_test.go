@@ -3,7 +3,9 @@ package transport
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,14 +14,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/quic-go/quic-go/http3"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"github.com/svcdns/svc/test/testpki"
 )
 
 // FuzzDoHParity sends the same request to the lean HTTP/1.1 server, the
-// lean HTTP/2 server (both over net.Pipe) and dohHandler.ServeHTTP (the
-// handler of DoH3 and of listeners.dohServer stdlib), in front of the
-// real data plane: all three must answer with the same status. An HTTP/2
+// lean HTTP/2 server (both over net.Pipe), dohHandler.ServeHTTP (the
+// handler of listeners.dohServer stdlib) and a DoH3 listener (quic-go's
+// http3 over loopback, one connection), in front of the real data plane:
+// all four must answer with the same status. An HTTP/2
 // stream error (PROTOCOL_ERROR) stands for a 400 over HTTP/1.1. Requests
 // HTTP/1.1 cannot carry in a request line or header (characters outside
 // RFC 3986 in the target, controls in the content type) are skipped.
@@ -36,6 +42,7 @@ func FuzzDoHParity(f *testing.F) {
 	f.Add("GET", "/dns-query/a%2Fb?dns=AAAA", "", []byte(nil))
 	h := newTestHandler(f)
 	d := newDoH2Server(h.s, h, time.Minute)
+	h3 := parityH3Client(f, h.s.h)
 	f.Fuzz(func(t *testing.T, method, target, ctype string, body []byte) {
 		if !parityInput(method, target, ctype) || len(body) > maxMessage {
 			return
@@ -58,6 +65,9 @@ func FuzzDoHParity(f *testing.F) {
 		h.ServeHTTP(w, req)
 		if s3 := strconv.Itoa(w.Code); s3 != s1 {
 			t.Fatalf("%s %q content-type %q, %d body bytes: HTTP/1.1 %s, ServeHTTP (DoH3, stdlib) %s", method, target, ctype, len(body), s1, s3)
+		}
+		if s3 := h3(t, method, target, ctype, body); s3 != s1 {
+			t.Fatalf("%s %q content-type %q, %d body bytes: HTTP/1.1 %s, HTTP/3 %s", method, target, ctype, len(body), s1, s3)
 		}
 	})
 }
@@ -188,5 +198,45 @@ func parityH2(t *testing.T, d *doh2Server, method, target, ctype string, body []
 		case *http2.GoAwayFrame:
 			t.Fatalf("HTTP/2: GOAWAY %v", f.ErrCode)
 		}
+	}
+}
+
+// parityH3Client starts a DoH3 listener (quic-go's http3 server, as in
+// production) in front of handler and returns a function that sends a
+// request to it over one HTTP/3 connection and returns the status.
+func parityH3Client(f *testing.F, handler Handler) func(t *testing.T, method, target, ctype string, body []byte) string {
+	p := testpki.New(f)
+	s, err := New(handler, Config{DoH3: []Listener{{Address: "127.0.0.1:0", CertFile: p.CertFile, KeyFile: p.KeyFile}}}, Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.Shutdown(ctx)
+	})
+	rt := &http3.Transport{TLSClientConfig: p.ClientTLS()}
+	f.Cleanup(func() { _ = rt.Close() })
+	base := "https://" + s.Addrs("doh3")[0].String()
+	return func(t *testing.T, method, target, ctype string, body []byte) string {
+		req, err := http.NewRequest(method, base+target, bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("HTTP/3 request: %v", err)
+		}
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := rt.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("HTTP/3: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return strconv.Itoa(resp.StatusCode)
 	}
 }
