@@ -460,10 +460,13 @@ func (p *compiled) applies(groups []string) bool {
 }
 
 // Decide implements dataplane.Blocker. qname is the lower-case wire-format
-// query name. Order inside the chosen policy: rewrites, safe search, allow
-// lists (they win over every service and block list), blocked services and
-// categories, block lists, allowOnly. Passing and allowing allocate nothing;
-// a block allocates the rule text.
+// query name. Order inside the chosen policy: rewrites; allow lists (they
+// win over every service and block list); blocked services and categories;
+// block lists; allowOnly; then safe search for what was not blocked. Safe
+// search comes after the blocks because it is not a permission: a policy
+// that blocks a video site and turns on safe search means "blocked", not
+// "restricted mode" (it used to answer the safe-search target). Passing
+// and allowing allocate nothing; a block allocates the rule text.
 func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) dataplane.Decision {
 	p := t.choose(client, t.now())
 	if p == nil {
@@ -473,39 +476,46 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 	if rw := p.rewriteFor(qname); rw != nil {
 		return p.rewriteDecision(d, rw, qname, qtype)
 	}
+	buf := t.bufs.Get().(*[256]byte)
+	defer t.bufs.Put(buf)
+	name := presentation(buf, qname)
+	allowedBy := -1
+	for i := range p.allow {
+		if m := p.allow[i].list.MatchBytes(name); m.Matched {
+			allowedBy = i
+			break
+		}
+	}
+	if allowedBy < 0 {
+		if p.services != nil {
+			if m := p.services.MatchBytes(name); m.Matched {
+				d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.services.SourceName(m), p.services.RuleText(m)
+				t.answer(&d, p, nil)
+				return d
+			}
+		}
+		for i := range p.block {
+			if m := p.block[i].list.MatchBytes(name); m.Matched {
+				l := p.block[i].list
+				d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.block[i].name, l.RuleText(m)
+				t.answer(&d, p, &p.block[i])
+				return d
+			}
+		}
+		if p.allowOnly {
+			d.Verdict = dataplane.VerdictBlock
+			t.answer(&d, p, nil)
+			return d
+		}
+	}
 	if p.safe && t.safe != nil {
 		if ans, _, ok := t.safe.Lookup(qname, p.safeMode); ok {
 			d.Verdict, d.Answer, d.List, d.ChaseCNAME = dataplane.VerdictRewrite, ans, ListSafeSearch, true
 			return d
 		}
 	}
-	buf := t.bufs.Get().(*[256]byte)
-	defer t.bufs.Put(buf)
-	name := presentation(buf, qname)
-	for i := range p.allow {
-		if m := p.allow[i].list.MatchBytes(name); m.Matched {
-			d.Verdict, d.List = dataplane.VerdictAllow, p.allow[i].name
-			return d
-		}
-	}
-	if p.services != nil {
-		if m := p.services.MatchBytes(name); m.Matched {
-			d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.services.SourceName(m), p.services.RuleText(m)
-			t.answer(&d, p, nil)
-			return d
-		}
-	}
-	for i := range p.block {
-		if m := p.block[i].list.MatchBytes(name); m.Matched {
-			l := p.block[i].list
-			d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.block[i].name, l.RuleText(m)
-			t.answer(&d, p, &p.block[i])
-			return d
-		}
-	}
-	if p.allowOnly {
-		d.Verdict = dataplane.VerdictBlock
-		t.answer(&d, p, nil)
+	if allowedBy >= 0 {
+		d.Verdict, d.List = dataplane.VerdictAllow, p.allow[allowedBy].name
 	}
 	return d
 }
