@@ -73,7 +73,9 @@ type Runner struct {
 
 // Queue adds keys to one controller's queue from outside its watch (another
 // controller's reconcile naming objects of this kind).
-type Queue struct{ q workqueue.TypedRateLimitingInterface[string] }
+type Queue struct {
+	q workqueue.TypedRateLimitingInterface[string]
+}
 
 // Enqueue asks for a reconcile of namespace/name; keys already waiting are
 // not added twice, and adds after the runner stopped are dropped.
