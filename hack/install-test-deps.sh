@@ -3,7 +3,8 @@
 # answer comparisons, third-party DNS clients (dig, kdig) and dnsperf (DoH and DoT
 # clients the transport tests drive), curl (its DoH resolver), the proxies
 # deployments put in front of a DNS server with PROXY v2 (dnsdist, HAProxy), and
-# the resolvers that forward to a DoT server (stubby, Unbound). Their packaged
+# the resolvers that forward to a DoT server (stubby, Unbound), and systemd for
+# systemd-analyze (test/guide verifies the packaged unit). Their packaged
 # daemons are never started (hack/apt-install.sh). SKIP_APT=1 skips.
 set -euo pipefail
-exec "$(dirname "$0")/apt-install.sh" nsd knot knot-dnsutils bind9-dnsutils dnsperf dnsdist haproxy curl stubby unbound
+exec "$(dirname "$0")/apt-install.sh" nsd knot knot-dnsutils bind9-dnsutils dnsperf dnsdist haproxy curl stubby unbound systemd
