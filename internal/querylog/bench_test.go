@@ -459,32 +459,3 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
-
-// benchConvert times opening, and so converting, a file of n rows
-// (SVC_BENCH_ROWS, default 200,000) in an older layout that makeFile
-// writes into dir; it reports rows per CPU second and seconds.
-func benchConvert(b *testing.B, makeFile func(b *testing.B, dir string, n int)) {
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("SVC_BENCH_ROWS")); err == nil && v > 0 {
-		n = v
-	}
-	for range b.N {
-		b.StopTimer()
-		dir := b.TempDir()
-		makeFile(b, dir, n)
-		b.StartTimer()
-		start, c0 := time.Now(), cpuTime()
-		cfg := DefaultConfig()
-		cfg.DataDir, cfg.RetentionRaw = dir, 0
-		w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
-		if err != nil {
-			b.Fatal(err)
-		}
-		el, cpu := time.Since(start), cpuTime()-c0
-		b.StopTimer()
-		w.Close()
-		b.ReportMetric(float64(n)/cpu.Seconds(), "rows/cpu-s")
-		b.ReportMetric(el.Seconds(), "s")
-		b.StartTimer()
-	}
-}

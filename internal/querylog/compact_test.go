@@ -6,13 +6,31 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 )
 
 // The write path of the compact layout (compact-1: one queries row per
-// query, 17 bound values, 64-row INSERTs), as it was before blocks: it
-// writes the files TestUpgradeFromCompact converts and is the same-run
-// baseline of BenchmarkWriteRowsVsCompact.
+// query, 17 bound values, 64-row INSERTs), as it was before blocks, never
+// released: the same-run baseline of BenchmarkWriteRowsVsCompact, and it
+// writes a compact file TestUnknownLayoutRefused requires to be refused.
+
+// schemaV2CompactQueries is the compact layout's queries table:
+// dictionary-encoded columns (see names.go), NULL for empty values, no
+// secondary index.
+const schemaV2CompactQueries = `
+CREATE TABLE queries (
+  id INTEGER PRIMARY KEY,
+  ts INTEGER NOT NULL,       -- unix microseconds
+  status,                    -- names.id, or the text past the dictionary cap
+  domain TEXT,               -- NULL for ''
+  client TEXT,
+  qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, -- like status
+  duration_us INTEGER NOT NULL
+);`
+
+// rowColumns is the insert column order of the compact queries table.
+const rowColumns = "id, ts, status, domain, client, qtype, rcode, node, client_name, reason, list, rule, policy, upstream, zone, transport, duration_us"
+
+const nRowColumns = 17
 
 // useCompactPath switches w to the compact layout's row inserts (the rest
 // of the batch path, postings and rollups included, is shared).
@@ -41,7 +59,7 @@ func makeCompactFile(tb testing.TB, dir string, rows []Row) {
 			tb.Fatal(err)
 		}
 	}
-	for _, q := range []string{"DROP TABLE blocks", "UPDATE meta SET v = '" + layoutCompact + "' WHERE k = 'layout'"} {
+	for _, q := range []string{"DROP TABLE blocks", "UPDATE meta SET v = 'compact-1' WHERE k = 'layout'"} {
 		if _, err := w.store.w.Exec(q); err != nil {
 			tb.Fatal(err)
 		}
@@ -149,13 +167,4 @@ func nullable(s string) any {
 		return nil
 	}
 	return s
-}
-
-// BenchmarkConvertCompact times opening (converting to blocks) a compact
-// layout file of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains,
-// 50 clients).
-func BenchmarkConvertCompact(b *testing.B) {
-	benchConvert(b, func(b *testing.B, dir string, n int) {
-		makeCompactFile(b, dir, benchRowsSpread(n, time.Now(), 1000, 0))
-	})
 }

@@ -70,151 +70,12 @@ func allRows(t *testing.T, w *Writer) []Row {
 	return out
 }
 
-// A schema 2 file of the legacy layout, written by the legacy path, is
-// converted at open: every row keeps its id and values, filters work, the
-// rollups stay, new rows follow; opening again changes nothing.
-func TestUpgradeFromLegacyV2(t *testing.T) {
-	dir := t.TempDir()
-	lw := newLegacyWriter(t, dir)
-	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	src := layoutRows(300, base)
-	batch := append([]Row(nil), src...)
-	if err := lw.write(context.Background(), batch); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lw.db.Exec("INSERT INTO meta (k, v) VALUES ('pseudonym_key', x'0102')"); err != nil {
-		t.Fatal(err)
-	}
-	var totals int
-	if err := lw.db.QueryRow("SELECT sum(count) FROM totals WHERE res = 60").Scan(&totals); err != nil || totals != 300 {
-		t.Fatalf("legacy totals %d %v", totals, err)
-	}
-	lw.db.Close()
-
-	c := &clock{t: base.Add(time.Hour)}
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RetentionRaw = dir, 0
-	w, err := Open(context.Background(), cfg, Options{Now: c.now, MaintainEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := normalizeRows(src, 1)
-	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
-		t.Fatalf("rows after conversion differ:\n got %+v\nwant %+v", got[:3], want[:3])
-	}
-	if string(w.key) != "\x01\x02" {
-		t.Fatalf("pseudonym key lost: %x", w.key)
-	}
-	checkLayout(t, w)
-	checkConverted(t, w, cfg, c, want, 24*time.Hour, 300, base.Add(time.Hour), 301)
-}
-
 // checkLayout requires the blocks layout in the writer's meta.
 func checkLayout(t *testing.T, w *Writer) {
 	t.Helper()
 	var layout string
 	if err := w.store.r.QueryRow("SELECT v FROM meta WHERE k = 'layout'").Scan(&layout); err != nil || layout != layoutBlocks {
 		t.Fatalf("layout %q %v", layout, err)
-	}
-}
-
-// checkConverted checks a converted log (want: its rows) through every
-// filter and the summary over window (total queries), appends a row at
-// ts, closes, and requires the reopened log (nothing converted again) to
-// hold want and the new row, with id nextID, after it.
-func checkConverted(t *testing.T, w *Writer, cfg Config, c *clock, want []Row, window time.Duration, total int64, ts time.Time, nextID int64) {
-	t.Helper()
-	checkFilters(t, w, want)
-	sum, err := w.Summary(context.Background(), window)
-	if err != nil || sum.Total != total {
-		t.Fatalf("summary after conversion %+v %v", sum, err)
-	}
-	w.Enqueue(row(ts, "new.example", "10.0.0.9", "cached"))
-	flush(t, w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	w2 := openTest(t, cfg, Options{Now: c.now})
-	got := allRows(t, w2)
-	n := len(want)
-	if len(got) != n+1 || got[n].ID != nextID || got[n].Domain != "new.example" || !reflect.DeepEqual(got[:n], want) {
-		t.Fatalf("after reopen: %d rows, last %+v", len(got), got[len(got)-1])
-	}
-}
-
-// A version 1 file upgraded in place answers the indexed filters too.
-func TestUpgradeFromV1Filters(t *testing.T) {
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(SchemaV1); err != nil {
-		t.Fatal(err)
-	}
-	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	src := layoutRows(100, base)
-	for i := range src {
-		r := &src[i]
-		if _, err := db.Exec("INSERT INTO queries (id, ts, client, domain, qtype, status) VALUES (?,?,?,?,?,?)",
-			i+1, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status); err != nil {
-			t.Fatal(err)
-		}
-		// what version 1 kept
-		*r = Row{Time: r.Time, Client: r.Client, Domain: r.Domain, QType: r.QType, Status: r.Status}
-	}
-	db.Close()
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RetentionRaw = dir, 0
-	w := openTest(t, cfg, Options{Now: func() time.Time { return base.Add(time.Hour) }})
-	want := normalizeRows(src, 1)
-	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
-		t.Fatalf("rows after upgrade differ:\n got %+v\nwant %+v", got[:3], want[:3])
-	}
-	checkFilters(t, w, want)
-}
-
-// Files of an unknown layout are refused and left as they were.
-func TestUnknownLayoutRefused(t *testing.T) {
-	for name, stmts := range map[string][]string{
-		"columns": {"CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER, other TEXT)", "PRAGMA user_version = 2"},
-		"meta":    {"CREATE TABLE queries (id INTEGER PRIMARY KEY)", "CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB)", "INSERT INTO meta VALUES ('layout', 'compact-9')", "PRAGMA user_version = 2"},
-		"v1":      {"CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER, client TEXT)", "PRAGMA user_version = 1"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			dir := t.TempDir()
-			db, err := sql.Open("sqlite", "file:"+DBPath(dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, q := range stmts {
-				if _, err := db.Exec(q); err != nil {
-					t.Fatal(err)
-				}
-			}
-			db.Close()
-			before, err := os.ReadFile(DBPath(dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := DefaultConfig()
-			cfg.DataDir = dir
-			w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
-			if err == nil {
-				w.Close()
-				t.Fatal("opened")
-			}
-			if !strings.Contains(err.Error(), "unknown layout") {
-				t.Fatalf("error %v", err)
-			}
-			after, err := os.ReadFile(DBPath(dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(before) != string(after) {
-				t.Fatal("file changed")
-			}
-		})
 	}
 }
 
@@ -477,102 +338,83 @@ func TestFiltersAfterDeletes(t *testing.T) {
 	checkFilters(t, w, want)
 }
 
-// The schema 2 layout as first released (text columns, indexes on ts,
-// domain, client and status, no hash columns), as nodes of the previous
-// release left it in querylog.db, is converted at open too: the node
-// starts and keeps every row.
-func TestUpgradeFromFirstV2Layout(t *testing.T) {
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
-	if err != nil {
-		t.Fatal(err)
+// Files of a layout this binary does not read are refused at open, with an
+// error naming the file and what to do, and left byte for byte as they
+// were: the layouts before blocks were never released, so none is
+// converted. The legacy and compact files are written by the old write
+// paths kept as benchmark baselines (legacy_test.go, compact_test.go).
+func TestUnknownLayoutRefused(t *testing.T) {
+	exec := func(stmts ...string) func(t *testing.T, dir string) {
+		return func(t *testing.T, dir string) {
+			db, err := sql.Open("sqlite", "file:"+DBPath(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for _, q := range stmts {
+				if _, err := db.Exec(q); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 	}
-	for _, q := range []string{
-		`CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, client TEXT NOT NULL DEFAULT '', domain TEXT NOT NULL DEFAULT '',
-		  qtype TEXT NOT NULL DEFAULT '', status TEXT NOT NULL DEFAULT '', node TEXT NOT NULL DEFAULT '', client_name TEXT NOT NULL DEFAULT '',
-		  rcode TEXT NOT NULL DEFAULT '', reason TEXT NOT NULL DEFAULT '', list TEXT NOT NULL DEFAULT '', rule TEXT NOT NULL DEFAULT '',
-		  policy TEXT NOT NULL DEFAULT '', upstream TEXT NOT NULL DEFAULT '', zone TEXT NOT NULL DEFAULT '', transport TEXT NOT NULL DEFAULT '',
-		  duration_us INTEGER NOT NULL DEFAULT 0)`,
-		`CREATE TABLE totals (res INTEGER NOT NULL, ts INTEGER NOT NULL, status TEXT NOT NULL, count INTEGER NOT NULL, dur_us INTEGER NOT NULL, PRIMARY KEY (res, ts, status)) WITHOUT ROWID`,
-		`CREATE TABLE top_hourly (hour INTEGER NOT NULL, dim TEXT NOT NULL, key TEXT NOT NULL, count INTEGER NOT NULL, blocked INTEGER NOT NULL, PRIMARY KEY (hour, dim, key)) WITHOUT ROWID`,
-		`CREATE TABLE clients (key TEXT PRIMARY KEY, name TEXT NOT NULL DEFAULT '', grp TEXT NOT NULL DEFAULT '', last_seen INTEGER NOT NULL) WITHOUT ROWID`,
-		`CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB) WITHOUT ROWID`,
-		`CREATE INDEX queries_ts ON queries(ts)`,
-		`CREATE INDEX queries_domain ON queries(domain)`,
-		`CREATE INDEX queries_client ON queries(client)`,
-		`CREATE INDEX queries_status ON queries(status)`,
-		`PRAGMA user_version = 2`,
+	rows := layoutRows(300, time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	for name, c := range map[string]struct {
+		make func(t *testing.T, dir string)
+		want string
+	}{
+		"schema1": {exec("CREATE TABLE queries (id INTEGER PRIMARY KEY, ts INTEGER NOT NULL, client TEXT, domain TEXT, qtype TEXT, status TEXT)", "PRAGMA user_version = 1"),
+			"schema 1 of an unknown layout"},
+		"legacy": {func(t *testing.T, dir string) {
+			lw := newLegacyWriter(t, dir)
+			defer lw.db.Close()
+			if err := lw.write(context.Background(), append([]Row(nil), rows...)); err != nil {
+				t.Fatal(err)
+			}
+		}, `unknown layout ""`},
+		"compact": {func(t *testing.T, dir string) { makeCompactFile(t, dir, rows) }, `unknown layout "compact-1"`},
+		"meta": {exec("CREATE TABLE meta (k TEXT PRIMARY KEY, v BLOB)", "INSERT INTO meta VALUES ('layout', 'blocks-9')", "PRAGMA user_version = 2"),
+			`unknown layout "blocks-9"`},
+		"noversion": {exec("CREATE TABLE other (x)"), "no schema version"},
+		"newer":     {exec("PRAGMA user_version = 3"), "newer than this binary"},
 	} {
-		if _, err := db.Exec(q); err != nil {
-			t.Fatal(err)
-		}
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			c.make(t, dir)
+			files := func() map[string]string {
+				m := map[string]string{}
+				// -shm is the WAL's shared-memory index: any reader
+				// writes it, the data is in the file and the WAL (a
+				// reader of a WAL file may leave an empty one behind).
+				for _, suf := range []string{"", "-wal"} {
+					b, err := os.ReadFile(DBPath(dir) + suf)
+					if err == nil && len(b) > 0 {
+						m[suf] = string(b)
+					}
+				}
+				return m
+			}
+			before := files()
+			cfg := DefaultConfig()
+			cfg.DataDir = dir
+			w, err := Open(context.Background(), cfg, Options{MaintainEvery: -1})
+			if err == nil {
+				w.Close()
+				t.Fatal("opened")
+			}
+			for _, want := range []string{DBPath(dir), c.want, "move the file", "rebuilt empty"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if after := files(); !reflect.DeepEqual(before, after) {
+				for k := range before {
+					if before[k] != after[k] {
+						t.Errorf("querylog.db%s changed", k)
+					}
+				}
+				t.Fatal("file changed")
+			}
+		})
 	}
-	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	src := layoutRows(40, base)
-	for i, r := range src {
-		if _, err := db.Exec(`INSERT INTO queries (id, ts, client, domain, qtype, status, node, client_name, rcode, reason, list, rule, policy, upstream, zone, transport, duration_us)
-			VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, i+1, r.Time.UnixMicro(), r.Client, r.Domain, r.QType, r.Status, r.Node, r.ClientName,
-			r.Rcode, r.Reason, r.List, r.Rule, r.Policy, r.Upstream, r.Zone, r.Transport, r.Duration.Microseconds()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RetentionRaw = dir, 0
-	w := openTest(t, cfg, Options{Now: func() time.Time { return base.Add(time.Hour) }})
-	if got, want := allRows(t, w), normalizeRows(src, 1); !reflect.DeepEqual(got, want) {
-		t.Fatalf("rows after the upgrade differ:\ngot  %+v\nwant %+v", got[:min(2, len(got))], want[:2])
-	}
-}
-
-// A schema 2 file of the compact layout (one queries row per query) is
-// converted to blocks at open: ids, values, postings answers, rollups and
-// the key stay; a gap in the ids ends a block; new rows follow; opening
-// again converts nothing.
-func TestUpgradeFromCompact(t *testing.T) {
-	dir := t.TempDir()
-	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	src := layoutRows(12_000, base)
-	makeCompactFile(t, dir, src)
-	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var key []byte
-	if err := db.QueryRow("SELECT v FROM meta WHERE k = 'pseudonym_key'").Scan(&key); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec("DELETE FROM queries WHERE id BETWEEN 100 AND 120"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	var want []Row
-	for _, r := range normalizeRows(src, 1) {
-		if r.ID < 100 || r.ID > 120 {
-			want = append(want, r)
-		}
-	}
-	c := &clock{t: base.Add(24 * time.Hour)}
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RetentionRaw = dir, 0
-	w, err := Open(context.Background(), cfg, Options{Now: c.now, MaintainEvery: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := allRows(t, w); !reflect.DeepEqual(got, want) {
-		t.Fatalf("rows after conversion differ: %d rows, want %d", len(got), len(want))
-	}
-	checkLayout(t, w)
-	if string(w.key) != string(key) {
-		t.Fatal("pseudonym key changed")
-	}
-	blocks := rawBlocks(t, w)
-	if len(blocks) != 4 || blocks[0].last != 99 || blocks[1].first != 121 {
-		t.Fatalf("%d blocks, first %d..%d", len(blocks), blocks[0].first, blocks[0].last)
-	}
-	var n int
-	if err := w.store.r.QueryRow("SELECT count(*) FROM sqlite_master WHERE name = 'queries'").Scan(&n); err != nil || n != 0 {
-		t.Fatalf("queries table left: %d %v", n, err)
-	}
-	checkConverted(t, w, cfg, c, want, 48*time.Hour, int64(len(src)), base.Add(time.Hour), 12_001)
 }

@@ -6,22 +6,50 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/svcdns/svc/internal/sqlitedb"
 )
 
 // The write path of the legacy schema 2 layout (text columns, indexes on
 // ts, domain hash, client hash and status, inserts through database/sql in
-// 100-row statements), as it was before the compact layout: it writes the
-// files TestUpgradeFromLegacyV2 converts and is the baseline of
-// BenchmarkWriteRowsVsLegacy.
+// 100-row statements), as it was before the compact layout, never
+// released: the baseline of BenchmarkWriteRowsVsLegacy, and it writes a
+// legacy file TestUnknownLayoutRefused requires to be refused.
+
+// schemaV2LegacyQueries is the legacy layout's queries table.
+const schemaV2LegacyQueries = `
+CREATE TABLE queries (
+  id INTEGER PRIMARY KEY,
+  ts INTEGER NOT NULL,
+  client TEXT NOT NULL DEFAULT '',
+  domain TEXT NOT NULL DEFAULT '',
+  qtype TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT '',
+  node TEXT NOT NULL DEFAULT '',
+  client_name TEXT NOT NULL DEFAULT '',
+  rcode TEXT NOT NULL DEFAULT '',
+  reason TEXT NOT NULL DEFAULT '',
+  list TEXT NOT NULL DEFAULT '',
+  rule TEXT NOT NULL DEFAULT '',
+  policy TEXT NOT NULL DEFAULT '',
+  upstream TEXT NOT NULL DEFAULT '',
+  zone TEXT NOT NULL DEFAULT '',
+  transport TEXT NOT NULL DEFAULT '',
+  duration_us INTEGER NOT NULL DEFAULT 0,
+  dh INTEGER NOT NULL DEFAULT 0, -- nameHash(domain): the domain index
+  ch INTEGER NOT NULL DEFAULT 0  -- nameHash(client): the client index
+);
+CREATE INDEX IF NOT EXISTS queries_ts ON queries(ts);
+CREATE INDEX IF NOT EXISTS queries_dh ON queries(dh);
+CREATE INDEX IF NOT EXISTS queries_ch ON queries(ch);
+CREATE INDEX IF NOT EXISTS queries_status ON queries(status);`
 
 const legacyInsertColumns = "id, ts, client, domain, qtype, status, node, client_name, rcode, reason, list, rule, policy, upstream, zone, transport, duration_us, dh, ch"
 
 // openLegacy creates querylog.db in dir with the legacy layout.
 func openLegacy(tb testing.TB, dir string) *sql.DB {
 	tb.Helper()
-	common := "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)"
-	db, err := sql.Open("sqlite", "file:"+DBPath(dir)+"?"+common+"&_txlock=immediate")
+	db, err := sqlitedb.Open(DBPath(dir), writerOptions)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -157,20 +185,4 @@ func (lw *legacyWriter) countHour(r *Row) {
 		}
 		c.count++
 	}
-}
-
-// BenchmarkConvertLegacy times opening (converting) a legacy schema 2 file
-// of n rows (SVC_BENCH_ROWS, default 200,000; 1000 domains, 50 clients).
-func BenchmarkConvertLegacy(b *testing.B) {
-	benchConvert(b, func(b *testing.B, dir string, n int) {
-		lw := newLegacyWriter(b, dir)
-		t0 := time.Now()
-		for i := 0; i < n; i += 5000 {
-			batch := benchRowsSpread(min(5000, n-i), t0.Add(time.Duration(i)*time.Millisecond), 1000, i)
-			if err := lw.write(context.Background(), batch); err != nil {
-				b.Fatal(err)
-			}
-		}
-		lw.db.Close()
-	})
 }

@@ -2,7 +2,6 @@ package querylog
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"sync"
 	"testing"
@@ -44,73 +43,6 @@ func flush(t *testing.T, w *Writer) {
 	t.Helper()
 	if err := w.Flush(context.Background()); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A version 1 file made here is upgraded in place: rows keep their ids,
-// rollups are rebuilt from them, new rows follow.
-func TestUpgradeFromV1(t *testing.T) {
-	dir := t.TempDir()
-	db, err := sql.Open("sqlite", "file:"+DBPath(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(SchemaV1); err != nil {
-		t.Fatal(err)
-	}
-	base := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
-	for i := range 10 {
-		st := "answered"
-		if i%5 == 0 {
-			st = "blocked"
-		}
-		if _, err := db.Exec("INSERT INTO queries (id, ts, client, domain, qtype, status) VALUES (?,?,?,?,?,?)",
-			i+1, base.Add(time.Duration(i)*time.Minute).UnixMicro(), "10.0.0.1", fmt.Sprintf("d%d.example", i%3), "A", st); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-
-	c := &clock{t: base.Add(time.Hour)}
-	cfg := DefaultConfig()
-	cfg.DataDir, cfg.RetentionRaw = dir, 0
-	w := openTest(t, cfg, Options{Now: c.now})
-	var v int
-	if err := w.store.w.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 2 {
-		t.Fatalf("user_version %d %v", v, err)
-	}
-	w.Enqueue(row(base.Add(time.Hour), "new.example", "10.0.0.2", "cached"))
-	flush(t, w)
-	rows, _, err := w.Rows(context.Background(), Filter{Limit: 100})
-	if err != nil || len(rows) != 11 || rows[0].ID != 11 || rows[0].Domain != "new.example" || rows[10].ID != 1 || rows[10].Status != "blocked" {
-		t.Fatalf("rows after upgrade: %d %+v %v", len(rows), rows, err)
-	}
-	sum, err := w.Summary(context.Background(), 24*time.Hour)
-	if err != nil || sum.Total != 11 || sum.Blocked != 2 {
-		t.Fatalf("summary after upgrade %+v %v", sum, err)
-	}
-	top, err := w.Top(context.Background(), TopRequest{Dim: DimDomains, Window: 24 * time.Hour})
-	if err != nil || len(top.Items) != 4 || top.Items[0].Key != "d0.example" || top.Items[0].Count != 4 || top.Items[0].Blocked != 1 {
-		t.Fatalf("top after upgrade %+v %v", top, err)
-	}
-	cl, err := w.Clients(context.Background(), ClientsRequest{})
-	if err != nil || len(cl.Items) != 2 || cl.Items[0].Key != "10.0.0.1" || cl.Items[0].Count != 10 || cl.Items[0].LastSeen == nil {
-		t.Fatalf("clients after upgrade %+v %v", cl, err)
-	}
-}
-
-func TestNewerSchemaRefused(t *testing.T) {
-	dir := t.TempDir()
-	db, _ := sql.Open("sqlite", "file:"+DBPath(dir))
-	if _, err := db.Exec("PRAGMA user_version = 3"); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
-	cfg := DefaultConfig()
-	cfg.DataDir = dir
-	if w, err := Open(context.Background(), cfg, Options{}); err == nil {
-		w.Close()
-		t.Fatal("schema 3 opened")
 	}
 }
 
