@@ -142,77 +142,127 @@ const (
 // message, so the pool does not pin memory.
 const maxKeptBuffer = 16 << 10
 
-// Query is the pooled per-query value every stage reads and writes.
+// Query is the pooled per-query value every stage reads and writes: the
+// stages pass state to each other only through it. Its fields are grouped
+// by the stage that produces them (the "transport" writes before the
+// pipeline runs and encodes after it; "answer" fields are written by
+// whichever stage answers). Who writes and who reads each group:
+//
+//	group          written by                          read by
+//	transport      listeners, ServeWire*, Server.Query  identify (Client, ClientID), authoritative
+//	               (begin, udpPacket, serveTCP), ECS    and upstream (Client), every stage (snap),
+//	               rewrites Client in identify          cache/upstream (cache), upstream
+//	                                                     (detachable), encode (in, out), log
+//	ingress        ingress (stageIngress, ingressSlow)  every later stage (Name, Lower, Type,
+//	                                                     Class, EDNS, Flags), encode (ID, padding,
+//	                                                     keepalive, slow), upstream (req)
+//	identify       identify                            local, authoritative (groups), blocking, log
+//	control        control                             blocking (blockingOff)
+//	local          local (Policy, Rule of a rewrite)   log
+//	authoritative  authoritative                       encode (aa, authWire, counts), log (Zone),
+//	                                                     blocking and upstream (forwardGroup)
+//	blocking       blocking                            cache and upstream (chase, chaseLower,
+//	                                                     forwardGroup), encode (ede), log
+//	cache          cache (and upstream via useEntry)   upstream (stale), encode (entry, ad)
+//	upstream       upstream                            upstream (conditional), log (Upstream)
+//	answer         the answering stage (control,       encode (resp, fast, Rcode), log (Status,
+//	               local, authoritative, blocking,      Reason, Rcode), metrics
+//	               cache, upstream; fail, shed, contain)
+//	log            log                                 Server.Query, metrics (Duration)
+//	pipeline       run                                 run (next: where a detached query resumes)
+//
+// Policy and Rule are written by local (a rewrite) and by blocking (a
+// block), so they sit with blocking, the later writer. The order inside
+// a group keeps the fields the fast path touches (transport, ingress,
+// answer) in the first cache lines; the 255-byte lowerBuf is last.
 type Query struct {
-	// Request.
-	Client    netip.AddrPort
+	// Transport: set before the pipeline runs.
+	Client    netip.AddrPort // rewritten by identify to a trusted forwarder's ECS address
 	Transport Transport
 	// ClientID is the client's self-declared ID from an encrypted
 	// transport (DoT/DoQ SNI label, DoH path segment); "" for none.
-	ClientID string
-	Node     string
-	ID       uint16
-	Flags    uint16 // request header flags
-	Name     []byte // question name as received (aliases the input)
-	Lower    []byte // lower-cased question name, aliases lowerBuf
-	Type     uint16
-	Class    uint16
-	EDNS     wire.EDNS
+	ClientID   string
+	Node       string
+	Start      time.Time
+	in         []byte       // the request (owned by the transport's buffer)
+	out        []byte       // the answer encode writes, the transport sends
+	snap       *Snapshot    // the configuration this query is answered with
+	cache      *cache.Cache // the snapshot's cache, loaded once
+	detachable bool         // the UDP slow path may continue on a worker (stageDetach)
+	// ecsChecked: the peer's trust for ECS has been looked at (the UDP
+	// read loop does it before rate limiting); ecsClient: Client is the
+	// address of the ECS option of a listeners.ecsClientFrom forwarder.
+	ecsChecked, ecsClient bool
 
-	// Identity and decisions.
-	ClientInfo    ClientInfo
-	Status        Status
-	Reason        Reason
-	Rcode         int
-	List, Rule    string
-	Policy        string
-	Upstream      string
-	UpstreamGroup string
+	// Ingress: the parsed request.
+	ID        uint16
+	Flags     uint16 // request header flags
+	Name      []byte // question name as received (aliases the input)
+	Lower     []byte // lower-cased question name, aliases lowerBuf
+	Type      uint16
+	Class     uint16
+	EDNS      wire.EDNS
+	qend      int  // end of the question in in (-1: not echoable); read by nobody today
+	slow      bool // the request needs the full parser (q.req)
+	padding   bool // the request's OPT carries a Padding option (RFC 7830)
+	keepalive bool // and an edns-tcp-keepalive option (RFC 7828)
+	req       *dns.Msg
+
+	// Identify.
+	ClientInfo ClientInfo
+	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
+	// the zone lookup allocates nothing per query.
+	inGroupFn func(string) bool
+
+	// Control.
+	blockingOff bool // this node's blocking is switched off
+
+	// Authoritative.
 	// Zone is the apex (presentation form) of the authoritative zone that
 	// answered, "" when none did; the string is the table's, not a copy.
-	Zone  string
-	NoLog bool
-
-	// Timings.
-	Start    time.Time
-	Duration time.Duration
-
-	lowerBuf     [wire.MaxNameLen]byte
-	in           []byte
-	out          []byte
-	qend         int
-	slow         bool // the request needs the full parser (q.req)
-	padding      bool // the request's OPT carries a Padding option (RFC 7830)
-	keepalive    bool // and an edns-tcp-keepalive option (RFC 7828)
-	req          *dns.Msg
-	resp         *dns.Msg
-	fast         fastKind
-	aa           bool
-	ad           bool
-	authWire     []byte
-	counts       [3]uint16
-	entry        *cache.Entry
-	stale        *cache.Entry
-	snap         *Snapshot
-	cache        *cache.Cache
-	conditional  bool
-	blockingOff  bool
+	Zone     string
+	aa       bool
+	authWire []byte    // pre-encoded sections of the fast authoritative answer
+	counts   [3]uint16 // their record counts (answer, authority, additional)
+	// forwardGroup: the upstream group a forward zone (authoritative) or
+	// the policy (blocking, when no zone chose one) sends the query to.
 	forwardGroup string
+
+	// Blocking (Policy and Rule also from local).
+	List, Rule string
+	Policy     string
+	NoLog      bool
 	// ede is the Extended DNS Error added to the OPT of a block answer.
 	ede *dns.EDNS0_EDE
 	// chase holds a rewrite's records ending in a CNAME whose target
 	// (chaseLower, lower-case wire) the cache and upstream stages resolve.
 	chase      []dns.RR
 	chaseLower []byte
-	detachable bool
-	next       int
-	// ecsChecked: the peer's trust for ECS has been looked at (the UDP
-	// read loop does it before rate limiting); ecsClient: Client is the
-	// address of the ECS option of a listeners.ecsClientFrom forwarder.
-	ecsChecked, ecsClient bool
-	// inGroupFn is q.inGroup bound once per pooled value, so handing it to
-	// the zone lookup allocates nothing per query.
-	inGroupFn func(string) bool
+
+	// Cache.
+	entry *cache.Entry // the cached answer encode copies
+	stale *cache.Entry // an expired entry upstream may serve when it fails
+	ad    bool
+
+	// Upstream.
+	Upstream      string
+	UpstreamGroup string // the group asked; read by nobody today
+	conditional   bool
+
+	// Answer: written by the stage that answers.
+	Status Status
+	Reason Reason
+	Rcode  int
+	resp   *dns.Msg // the slow-path answer
+	fast   fastKind // or which fast encoding applies
+
+	// Log.
+	Duration time.Duration
+
+	// Pipeline: the stage a detached query resumes at.
+	next int
+
+	lowerBuf [wire.MaxNameLen]byte // backs Lower (ingress)
 }
 
 func (q *Query) inGroup(group string) bool { return slices.Contains(q.ClientInfo.Groups, group) }
