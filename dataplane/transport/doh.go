@@ -162,6 +162,13 @@ func (h *dohHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	clientID, msg, code, reason := h.decode(r.Method, r.URL.Path, r.URL.RawQuery, r.Header["Content-Type"], r.ContentLength,
 		func() ([]byte, error) { return readBounded((*bp)[:0], r.Body, maxMessage) }, bp)
 	if code != 0 {
+		if r.ContentLength > 0 && r.ContentLength <= maxMessage {
+			// Read a declared body (bounded) before answering, as the
+			// lean servers do: over HTTP/2 a body that breaks its
+			// content-length then resets the stream (PROTOCOL_ERROR,
+			// RFC 9113 8.1.1) instead of racing the error answer.
+			_, _ = io.CopyN(io.Discard, r.Body, maxMessage+1)
+		}
 		if code == http.StatusMethodNotAllowed {
 			w.Header().Set("Allow", "GET, POST")
 		}
