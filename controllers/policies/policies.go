@@ -140,6 +140,12 @@ type Reconciler struct {
 	// (nil: none, the sqlite store).
 	Events *events.Reporter
 	Now    func() time.Time
+	// Enqueue, when set, queues the reconcile of a policy that
+	// ReconcileReferencing finds instead of running it here: the local
+	// runner's Policy queue then keeps one status write per policy at a
+	// time (a BlockList or ClientGroup worker would otherwise race the
+	// Policy worker for the same status).
+	Enqueue func(namespace, name string)
 }
 
 // Reconcile updates one policy's status; it reports whether it wrote.
@@ -197,7 +203,7 @@ func report(ev *events.Reporter, obj *unstructured.Unstructured, conds []metav1.
 // ReconcileReferencing reconciles every policy that names the ClientGroup
 // or BlockList kind namespace/name (in clientGroupRefs, blockListRefs,
 // allowListRefs or excludeListRefs), so a reference that appears or disappears shows on the
-// policies at once. It returns the first error after trying them all.
+// policies at once (with Enqueue, queues them). It returns the first error after trying them all.
 func (r *Reconciler) ReconcileReferencing(ctx context.Context, kind, namespace, name string) error {
 	var firstErr error
 	opts := store.ListOptions{Kind: Kind, Limit: 500}
@@ -208,6 +214,10 @@ func (r *Reconciler) ReconcileReferencing(ctx context.Context, kind, namespace, 
 		}
 		for _, u := range page.Items {
 			if !references(u, kind, namespace, name) {
+				continue
+			}
+			if r.Enqueue != nil {
+				r.Enqueue(u.GetNamespace(), u.GetName())
 				continue
 			}
 			if _, err := r.Reconcile(ctx, u.GetNamespace(), u.GetName()); err != nil && firstErr == nil {

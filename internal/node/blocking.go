@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"github.com/svcdns/svc/dataplane/safesearch"
 	"github.com/svcdns/svc/internal/listfetch"
 	"github.com/svcdns/svc/internal/operator"
+	"github.com/svcdns/svc/internal/runner"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store"
 )
@@ -42,17 +41,10 @@ type blocking struct {
 	cat     *catalogue.Loader
 	safe    *safesearch.Table
 	toggle  *toggle.Toggle
-	pols    *policies.Reconciler
 	hot     *hotConfig
 	// events is the Kubernetes Events recorder of the operator's
 	// reconcilers (empty outside Kubernetes: nothing is recorded).
 	events *events.Deferred
-	// statusCtx is the context of the sqlite node's Policy status writes
-	// (nil until the first one, and always on the kube store).
-	statusCtx atomic.Pointer[context.Context]
-	statusMu  sync.Mutex
-	// refsPrev identifies the groups and lists of the last compile (b.mu).
-	refsPrev string
 	// tenancy confines policies to their namespace (set by setTenancy
 	// before anything compiles).
 	tenancy *policy.Tenancy
@@ -96,7 +88,6 @@ func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *
 	}
 	b.tenancy = resolveTenancy(cfg, DefaultNamespace)
 	b.events = &events.Deferred{}
-	b.pols = &policies.Reconciler{Store: st, Checker: checker{b}, Now: time.Now}
 	return b, nil
 }
 
@@ -219,13 +210,41 @@ func listTyped[T any](ctx context.Context, st store.Store, kind string) ([]T, er
 	}
 }
 
-// operatorControllers are the BlockList, Policy and ClientGroup controllers
-// of the operator (the kube store). Each records Kubernetes Events through
-// the node's own recorder (started here with the operator's credentials, so
-// it outlives each leader term's manager); a BlockList or ClientGroup
-// change re-checks the policies that name it, so a reference that appears
-// or disappears shows on them at once. lists is the BlockList reconciler,
-// built with Events: b.listEvents().
+// controllers is the one list of the node's controllers: BlockList,
+// Policy and ClientGroup. The local runner runs it on the sqlite store
+// (blocking.run) and the operator's controller-runtime manager on the kube
+// store (operatorControllers), so both modes run the same reconcile
+// functions. A BlockList or ClientGroup change re-checks the policies that
+// name it, so a reference that appears or disappears shows on them at once.
+func controllers(lists runner.Reconciler, pols *policies.Reconciler, groups *policies.GroupReconciler) []runner.Controller {
+	return []runner.Controller{
+		{Kind: blocklists.Kind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			after, err := lists.Reconcile(ctx, ns, name)
+			if perr := pols.ReconcileReferencing(ctx, blocklists.Kind, ns, name); err == nil {
+				err = perr
+			}
+			return after, err
+		}), MinBackoff: listRetryMin},
+		{Kind: policies.Kind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			_, err := pols.Reconcile(ctx, ns, name)
+			return 0, err
+		})},
+		{Kind: policies.GroupKind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			return 0, groups.Reconcile(ctx, ns, name)
+		})},
+	}
+}
+
+// listRetryMin is the first wait before a list that failed (a fetch, a
+// parse) is reconciled again; it doubles up to runner.DefaultMaxBackoff, so
+// a list server that is down is not asked every second.
+const listRetryMin = 10 * time.Second
+
+// operatorControllers are controllers for the operator (the kube store).
+// Each records Kubernetes Events through the node's own recorder (started
+// here with the operator's credentials, so it outlives each leader term's
+// manager). lists is the BlockList reconciler, built with Events:
+// b.listEvents().
 func (b *blocking) operatorControllers(ctx context.Context, rc *rest.Config, lists operator.Reconciler) []operator.Controller {
 	if rec, err := kubeRecorder(ctx, rc); err != nil {
 		b.log.Warn("no Kubernetes Events for block lists, policies and client groups", "err", err)
@@ -236,26 +255,17 @@ func (b *blocking) operatorControllers(ctx context.Context, rc *rest.Config, lis
 		Events: events.NewReporter(b.events, "Reconcile")}
 	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols,
 		Events: events.NewReporter(b.events, "Reconcile")}
-	return []operator.Controller{
-		{Kind: blocklists.Kind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
-			after, err := lists.Reconcile(ctx, ns, name)
-			if perr := pols.ReconcileReferencing(ctx, blocklists.Kind, ns, name); err == nil {
-				err = perr
-			}
-			return after, err
-		})},
-		{Kind: policies.Kind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
-			_, err := pols.Reconcile(ctx, ns, name)
-			return 0, err
-		})},
-		{Kind: policies.GroupKind, Reconciler: operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
-			return 0, groups.Reconcile(ctx, ns, name)
-		})},
+	var out []operator.Controller
+	for _, c := range controllers(lists, pols, groups) {
+		// controller-runtime brings its own queue and backoff
+		out = append(out, operator.Controller{Kind: c.Kind, Reconciler: c.Reconciler})
 	}
+	return out
 }
 
 // run reconciles block lists until ctx ends; initial receives the result of the
 // first pass (blocking.initStrategy decides whether the node waits for it).
+// On the sqlite store it runs the node's controllers on the local runner.
 func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<- error) error {
 	go b.refreshCatalogue(ctx, cfg.Blocking.Catalogue)
 	if b.follow != nil {
@@ -264,13 +274,27 @@ func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<-
 		b.follow.compiler = b.gens.compiler()
 		return b.follow.run(ctx, initial)
 	}
-	b.rec.Store(blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
+	lists := blocklists.New(blocklists.Options[policy.CompiledSource, *blocklist.List]{
 		Store: b.st, Fetcher: b.fetcher, Compiler: b.gens.compiler(),
 		AllowDegraded: cfg.Blocking.AllowDegraded, DefaultRefresh: cfg.Blocking.RefreshInterval,
 		Now: time.Now, Logger: b.log.With("component", "blocklists"),
 		OnList: b.setList, OnFetch: b.metrics.listFetched,
-	}))
-	return b.rec.Load().Run(ctx, initial)
+	})
+	b.rec.Store(lists)
+	pols := &policies.Reconciler{Store: b.st, Checker: checker{b}, Now: time.Now}
+	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols}
+	cs := controllers(lists, pols, groups)
+	for i := range cs {
+		if cs[i].Kind == blocklists.Kind {
+			cs[i].Initial = initial
+		}
+	}
+	r, err := runner.New(b.st, b.log.With("component", "controllers"), cs...)
+	if err != nil {
+		return err
+	}
+	pols.Enqueue = r.Queue(policies.Kind).Enqueue
+	return r.Run(ctx)
 }
 
 // setList puts a compiled list into (ok=false: removes it from) the next
@@ -316,22 +340,6 @@ func (b *blocking) refreshCatalogue(ctx context.Context, c settings.Catalogue) {
 	}
 }
 
-// reconcilePolicy writes a policy's status (sqlite store: the node itself).
-// It also remembers ctx, so compile can re-check every policy when the
-// client groups or lists they may name change.
-func (b *blocking) reconcilePolicy(ctx context.Context, namespace, name string) {
-	b.statusCtx.CompareAndSwap(nil, &ctx)
-	go func() {
-		// one status write at a time: concurrent ones for the same policy
-		// would conflict
-		b.statusMu.Lock()
-		defer b.statusMu.Unlock()
-		if _, err := b.pols.Reconcile(ctx, namespace, name); stoppedEarly(ctx, err) {
-			b.log.Warn("policy status", "policy", namespace+"/"+name, "err", err)
-		}
-	}()
-}
-
 // compile builds the blocking part of a snapshot.
 func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier) {
 	cfg := b.hot.current()
@@ -359,40 +367,7 @@ func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.I
 		}
 		b.log.Warn("policy problem", "problem", fmt.Sprint(p))
 	}
-	b.recheckPolicies(objs)
 	return table, table.Groups()
-}
-
-// recheckPolicies re-writes the status of every policy when the set of
-// client groups or block lists changed (sqlite store, where this node
-// writes Policy status: a list created after the policy that names it
-// turns it Ready). On the kube store the operator's BlockList and
-// ClientGroup controllers do this.
-func (b *blocking) recheckPolicies(objs blockingObjects) {
-	ctxp := b.statusCtx.Load()
-	if ctxp == nil {
-		return
-	}
-	keys := make([]string, 0, len(objs.groups)+len(objs.lists))
-	for _, g := range objs.groups {
-		keys = append(keys, fmt.Sprintf("g %s/%s %d", g.Namespace, g.Name, g.Generation))
-	}
-	for _, l := range objs.lists {
-		// global or not decides whether excluding the list is a problem
-		keys = append(keys, fmt.Sprintf("l %s/%s %v", l.Namespace, l.Name, policy.IsGlobal(&l)))
-	}
-	sort.Strings(keys)
-	refs := strings.Join(keys, "\n")
-	b.mu.Lock()
-	same := b.refsPrev == refs
-	b.refsPrev = refs
-	b.mu.Unlock()
-	if same {
-		return
-	}
-	for _, p := range objs.policies {
-		b.reconcilePolicy(*ctxp, p.Namespace, p.Name)
-	}
 }
 
 // waitInitialLists applies blocking.initStrategy: fast serves at once and blocks

@@ -21,6 +21,7 @@ import (
 	"github.com/svcdns/svc/dataplane/policy"
 	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/listfetch"
+	"github.com/svcdns/svc/internal/runner"
 	"github.com/svcdns/svc/internal/store"
 )
 
@@ -66,77 +67,22 @@ func parsePeers(v string) []string {
 	return out
 }
 
-// run reconciles every list, reports the first pass on initial, then follows
-// changes; lists whose bodies could not be copied are retried with backoff.
+// run reconciles every list on the local runner, reports the first pass on
+// initial, then follows changes; lists whose bodies could not be copied are
+// retried with backoff (2s doubling to a minute).
 func (f *listFollower) run(ctx context.Context, initial chan<- error) error {
 	f.recs = map[string]*followedList{}
-	retry := map[string]time.Time{}
-	backoff := map[string]time.Duration{}
-	var firstErrs []error
-	one := func(key string) error {
-		err := f.reconcile(ctx, key)
-		if err == nil {
-			delete(retry, key)
-			delete(backoff, key)
-			return nil
-		}
-		b := min(max(2*backoff[key], 2*time.Second), time.Minute)
-		backoff[key], retry[key] = b, time.Now().Add(b)
-		f.log.Info("block list not complete yet", "list", key, "err", err, "retry", b)
+	r, err := runner.New(f.st, f.log, runner.Controller{
+		Kind: blocklists.Kind, Initial: initial, MinBackoff: 2 * time.Second, MaxBackoff: time.Minute,
+		Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+			return 0, f.reconcile(ctx, ns+"/"+name)
+		}),
+	})
+	if err != nil {
 		return err
 	}
-	// store.Follow lists again whenever a watch ends (an apiserver
-	// restart, a compaction), so this loop never ends with the watch.
-	events := store.Follow(ctx, f.st, []string{blocklists.Kind}, store.FollowOptions{Logger: f.log})
-	known := map[string]bool{}
-	first := true
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		wait := time.Hour
-		for _, t := range retry {
-			wait = min(wait, max(time.Until(t), 0))
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-events:
-			if !ok {
-				return ctx.Err()
-			}
-			switch ev.Type {
-			case store.Error:
-				return fmt.Errorf("follow blocklists: %w", ev.Err)
-			case store.Synced:
-				for _, k := range store.SyncedKeys(known, ev.Objects) {
-					if err := one(k); err != nil && first {
-						firstErrs = append(firstErrs, err)
-					}
-				}
-				if first && initial != nil {
-					if len(firstErrs) > 0 {
-						initial <- errors.Join(firstErrs...)
-					}
-					close(initial)
-				}
-				first = false
-			default:
-				k := objectKey(ev.Object)
-				known[k] = ev.Type != store.Deleted
-				_ = one(k)
-			}
-		case <-timer.C:
-			for k, t := range retry {
-				if !t.After(time.Now()) {
-					_ = one(k)
-				}
-			}
-		}
-	}
+	return r.Run(ctx)
 }
-
-func objectKey(u *unstructured.Unstructured) string { return u.GetNamespace() + "/" + u.GetName() }
 
 // reconcile compiles one list; an error means some body is missing (not yet
 // fetched by the leader, or no peer had it) and the list is retried.

@@ -355,10 +355,6 @@ func (p *proc) startBlocking(ctx context.Context) error {
 	blk.setTenancy(cfg, namespace(p.env))
 	p.snaps.blocking = blk.compile
 	p.snaps.listGens = blk.listGenerations
-	if !p.kubeMode {
-		// with the kube store the operator leader writes Policy status
-		p.snaps.onPolicy = func(ns, name string) { blk.reconcilePolicy(ctx, ns, name) }
-	}
 	blk.changed = p.snaps.Trigger
 	blk.metrics = p.snaps.metrics
 	if p.kubeMode || cfg.Listeners.Internal.Address != "" {

@@ -35,8 +35,6 @@ type snapshotter struct {
 	static func() dataplane.SnapshotInput // forwarder and settings-derived parts
 	// blocking compiles policies, client groups and lists; nil leaves blocking out.
 	blocking func(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier)
-	// onPolicy is told about every changed Policy (its reconciler writes status).
-	onPolicy func(namespace, name string)
 	// fresh tells whether the store view is recent enough; when it is not,
 	// primary zones answer SERVFAIL (never NXDOMAIN). Nil means always fresh.
 	fresh    func(now time.Time) (bool, time.Duration)
@@ -223,9 +221,6 @@ func (s *snapshotter) apply(ev store.Event) bool {
 	defer s.mu.Unlock()
 	if rv, err := strconv.ParseInt(ev.Object.GetResourceVersion(), 10, 64); err == nil && rv > s.seenRev {
 		s.seenRev = rv
-	}
-	if ev.Object.GetKind() == "Policy" && s.onPolicy != nil {
-		s.onPolicy(ev.Object.GetNamespace(), ev.Object.GetName())
 	}
 	if ev.Type == store.Deleted {
 		delete(s.objects, k)
