@@ -141,7 +141,24 @@ type settingsService struct{ m *settings.Manager }
 func (s settingsService) Effective(context.Context) (map[string]any, error) {
 	return settings.Nest(s.m.Effective(true)), nil
 }
-func (s settingsService) Schema(context.Context) (any, error) { return s.m.Schema(), nil }
+
+// schemaEntry is a key's metadata plus where this node's value comes from,
+// so the dashboard can show environment-locked keys read-only with the reason.
+type schemaEntry struct {
+	settings.KeyInfo
+	Source settings.Source `json:"source"`
+	Origin string          `json:"origin,omitempty"`
+}
+
+func (s settingsService) Schema(context.Context) (any, error) {
+	src := s.m.Sources()
+	keys := s.m.Schema()
+	out := make([]schemaEntry, len(keys))
+	for i, k := range keys {
+		out[i] = schemaEntry{KeyInfo: k, Source: src[k.Key], Origin: s.m.Origin(k.Key)}
+	}
+	return out, nil
+}
 func (s settingsService) PatchCluster(ctx context.Context, p []byte) error {
 	return s.m.PatchCluster(ctx, p)
 }

@@ -5,13 +5,13 @@ import { html, currentRoute, navigate, interceptLinks, here, Msg } from './ui.js
 import { LoginPage, PasswordPage } from './pages/login.js';
 import { OverviewPage } from './pages/overview.js';
 import { QueriesPage } from './pages/queries.js';
-import { NotYetPage } from './pages/notyet.js';
 import { ServicesPage } from './pages/services.js';
 import { ZonesPage } from './pages/zones.js';
 import { ClientsPage } from './pages/clients.js';
 import { BlockingControl } from './blocking.js';
 import { ListsPage } from './pages/lists.js';
 import { PoliciesPage } from './pages/policies.js';
+import { AdminPage } from './pages/admin.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -43,8 +43,12 @@ const PAGES = [
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: PoliciesPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },
-  { page: 'admin', title: 'Administration', needs: 'settings-get', component: NotYetPage },
+  // Administration opens for any of its parts.
+  { page: 'admin', title: 'Administration', needs: ['settings-schema', 'iam-users', 'iam-rolebindings', 'info-messages', 'audit', 'cluster'], component: AdminPage },
 ];
+
+/** Whether the principal may open a page (needs: one operation or any of several). */
+const allowed = (me, p) => [].concat(p.needs).some((op) => can(me, op));
 
 // Redirect replaces the URL after the render (never during it).
 function Redirect({ to }) {
@@ -53,7 +57,7 @@ function Redirect({ to }) {
 }
 
 function Frame({ me, route, onLogout, children }) {
-  const visible = PAGES.filter((p) => can(me, p.needs));
+  const visible = PAGES.filter((p) => allowed(me, p));
   return html`<a class="skip" href="#content">Skip to content</a>
   <header class="top">
     <a class="brand" href=${basePath}><img src="ui/favicon.svg" alt="" />svc</a>
@@ -137,7 +141,7 @@ function App() {
   }
   let page = PAGES.find((p) => p.page === route.page);
   if (!page) {
-    const first = PAGES.find((p) => can(me, p.needs));
+    const first = PAGES.find((p) => allowed(me, p));
     if (route.page === '' && first) {
       return html`<${Redirect} to=${first.page + location.search} />`;
     }
@@ -146,9 +150,9 @@ function App() {
       : html`<h1>Page not found</h1><p>There is no page ${route.page}. <a href=${basePath}>Go to the start page</a>.</p>`;
     return html`<${Frame} me=${me} route=${route} onLogout=${logout}>${body}</${Frame}>`;
   }
-  if (!can(me, page.needs)) {
+  if (!allowed(me, page)) {
     return html`<${Frame} me=${me} route=${route} onLogout=${logout}><h1>${page.title}</h1>
-      <${Msg} kind="warn">Your account may not open this page: it needs the permission ${route_(page.needs).permission}. Ask an administrator to bind a role that grants it.</${Msg}></${Frame}>`;
+      <${Msg} kind="warn">Your account may not open this page: it needs the permission ${route_([].concat(page.needs)[0]).permission}. Ask an administrator to bind a role that grants it.</${Msg}></${Frame}>`;
   }
   const Page = page.component;
   return html`<${Frame} me=${me} route=${route} onLogout=${logout}><${Page} key=${page.page} title=${page.title} ...${ctx} /></${Frame}>`;
