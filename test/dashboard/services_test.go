@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/cookiejar"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/test/nodetest"
@@ -171,9 +173,47 @@ func TestPolicyPage(t *testing.T) {
 	b.waitText("h1", "Sign in")
 	b.login("admin", adminPassword)
 	b.waitText("h1", "Policies")
-	b.waitJS("the week grid", `document.querySelectorAll('table.week td.on').length === 40`)
+	b.waitJS("the week grid", `document.querySelectorAll('[data-testid=policy] table.week td.on').length === 40`)
 	b.waitJS("the state from the node", `/active|inactive now|shadowed|not loaded/.test(document.querySelector('[data-testid=policy] h2 .badge').innerText)`)
 	b.waitText("[data-testid=policy]", "youtube")
 	b.checkA11y("policies")
 	b.screenshot("policies")
+
+	// The editor: Friday off on the grid, a higher priority, another block
+	// mode; a time zone the API refuses is shown at the field.
+	form := `form[aria-label="Edit policy default/work"]`
+	b.waitJS("the editor's grid", `document.querySelectorAll('`+form+` table.week td.on').length === 40`)
+	b.click(form + ` table.week tbody tr:nth-child(5) button.day`) // fri
+	b.waitJS("Friday off in the editor", `document.querySelectorAll('`+form+` table.week td.on').length === 32`)
+	b.typeInto("#pe-priority", "9")
+	evalAs[chromedp.Void](b, `(e => { e.value = "refused"; e.dispatchEvent(new Event("change", {bubbles: true})); })(document.querySelector("#pe-blockMode"))`)
+	b.typeInto("#pe-tz", "Mars/Olympus")
+	b.click(form + ` button[type=submit]`)
+	b.waitJS("the refusal at the time zone", `!!document.querySelector('#pe-err-tz')`)
+	if msg := evalAs[string](b, `document.querySelector('#pe-err-tz').innerText`); !strings.Contains(msg, "Mars/Olympus") && !strings.Contains(strings.ToLower(msg), "time zone") {
+		t.Errorf("refusal of a bad time zone: %q", msg)
+	}
+	b.checkA11y("policy editor with an error")
+	b.typeInto("#pe-tz", "Europe/Berlin")
+	b.click(form + ` button[type=submit]`)
+	b.waitText(form+` .msg.ok`, "Saved default/work")
+	var got struct {
+		Spec struct {
+			Priority  int
+			BlockMode string
+			Schedule  struct {
+				TZ       string
+				Weekdays []string
+			}
+			BlockedServices []string
+		}
+	}
+	api.do(http.MethodGet, "/objects/policies/default/work", nil, &got)
+	if got.Spec.Priority != 9 || got.Spec.BlockMode != "refused" || got.Spec.Schedule.TZ != "Europe/Berlin" ||
+		strings.Join(got.Spec.Schedule.Weekdays, ",") != "mon,tue,wed,thu" || strings.Join(got.Spec.BlockedServices, ",") != "youtube" {
+		t.Errorf("policy after the edit: %+v", got.Spec)
+	}
+	// The page shows the saved policy: its grid has no Friday.
+	b.waitJS("the saved grid", `document.querySelectorAll('[data-testid=policy] table.week td.on').length === 32`)
+	b.waitText("tr[data-policy='default/work']", "9")
 }

@@ -1,37 +1,16 @@
 // Policies: every Policy with priority, client groups, lists, block mode,
 // services, safe search and upstream group, and for the chosen one its
 // state on this node (/policies/{ns}/{name}/state: active now, shadowed by,
-// effective lists) and its schedule as a week grid. Read-only for now.
+// effective lists) and its schedule as a week grid; with policies.write the
+// editor (policyedit.js).
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can } from '../api.js';
 import { html, href, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
+import { WeekGrid } from './week.js';
+import { PolicyEditor } from './policyedit.js';
 
-const DAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
 const nsName = (o) => `${o.metadata.namespace}/${o.metadata.name}`;
 const list = (v) => (Array.isArray(v) ? v : []);
-const minutes = (hhmm) => { const [h, m] = String(hhmm || '00:00').split(':').map(Number); return h * 60 + m; };
-
-/** Whether the schedule is open at the start of an hour of a weekday (the
- * grid's resolution; a window past midnight belongs to the day it starts). */
-function openAt(sch, day, hour) {
-  const days = list(sch.weekdays);
-  const s = minutes(sch.start), e = minutes(sch.end), t = hour * 60;
-  const dayOn = (d) => days.length === 0 || days.includes(d);
-  const prev = DAYS[(DAYS.indexOf(day) + 6) % 7];
-  if (s < e) return dayOn(day) && t >= s && t < e;
-  if (s === e) return dayOn(day);
-  return (dayOn(day) && t >= s) || (dayOn(prev) && t < e);
-}
-
-function WeekGrid({ sch }) {
-  return html`<table class="week" aria-label=${`Schedule: ${sch.start || '00:00'} to ${sch.end || '00:00'} ${list(sch.weekdays).join(', ') || 'every day'} (${sch.tz || 'UTC'})`}>
-    <thead><tr><th><span class="sr-only">Day</span></th>${Array.from({ length: 24 }, (_, h) => html`<th class="hour">${h % 3 === 0 ? h : ''}</th>`)}</tr></thead>
-    <tbody>${DAYS.map((d) => html`<tr><th>${d}</th>${Array.from({ length: 24 }, (_, h) => {
-      const on = openAt(sch, d, h);
-      return html`<td class=${on ? 'on' : ''} title=${`${d} ${String(h).padStart(2, '0')}:00 ${on ? 'active' : 'inactive'}`}></td>`;
-    })}</tr>`)}</tbody>
-  </table>`;
-}
 
 function stateText(st) {
   if (!st) return '…';
@@ -79,7 +58,8 @@ export function PoliciesPage({ me, route, title }) {
   const chosen = route.query.get('policy') || '';
   const [items, setItems] = useState(null);
   const [err, setErr] = useState(null);
-  useEffect(() => { call('list-policies').then((b) => setItems(b.items || [])).catch(setErr); }, []);
+  const [tick, setTick] = useState(0);
+  useEffect(() => { call('list-policies').then((b) => setItems(b.items || [])).catch(setErr); }, [tick]);
   useEffect(() => { if (items) markReady(); }, [!!items]);
   if (err) return html`<h1>${title}</h1><${ErrorMsg} error=${err} />`;
   if (!items) return html`<h1>${title}</h1><p class="muted">Loading…</p>`;
@@ -101,5 +81,6 @@ export function PoliciesPage({ me, route, title }) {
         </tbody>
       </table>
     </div>
-    ${p && can(me, 'policy-state') && html`<${Details} key=${chosen} p=${p} />`}`;
+    ${p && can(me, 'policy-state') && html`<${Details} key=${chosen + '@' + p.metadata.resourceVersion} p=${p} />`}
+    ${p && can(me, 'put-policy') && html`<${PolicyEditor} key=${chosen} p=${p} onSaved=${() => setTick(tick + 1)} />`}`;
 }
