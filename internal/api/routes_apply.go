@@ -201,6 +201,20 @@ func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
 		out.Items = append(out.Items, r)
 		s.afterWrite(r.Kind)
 	}
+	// Whom lists and policies reach, asked once everything is stored so
+	// that objects of one apply (a list and the policy opting out of it)
+	// see each other.
+	for i := range out.Items {
+		r := &out.Items[i]
+		if r.Result == "error" {
+			continue
+		}
+		for _, p := range todo {
+			if q := results[p.idx]; q.Kind == r.Kind && q.Namespace == r.Namespace && q.Name == r.Name {
+				r.Notes = s.audienceNotes(ctx, p.obj)
+			}
+		}
+	}
 	return &applyOut{Body: out}, nil
 }
 

@@ -34,6 +34,10 @@ type ApplyResult struct {
 	// Warnings say why an accepted object is not (fully) in effect, e.g. a
 	// policy naming a list that does not exist yet.
 	Warnings []string `json:"warnings,omitempty"`
+	// Notes say whom the object reaches once written: for a BlockList to
+	// whom it applies ("blocklist/ads applies to everyone except policies
+	// kids"), for a Policy which lists its clients get. Informational.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // DNSQueryRequest asks the data plane to resolve a name as a client would.

@@ -127,9 +127,14 @@ func (a *app) applyObjects(ctx context.Context, objs []map[string]any) ([]api.Ap
 func (a *app) printApplyResults(results []api.ApplyResult) error {
 	// Warnings go to stderr in every output format (-o json carries them
 	// too): the objects were applied, so the exit code stays 0.
+	// Notes (whom a list or policy reaches now) go there too, so stdout
+	// stays one "kind/name result" line per object.
 	for _, r := range results {
 		for _, w := range r.Warnings {
 			fmt.Fprintf(a.stderr, "Warning: %s\n", w)
+		}
+		for _, n := range r.Notes {
+			fmt.Fprintln(a.stderr, n)
 		}
 	}
 	if ok, err := writeData(a.stdout, a.g.Output, results); ok {

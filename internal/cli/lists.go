@@ -264,18 +264,6 @@ func (a *app) addListEntries(ctx context.Context, list, mode string, domains []s
 	if err != nil {
 		return err
 	}
-	if err := a.printApplyResults(res); err != nil {
-		return err
-	}
-	// say to whom the list applies (on stderr: stdout stays the apply
-	// result); a server without the audience route says nothing
-	var auds api.ListBody[api.ListAudience]
-	if a.call(ctx, request{method: http.MethodGet, path: "/blocklists/audience", query: url.Values{"namespace": {ns}}, out: &auds}) == nil {
-		for _, x := range auds.Items {
-			if x.List == ns+"/"+list {
-				fmt.Fprintf(a.stderr, "blocklist/%s applies to %s\n", list, x.AppliesTo)
-			}
-		}
-	}
-	return nil
+	// the apply result's note says to whom the list applies (stderr)
+	return a.printApplyResults(res)
 }

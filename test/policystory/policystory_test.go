@@ -278,14 +278,17 @@ func TestPolicyStory(t *testing.T) {
 	u.run(adminPassword+"\n", "login", "--server", n.api, "-u", "admin", "--password-stdin", "--name", "story")
 
 	// 1. an ad list: both clients blocked
-	u.apply(`apiVersion: service.io/v1alpha1
+	// apply says to whom the list applies
+	if out, errOut := u.run2(`apiVersion: service.io/v1alpha1
 kind: BlockList
 metadata: {name: ads}
 spec:
   sources:
     - name: main
       inline: ["||ads.example^"]
-`)
+`, "apply", "-f", "-"); out != "blocklist/ads created\n" || !strings.Contains(errOut, "blocklist/ads applies to everyone\n") {
+		t.Errorf("apply of the ad list does not say to whom it applies:\nstdout: %s\nstderr: %s", out, errOut)
+	}
 	n.expect(t, "ad list applied", map[[2]string]string{
 		{adult, "ads.example"}: "blocked", {kid, "ads.example"}: "blocked",
 		{adult, "news.example"}: "answered", {kid, "news.example"}: "answered",
@@ -376,7 +379,9 @@ spec:
     - name: main
       inline: ["||games.example^"]
 `)
-	u.apply(kidsPolicy + "  blockListRefs: [ads, games]\n  excludeListRefs: [ui-allow]\n")
+	if _, errOut := u.run2(kidsPolicy+"  blockListRefs: [ads, games]\n  excludeListRefs: [ui-allow]\n", "apply", "-f", "-"); !strings.Contains(errOut, "opted out of ui-allow") {
+		t.Errorf("apply of a policy opting out does not say so:\n%s", errOut)
+	}
 	n.expect(t, "a kids-only list and an opt-out of ui-allow", map[[2]string]string{
 		{kid, "games.example"}: "blocked", {adult, "games.example"}: "answered",
 		{kid, "x.ads.example"}: "blocked", {adult, "x.ads.example"}: "answered",

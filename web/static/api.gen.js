@@ -19,6 +19,7 @@
  * @property {string} kind
  * @property {string} name
  * @property {string} [namespace]
+ * @property {(Array<string>|null)} [notes]
  * @property {string} [resourceVersion]
  * @property {"created"|"updated"|"unchanged"|"deleted"|"error"} result
  * @property {(Array<string>|null)} [warnings]
