@@ -183,7 +183,9 @@ func newApplyCmd(a *app) *cobra.Command {
 			"e.g. spec.endpoints[0].targets[0]: Invalid value: \"192.0.2.300\": ... expected an IPv4 address, e.g. \"192.0.2.10\"; " +
 			"unknown service ids and time zones get a did-you-mean. Objects accepted but not (fully) in effect, such as a " +
 			"policy naming a list that does not exist yet or a record set whose zone does not exist, print " +
-			"\"Warning: ...\" lines on stderr and the exit code stays 0; -o json carries them in each result's warnings.",
+			"\"Warning: ...\" lines on stderr and the exit code stays 0; -o json carries them in each result's warnings.\n\n" +
+			"For every BlockList and Policy a line on stderr says whom it reaches now, e.g. \"blocklist/ads applies to " +
+			"everyone except policies kids\" or \"policy/kids gets lists ads (global); opted out of ui-allow\" (notes in -o json).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			objs, err := a.readManifests(files, recursive)
