@@ -5,6 +5,7 @@
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can, errorText } from '../api.js';
 import { html, href, navigate, fmtInt, fmtTime, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
+import { AddListForm, ExcludesForm } from './listadd.js';
 
 const nsName = (o) => `${o.metadata.namespace}/${o.metadata.name}`;
 
@@ -84,7 +85,14 @@ export function ListsPage({ me, route, title }) {
   const [lists, setLists] = useState(null);
   const [err, setErr] = useState(null);
   const [note, setNote] = useState(null);
-  useEffect(() => { call('list-blocklists').then((b) => setLists(b.items || [])).catch(setErr); }, []);
+  const [tick, setTick] = useState(0);
+  const [audience, setAudience] = useState({});
+  useEffect(() => { call('list-blocklists').then((b) => setLists(b.items || [])).catch(setErr); }, [tick]);
+  // To whom each list applies now ("applies to" line), when the principal may read policies.
+  useEffect(() => {
+    if (!can(me, 'blocklist-audience')) return;
+    call('blocklist-audience').then((b) => setAudience(Object.fromEntries((b.items || []).map((a) => [a.list, a])))).catch(() => setAudience({}));
+  }, [tick]);
   useEffect(() => { if (lists) markReady(); }, [!!lists]);
   const refresh = async (l) => {
     try {
@@ -102,9 +110,11 @@ export function ListsPage({ me, route, title }) {
   const st = (l && l.status) || {};
   return html`<h1>${title}</h1>
     ${note && html`<${Msg} kind=${note.kind}>${note.text}</${Msg}>`}
+    ${can(me, 'put-blocklist') && html`<${AddListForm} onAdded=${(l) => { setTick((t) => t + 1); if (l !== chosen) navigate(href('lists', { list: l })); }} />`}
     <${ListsTable} lists=${lists} chosen=${chosen} mayRefresh=${can(me, 'blocklist-refresh')} onRefresh=${refresh} />
     ${l && html`<section class="panel" aria-label=${'Sources of ' + chosen} style=${{ marginBottom: '1rem' }}>
       <h2>Sources of ${chosen}</h2>
+      ${audience[chosen] && html`<p data-testid="applies-to"><strong>Applies to:</strong> ${audience[chosen].appliesTo}</p>`}
       <ul class="top-list">${sources.map((s) => {
         const ss = (st.sources || []).find((x) => x.name === s.name) || {};
         return html`<li><a href=${href('lists', { list: chosen, source: s.name })} aria-current=${s.name === source ? 'true' : undefined}>${s.name}</a>
@@ -113,5 +123,6 @@ export function ListsPage({ me, route, title }) {
           ${ss.error ? html`<span class="badge error">${ss.error}</span>` : ''}</li>`;
       })}</ul>
     </section>`}
+    ${l && source && can(me, 'put-blocklist') && html`<${ExcludesForm} key=${chosen + '|' + source} list=${chosen} source=${source} onSaved=${() => setTick((t) => t + 1)} />`}
     ${l && source && html`<${Entries} key=${chosen + '|' + source} me=${me} list=${chosen} source=${source} q=${route.query.get('q') || ''} />`}`;
 }
