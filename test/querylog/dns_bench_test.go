@@ -16,8 +16,8 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/internal/dnslog"
+	"github.com/svcdns/svc/internal/querylog"
 )
 
 func cpuNow() time.Duration {

@@ -18,8 +18,8 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/internal/dnslog"
+	"github.com/svcdns/svc/internal/querylog"
 )
 
 // forwarder answers every A question with 198.51.100.1 and fails names
