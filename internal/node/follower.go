@@ -74,6 +74,7 @@ func (f *listFollower) run(ctx context.Context, initial chan<- error) error {
 	f.recs = map[string]*followedList{}
 	r, err := runner.New(f.st, f.log, runner.Controller{
 		Kind: blocklists.Kind, Initial: initial, MinBackoff: 2 * time.Second, MaxBackoff: time.Minute,
+		QuietRetries: true, // a body the leader has not fetched yet is expected
 		Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
 			return 0, f.reconcile(ctx, ns+"/"+name)
 		}),

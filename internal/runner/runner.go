@@ -62,6 +62,9 @@ type Controller struct {
 	// object of the first list (nothing when all succeeded) and is then
 	// closed: blocking.initStrategy waits on it.
 	Initial chan<- error
+	// QuietRetries logs failed reconciles at Info, not Warn: for failures
+	// expected for a while (a follower waiting for the leader's bodies).
+	QuietRetries bool
 }
 
 // Runner runs controllers until its context ends.
@@ -209,7 +212,12 @@ func (c *controller) next(ctx context.Context) bool {
 	case ctx.Err() != nil:
 		// stopping: the next start lists everything again
 	case err != nil:
-		c.log.Warn("reconcile failed; retrying", "key", key, "err", err, "retries", c.q.NumRequeues(key)+1)
+		level := slog.LevelWarn
+		if c.QuietRetries {
+			level = slog.LevelInfo
+		}
+		c.log.Log(ctx, level, "reconcile failed; retrying", "key", key, "err", err,
+			"retries", c.q.NumRequeues(key)+1, "after", c.backoff(key))
 		c.q.AddRateLimited(key)
 	default:
 		c.q.Forget(key)
@@ -218,6 +226,11 @@ func (c *controller) next(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// backoff is the wait before key's next retry (what AddRateLimited uses).
+func (c *controller) backoff(key string) time.Duration {
+	return min(c.MinBackoff<<min(c.q.NumRequeues(key), 30), c.MaxBackoff)
 }
 
 // reconcile turns a panic into an error, so one bad object is retried with
