@@ -3,6 +3,8 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
+	"mime"
 	"net/http"
 	"slices"
 	"strings"
@@ -74,7 +76,25 @@ type importIn struct {
 	ZoneParams
 	Namespace string `query:"namespace" maxLength:"253"`
 	RecordSet string `query:"recordSet" maxLength:"253" doc:"default import-<zone>"`
-	RawBody   []byte `contentType:"text/dns"`
+	// ContentType is checked by importZone: text/dns (RFC 4027) or text/plain.
+	ContentType string `header:"Content-Type" doc:"text/dns (RFC 4027) or text/plain"`
+	RawBody     []byte `contentType:"text/dns"`
+}
+
+// maxZoneFileBody bounds an import: the records land in one record set,
+// capped at 1.5 MiB like every object; the text form of records is smaller
+// than their JSON, so a larger body cannot fit.
+const maxZoneFileBody = 2 << 20
+
+// zoneFileMedia refuses an import body that does not say it is a zone file,
+// with the spec's error body (415).
+func zoneFileMedia(ct string) error {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err == nil && (mt == "text/dns" || mt == "text/plain") {
+		return nil
+	}
+	return newErr(http.StatusUnsupportedMediaType, KeyInvalid,
+		fmt.Sprintf("Content-Type %q is not a zone file", ct), "send the zone file with Content-Type: text/dns (RFC 4027) or text/plain")
 }
 
 func (s *Server) registerZoneRoutes() {
@@ -89,7 +109,8 @@ func (s *Server) registerZoneRoutes() {
 		Errors: []int{http.StatusNotFound}, Responses: map[string]*huma.Response{"200": {Description: "zone file", Content: map[string]*huma.MediaType{"text/dns": {Schema: &huma.Schema{Type: "string"}}}}}},
 		zonePerm("records.read", "zone"), s.exportZone)
 	register(s, huma.Operation{OperationID: "zone-import", Method: http.MethodPost, Path: "/zones/{zone}/import", Summary: "Import a zone file (text/dns) into one record set", Tags: tags,
-		MaxBodyBytes: maxBulkBody, Errors: []int{http.StatusNotFound, http.StatusConflict}}, zonePerm("records.write", "zone"), s.importZone)
+		MaxBodyBytes: maxZoneFileBody, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}},
+		zonePerm("records.write", "zone"), s.importZone)
 }
 
 func (s *Server) deleteZone(ctx context.Context, in *deleteZoneIn) (*deleteZoneOut, error) {
@@ -349,6 +370,9 @@ func (s *Server) exportZone(ctx context.Context, in *ZoneParams) (*exportOut, er
 }
 
 func (s *Server) importZone(ctx context.Context, in *importIn) (*recordsOut, error) {
+	if err := zoneFileMedia(in.ContentType); err != nil {
+		return nil, err
+	}
 	domain, _, err := s.zoneDomain(ctx, in.Zone)
 	if err != nil {
 		return nil, fromError(err)

@@ -50,3 +50,40 @@ func TestZoneImportExportRoundTrip(t *testing.T) {
 		t.Errorf("bad zone file: %d %s", r.code, r.body)
 	}
 }
+
+// TestZoneImportRefuses: import refuses what PUT refuses, with the line; a
+// body that is not a zone file is 415 with the error body; a huge body 413.
+func TestZoneImportRefuses(t *testing.T) {
+	e := newEnv(t)
+	c := e.withToken(e.adminToken())
+	zone := map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "DNSZone", "metadata": map[string]any{"name": "example"},
+		"spec": map[string]any{"zoneName": "example.com", "defaultTTL": 300}}
+	if r := c.do("POST", "/apply", zone); r.code != 200 {
+		t.Fatalf("apply zone: %d %s", r.code, r.body)
+	}
+	cases := []struct {
+		name, body, ct string
+		code           int
+		key, want      string
+	}{
+		{"origin outside the zone", "$ORIGIN evil.example.\nwww IN A 192.0.2.1\n", "text/dns", 400, KeyInvalid, "line 2: www.evil.example. is outside zone example.com."},
+		{"NUL in a name", "ok IN A 192.0.2.1\na\\000b IN A 192.0.2.1\n", "text/plain; charset=utf-8", 400, KeyInvalid, "line 2: name a\\\\000b.example.com. holds a control character"},
+		{"1 MiB TXT", "big IN TXT \"" + strings.Repeat("x", 1<<20) + "\"\n", "text/dns", 400, KeyInvalid, "record data is"},
+		{"CNAME and other data", "w IN CNAME t.example.com.\nw IN A 192.0.2.1\n", "text/dns", 400, KeyInvalid, "line "},
+		{"JSON content type", "www IN A 192.0.2.1\n", "application/json", 415, KeyInvalid, "text/dns"},
+		{"no content type", "www IN A 192.0.2.1\n", "", 415, KeyInvalid, "text/dns"},
+		{"body over the bound", "; " + strings.Repeat("x", 3<<20) + "\n", "text/dns", 413, KeyTooLarge, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.do("POST", "/zones/example/import", tc.body, "Content-Type", tc.ct)
+			if r.code != tc.code || r.errKey(t) != tc.key || !strings.Contains(string(r.body), tc.want) {
+				t.Fatalf("%d %.300s, want %d %s containing %q", r.code, r.body, tc.code, tc.key, tc.want)
+			}
+		})
+	}
+	// Nothing was stored.
+	if r := c.do("GET", "/zones/example/export", nil); strings.Contains(string(r.body), "192.0.2.1") {
+		t.Fatalf("a refused import was stored:\n%s", r.body)
+	}
+}

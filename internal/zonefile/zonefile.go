@@ -63,40 +63,33 @@ func Export(origin string, defaultTTL int64, eps []Endpoint) []byte {
 }
 
 // Import parses a zone file relative to origin into endpoints, one per name
-// and type, in a stable order. SOA records are skipped (the DNSZone holds
-// them); $INCLUDE is refused.
+// and type (and TTL), in a stable order, through authority.ParseZoneFile, the
+// one zone-file reader: it refuses, with the line, names outside origin,
+// control bytes in names, oversized record data, $INCLUDE and whatever PUT
+// refuses. The SOA is skipped (the DNSZone holds it); apex NS records are
+// kept as an "@" NS endpoint. Names are absolute without the final dot.
 func Import(origin string, text []byte) ([]Endpoint, error) {
-	zp := dns.NewZoneParser(bytes.NewReader(text), fqdn(origin), "")
-	zp.SetIncludeAllowed(false)
-	type key struct{ name, typ string }
-	idx := map[key]int{}
-	var out []Endpoint
-	n := 0
-	for rr, ok := zp.Next(); ok; rr, ok = zp.Next() {
-		h := rr.Header()
-		if h.Rrtype == dns.TypeSOA {
-			continue
-		}
-		if n++; n > MaxRecords {
-			return nil, ErrTooMany
-		}
-		typ := dns.TypeToString[h.Rrtype]
-		if typ == "" {
-			typ = fmt.Sprintf("TYPE%d", h.Rrtype)
-		}
-		k := key{strings.TrimSuffix(strings.ToLower(h.Name), "."), typ}
-		target := strings.TrimPrefix(rr.String(), h.String())
-		i, seen := idx[k]
-		if !seen {
-			ttl := int64(h.Ttl)
-			out = append(out, Endpoint{DNSName: k.name, RecordType: typ, TTL: &ttl})
-			i = len(out) - 1
-			idx[k] = i
-		}
-		out[i].Targets = append(out[i].Targets, target)
+	z, err := authority.ParseZoneFile(bytes.NewReader(text), fqdn(origin))
+	if err != nil {
+		return nil, err
 	}
-	if err := zp.Err(); err != nil {
-		return nil, fmt.Errorf("zone file: %w", err)
+	apex := strings.TrimSuffix(fqdn(origin), ".")
+	abs := func(name string) string {
+		return strings.TrimSuffix(strings.ToLower(authority.OwnerName(name, fqdn(origin))), ".")
+	}
+	out := make([]Endpoint, 0, len(z.Endpoints)+1)
+	if len(z.NameServers) > 0 {
+		ep := Endpoint{DNSName: apex, RecordType: "NS", Targets: z.NameServers}
+		if z.SOA != nil && z.SOA.TTL != nil {
+			ep.TTL = z.SOA.TTL
+		}
+		out = append(out, ep)
+	}
+	if len(z.Endpoints) > MaxRecords {
+		return nil, ErrTooMany
+	}
+	for _, e := range z.Endpoints {
+		out = append(out, Endpoint{DNSName: abs(e.DNSName), RecordType: e.RecordType, Targets: e.Targets, TTL: e.RecordTTL})
 	}
 	sort.SliceStable(out, func(a, b int) bool {
 		if out[a].DNSName != out[b].DNSName {
