@@ -55,16 +55,21 @@ export function url(op, params = {}, query = {}) {
 /**
  * Calls an operation and returns its JSON body (null for 204).
  * @param {string} op
- * @param {{params?: Object, query?: Object, body?: any, headers?: Object, signal?: AbortSignal, quiet?: boolean, text?: boolean}} [o]
+ * @param {{params?: Object, query?: Object, body?: any, raw?: string, contentType?: string, headers?: Object, signal?: AbortSignal, quiet?: boolean, text?: boolean}} [o]
  * quiet: a 401 is only thrown, not reported as a lost session (the first /auth/me).
  * text: the body is returned as text (zone files), not parsed as JSON.
+ * raw, contentType: a request body sent as text (zone files), not as JSON.
  */
 export async function call(op, o = {}) {
   const r = route(op);
   const headers = { Accept: o.text ? 'text/dns, text/plain, application/json' : 'application/json', ...(o.headers || {}) };
   if (r.method !== 'GET' && r.method !== 'HEAD') headers['X-Service-CSRF'] = csrf;
   let body;
-  if (o.body !== undefined) {
+  if (o.raw !== undefined) {
+    // A text body as it is (zone files: text/dns).
+    headers['Content-Type'] = o.contentType || 'text/plain';
+    body = o.raw;
+  } else if (o.body !== undefined) {
     headers['Content-Type'] = 'application/json';
     body = JSON.stringify(o.body);
   }

@@ -4,7 +4,8 @@
 // kept in the URL.
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can, errorText } from '../api.js';
-import { html, href, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
+import { html, href, navigate, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
+import { CreateZoneForm, ImportForm, DeleteZone } from './zoneadmin.js';
 
 const TYPES = ['A', 'AAAA', 'CNAME', 'TXT', 'MX', 'SRV', 'NS', 'PTR', 'CAA', 'HTTPS', 'SVCB'];
 
@@ -78,6 +79,7 @@ export function ZonesPage({ me, route, title }) {
   const [err, setErr] = useState(null);
   const [zerr, setZerr] = useState(null);
   const [tick, setTick] = useState(0);
+  const [note, setNote] = useState('');
 
   useEffect(() => {
     call('list-dnszones').then((b) => setZones(b.items || [])).catch(setErr);
@@ -93,7 +95,10 @@ export function ZonesPage({ me, route, title }) {
   if (!zones) return html`<h1>${title}</h1><p class="muted">Loading…</p>`;
   const z = zones.find((x) => x.metadata.name === zone);
   const owner = z ? managerOf(z) : '';
+  const foreign = owner && owner !== 'api';
   return html`<h1>${title}</h1>
+    ${note && html`<${Msg} kind="ok">${note}</${Msg}>`}
+    ${can(me, 'put-dnszone') && html`<${CreateZoneForm} zones=${zones} onCreated=${(n) => { setTick(tick + 1); navigate(href('zones', { zone: n })); }} />`}
     <div class="panel table-wrap" style=${{ marginBottom: '1rem' }}>
       <table><caption class="sr-only">Zones</caption>
         <thead><tr><th>Zone</th><th>Name</th><th class="num">Serial</th><th class="num">Records</th><th>State</th><th class="opt">Managed by</th></tr></thead>
@@ -110,8 +115,10 @@ export function ZonesPage({ me, route, title }) {
       </table>
     </div>
     ${zone && html`<section aria-label=${'Zone ' + zone}>
-      ${owner && owner !== 'api' && html`<${Msg} kind="info">This zone is managed by ${owner}; the API refuses changes to objects it owns and names the owner.</${Msg}>`}
+      ${foreign && html`<${Msg} kind="info">The zone object is managed by ${owner}: the API refuses to change or delete it (naming ${owner}); change it where ${owner} keeps it. Records added here go into record sets the API manages.</${Msg}>`}
+      ${z && can(me, 'zone-delete') && html`<${DeleteZone} key=${zone} zone=${zone} onDeleted=${(t) => { setNote(t); setTick(tick + 1); navigate('zones'); }} />`}
       ${can(me, 'zone-records-add') && html`<${RecordForm} zone=${zone} onDone=${() => setTick(tick + 1)} />`}
+      ${can(me, 'zone-import') && html`<${ImportForm} key=${zone} zone=${zone} onDone=${() => setTick(tick + 1)} />`}
       <div class="panel"><h2>Records of ${zone}</h2>
         <${ErrorMsg} error=${zerr} />
         ${text === null && !zerr ? html`<p class="muted">Loading…</p>` : html`<pre class="zonefile mono" data-testid="zonefile" tabindex="0">${text}</pre>`}
