@@ -89,6 +89,7 @@ type BlockListSource struct {
 	// URL of a list body (http or https; refused at write time otherwise).
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^[Hh][Tt][Tt][Pp][Ss]?://[^/?#]`
 	URL string `json:"url,omitempty"`
 	// Inline rules, one per item, in the source's format.
 	// +optional
