@@ -3,6 +3,8 @@ package authority
 import (
 	"strings"
 	"testing"
+
+	"github.com/svcdns/svc/api/v1alpha1"
 )
 
 // TestParseZoneFileRefuses: each bad input is refused with its line and what
@@ -50,4 +52,35 @@ func TestParseZoneFileAccepts(t *testing.T) {
 			t.Fatalf("TXT not split into 255-byte strings: %.80s...", ep.Targets[0])
 		}
 	}
+}
+
+// FuzzZoneFileWritePath: whatever the reader accepts, the write-time check
+// (what PUT runs) accepts and the compile step serves without a problem.
+func FuzzZoneFileWritePath(f *testing.F) {
+	f.Add("$ORIGIN example.com.\n@ 60 IN SOA ns hm 1 2 3 4 5\n@ IN NS ns1.example.net.\nwww 60 IN A 192.0.2.1\n")
+	f.Add("$ORIGIN evil.example.\nwww IN A 192.0.2.1\n")
+	f.Add("a\\000b IN A 192.0.2.1\n")
+	f.Add("w IN CNAME t.example.com.\nw IN A 192.0.2.1\n")
+	f.Add("t IN TXT \"" + strings.Repeat("z", 300) + "\" \"b\"\nm IN MX 10 mx\ns IN SRV 1 2 3 t\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		imp, err := ParseZoneFile(strings.NewReader(text), "example.com.")
+		if err != nil {
+			return
+		}
+		z := zoneObj("example.com")
+		rs := recordSet("default", "f", "example.com", imp.Endpoints...)
+		if ps := CheckRecordSet(&rs, &z); len(ps) > 0 {
+			t.Fatalf("accepted by the reader, refused by PUT: %+v", ps)
+		}
+		z.Spec.SOA, z.Spec.NameServers = imp.SOA, imp.NameServers
+		if len(z.Spec.NameServers) == 0 {
+			z.Spec.NameServers = nil
+		}
+		_, problems := Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{rs}, fixtureNow)
+		for _, p := range problems {
+			if p.Kind == "DNSRecordSet" {
+				t.Fatalf("accepted by the reader, not served: %+v", p)
+			}
+		}
+	})
 }
