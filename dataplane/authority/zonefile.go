@@ -92,7 +92,9 @@ func canonicalCompare(a, b string) int {
 type ImportedZone struct {
 	SOA         *v1alpha1.SOA
 	NameServers []string
-	Endpoints   []v1alpha1.Endpoint
+	// NameServerTTL is the TTL of the first apex NS record (nil without).
+	NameServerTTL *int64
+	Endpoints     []v1alpha1.Endpoint
 }
 
 // MaxRecordData is the largest RDATA a record may carry (RFC 1035 RDLENGTH
@@ -162,6 +164,10 @@ func ParseZoneFile(r io.Reader, origin string) (*ImportedZone, error) {
 			return nil, fmt.Errorf("%s: %s: SOA below the apex; a zone has one SOA, at %s", at(n), pres, opres)
 		case h.Rrtype == dns.TypeNS && apex:
 			out.NameServers = append(out.NameServers, rr.(*dns.NS).Ns)
+			if out.NameServerTTL == nil {
+				ttl := int64(h.Ttl)
+				out.NameServerTTL = &ttl
+			}
 			continue
 		}
 		rdata := rdataText(rr)

@@ -51,7 +51,11 @@ func Export(origin string, defaultTTL int64, eps []Endpoint) []byte {
 				lines = append(lines, fmt.Sprintf("; unparsable %s %s %q", ep.DNSName, ep.RecordType, t))
 				continue
 			}
-			lines = append(lines, rr.String())
+			line := rr.String()
+			if _, generic := rr.(*dns.RFC3597); generic {
+				line = strings.Replace(line, "\tCLASS1\t", "\tIN\t", 1) // miekg/dns spells IN CLASS1 there
+			}
+			lines = append(lines, line)
 		}
 	}
 	sort.Strings(lines)
@@ -79,10 +83,7 @@ func Import(origin string, text []byte) ([]Endpoint, error) {
 	}
 	out := make([]Endpoint, 0, len(z.Endpoints)+1)
 	if len(z.NameServers) > 0 {
-		ep := Endpoint{DNSName: apex, RecordType: "NS", Targets: z.NameServers}
-		if z.SOA != nil && z.SOA.TTL != nil {
-			ep.TTL = z.SOA.TTL
-		}
+		ep := Endpoint{DNSName: apex, RecordType: "NS", Targets: z.NameServers, TTL: z.NameServerTTL}
 		out = append(out, ep)
 	}
 	if len(z.Endpoints) > MaxRecords {
