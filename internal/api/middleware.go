@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -39,6 +40,11 @@ type reqState struct {
 	// csrfFailed: a cookie session was dropped for a CSRF failure.
 	csrfFailed bool
 	peerAdmin  bool
+
+	// body is the request body under the server's limit, for handlers
+	// that stream it (POST /apply); bodyLen is its Content-Length (-1: unknown).
+	body    io.Reader
+	bodyLen int64
 
 	decision string
 	targets  []auditTarget
@@ -134,6 +140,7 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 		// limit also marks the connection to close.
 		r = r.WithContext(ctx)
 		r.Body = http.MaxBytesReader(w, r.Body, maxBulkBody)
+		st.body, st.bodyLen = r.Body, r.ContentLength
 		h.ServeHTTP(sw, r)
 	})
 }

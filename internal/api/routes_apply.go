@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-type applyIn struct {
-	RawBody []byte `doc:"one object, a JSON array of objects, or a List (JSON)"`
-}
+// applyIn has no body field: the handler streams the body itself
+// (applybody.go) so that huma does not read all of it first.
+type applyIn struct{}
 
 type applyOut struct{ Body *ListBody[ApplyResult] }
 
@@ -26,63 +25,11 @@ const maxApplyObjects = 1000
 func (s *Server) registerApplyRoute() {
 	register(s, huma.Operation{OperationID: "apply", Method: http.MethodPost, Path: "/apply", Summary: "Apply one or several objects",
 		Description: "Objects are applied with manager api. With several objects all are checked first; when one is refused nothing is applied and error.objects lists the refusals.",
-		Tags:        []string{"objects"}, MaxBodyBytes: maxBulkBody, Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge}},
+		Tags:        []string{"objects"}, MaxBodyBytes: maxBulkBody,
+		RequestBody: &huma.RequestBody{Required: true, Content: map[string]*huma.MediaType{"application/octet-stream": {
+			Schema: &huma.Schema{Type: "string", Format: "binary"}}}},
+		Errors: []int{http.StatusConflict, http.StatusRequestEntityTooLarge}},
 		anyScope("objects.apply"), s.apply)
-}
-
-// decodeObjects reads one object, an array, or a List.
-func decodeObjects(raw []byte) ([]map[string]any, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 {
-		return nil, errInvalid("body: an object or an array of objects is required")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errInvalid("body: %v", err)
-	}
-	if dec.More() {
-		return nil, errInvalid("body: trailing data after the JSON value")
-	}
-	var items []any
-	switch t := v.(type) {
-	case []any:
-		items = t
-	case map[string]any:
-		if t["kind"] == "List" {
-			l, ok := t["items"].([]any)
-			if !ok {
-				return nil, errInvalid("items: a List needs an items array")
-			}
-			items = l
-		} else {
-			items = []any{t}
-		}
-	default:
-		return nil, errInvalid("body: an object or an array of objects is required")
-	}
-	if len(items) == 0 || len(items) > maxApplyObjects {
-		return nil, errInvalid("body: 1 to %d objects are accepted, got %d", maxApplyObjects, len(items))
-	}
-	out := make([]map[string]any, len(items))
-	for i, it := range items {
-		m, ok := it.(map[string]any)
-		if !ok {
-			return nil, errInvalid("body[%d]: must be an object", i)
-		}
-		// Numbers were read as json.Number to keep int64 precision; store
-		// them as the JSON codec of unstructured would.
-		b, _ := json.Marshal(m)
-		var norm map[string]any
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
-			return nil, errInvalid("body[%d]: %v", i, err)
-		}
-		norm = u.Object
-		out[i] = norm
-	}
-	return out, nil
 }
 
 func refusal(r ApplyResult, e *Error) ApplyResult {
@@ -91,9 +38,9 @@ func refusal(r ApplyResult, e *Error) ApplyResult {
 }
 
 func (s *Server) apply(ctx context.Context, in *applyIn) (*applyOut, error) {
-	items, err := decodeObjects(in.RawBody)
-	if err != nil {
-		return nil, err
+	items, e := s.applyBody(ctx)
+	if e != nil {
+		return nil, e
 	}
 	type pending struct {
 		ki  validation.KindInfo

