@@ -127,7 +127,7 @@ var targetFormats = map[string][2]string{
 	"LOC":    {"<latitude> <longitude> <altitude>", "52 22 23.000 N 4 53 32.000 E -2.00m"},
 	"URI":    {`<priority> <weight> "<uri>"`, `10 1 "https://example.com/"`},
 	"CERT":   {"<type> <key tag> <algorithm> <base64>", "1 0 0 AAAA"},
-	"DNSKEY": {"<flags> <protocol> <algorithm> <base64 key>", "257 3 13 base64key=="},
+	"DNSKEY": {"<flags> <protocol> <algorithm> <base64 key>", "257 3 13 O7Eu2jwpjbXeJVl/VNkk8uF+eKJq2JU+2CGO5oLwu76QIeLzAJ0VLJEb8fJexoOpAnFBZnZ6+9jlvQ+wEk7Lig=="},
 }
 
 // Expectations the compile step appends to its problems, so status and

@@ -92,3 +92,17 @@ func FuzzCheckRecordSet(f *testing.F) {
 		}
 	})
 }
+
+// Every example a refusal offers ("e.g. ...") must itself be accepted:
+// a user who copies it must not be refused again.
+func TestTargetExamplesAreAccepted(t *testing.T) {
+	for typ, f := range targetFormats {
+		name := "x"
+		if typ == "NS" || typ == "CNAME" || typ == "DNAME" {
+			name = "sub"
+		}
+		if p := CheckRecordSet(oneSet(name, typ, f[1]), checkZone()); len(p) > 0 {
+			t.Errorf("%s example %q refused: %v", typ, f[1], p)
+		}
+	}
+}
