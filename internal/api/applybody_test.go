@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"runtime"
 	"strings"
 	"sync"
@@ -142,5 +146,43 @@ func TestApplyBodyLimits(t *testing.T) {
 		if r.code != tc.code || r.errKey(t) != tc.key || !strings.Contains(string(r.body), tc.want) {
 			t.Errorf("%s: %d %.300s, want %d %s naming %q", tc.name, r.code, r.body, tc.code, tc.key, tc.want)
 		}
+	}
+}
+
+// TestDotSegmentsErrorBody: "." and ".." path segments, sent raw over the
+// listener, get the API's JSON error body, not ServeMux's 307 redirect.
+func TestDotSegmentsErrorBody(t *testing.T) {
+	e := newEnv(t)
+	addr := strings.TrimPrefix(e.http.URL, "http://")
+	for _, p := range []string{"/./healthz", "/x/../healthz", "/%2e%2e/healthz", "/a/."} {
+		conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+		path := e.srv.BasePath() + p
+		fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path)
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("%s: %v", path, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		conn.Close()
+		r := resp{code: res.StatusCode, hdr: res.Header, body: b}
+		if r.code != 400 || r.hdr.Get("Content-Type") != "application/json" || r.errKey(t) != KeyInvalid {
+			t.Errorf("%s: %d %s %.200s, want 400 JSON invalid", path, r.code, r.hdr.Get("Content-Type"), r.body)
+		}
+	}
+}
+
+// TestDNSQueryInvalidUTF8: a /dns/query name with invalid UTF-8 is 400
+// naming the field instead of being sent upstream with U+FFFD.
+func TestDNSQueryInvalidUTF8(t *testing.T) {
+	e := newEnv(t)
+	c := e.withToken(e.adminToken())
+	r := c.do("POST", "/dns/query", []byte(`{"name":"www.ex`+"\xff"+`ample.com"}`))
+	if r.code != 400 || r.errKey(t) != KeyInvalid || !strings.Contains(string(r.body), "name: invalid UTF-8") {
+		t.Errorf("invalid UTF-8 name: %d %.300s", r.code, r.body)
 	}
 }

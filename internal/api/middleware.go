@@ -141,8 +141,24 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 		r = r.WithContext(ctx)
 		r.Body = http.MaxBytesReader(w, r.Body, maxBulkBody)
 		st.body, st.bodyLen = r.Body, r.ContentLength
+		if dotSegment(r.URL.Path) {
+			// http.ServeMux would answer a 307 HTML redirect to the
+			// cleaned path; the API answers its own error body.
+			writeError(sw, r, errInvalid("path: %q has a '.' or '..' segment; use the path without them", r.URL.Path))
+			return
+		}
 		h.ServeHTTP(sw, r)
 	})
+}
+
+// dotSegment reports a "." or ".." path segment (also when escaped as %2e).
+func dotSegment(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 func validRequestID(v string) bool {

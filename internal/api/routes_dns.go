@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 )
@@ -34,6 +36,13 @@ func (s *Server) registerDNSRoutes() {
 	tags := []string{"dns"}
 	register(s, huma.Operation{OperationID: "dns-query", Method: http.MethodPost, Path: "/dns/query", Summary: "Resolve a name as a client would", Tags: tags},
 		clusterPerm("dns.query"), func(ctx context.Context, in *dnsQueryIn) (*dnsQueryOut, error) {
+			// The JSON decoder turned invalid UTF-8 into U+FFFD; a name
+			// holding it would be sent upstream mangled.
+			for field, v := range map[string]string{"name": in.Body.Name, "client": in.Body.Client} {
+				if strings.ContainsRune(v, utf8.RuneError) {
+					return nil, errInvalid("%s: invalid UTF-8 (or U+FFFD); names must be UTF-8 encoded", field)
+				}
+			}
 			if s.deps.DNS == nil {
 				return nil, errNotImplemented("DNS query")
 			}
