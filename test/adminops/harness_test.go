@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,28 +19,14 @@ import (
 	"time"
 
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 // svcBin is the binary built once for the package.
 var svcBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-adminops-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-o", svcBin, "github.com/svcdns/svc/cmd/svc")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building svc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proc.MainWithSvc(m, &svcBin))
 }
 
 // homeLan is the README's zone as hack/dev/objects.d ships it (applied by

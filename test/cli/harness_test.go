@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -25,22 +25,7 @@ var svcBin string
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "svc-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-o", svcBin, "github.com/svcdns/svc/cmd/svc")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building svc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proc.MainWithSvc(m, &svcBin))
 }
 
 const adminPassword = "correct horse battery staple"

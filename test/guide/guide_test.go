@@ -27,6 +27,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/proc"
 )
 
 // svcBin is the binary built once for the package; `make install` is given
@@ -34,24 +36,7 @@ import (
 var svcBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-guide-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	// Readable by the unprivileged user that runs make install.
-	_ = os.Chmod(dir, 0o755)
-	svcBin = filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-o", svcBin, "github.com/svcdns/svc/cmd/svc")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building svc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proc.MainWithSvc(m, &svcBin))
 }
 
 // pending names the steps that depend on work of issue 18 not landed yet:

@@ -24,27 +24,14 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/proc"
 )
 
 var svcBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-policystory-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	build := exec.Command("go", "build", "-o", svcBin, "github.com/svcdns/svc/cmd/svc")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building svc:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(proc.MainWithSvc(m, &svcBin))
 }
 
 const (

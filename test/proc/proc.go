@@ -1,11 +1,13 @@
 // Package proc starts the third-party programs tests run beside the
 // service (dnsproxy, CoreDNS, q, ...) and finds the ones
-// hack/install-dns-clients.sh builds.
+// hack/install-dns-clients.sh builds, and builds the svc binary for the
+// packages that drive it (MainWithSvc).
 package proc
 
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,4 +78,26 @@ func ServiceTool(t testing.TB, name string) string {
 		}
 	}
 	return p
+}
+
+// MainWithSvc builds cmd/svc once into a temporary directory (mode 0755, so
+// an unprivileged user may run it), stores its path in *bin, runs the
+// package's tests and removes the directory: the TestMain of every package
+// that drives the built binary.
+func MainWithSvc(m *testing.M, bin *string) int {
+	dir, err := os.MkdirTemp("", "svc-test-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	_ = os.Chmod(dir, 0o755)
+	*bin = filepath.Join(dir, "svc")
+	build := exec.Command("go", "build", "-o", *bin, "github.com/svcdns/svc/cmd/svc")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building svc:", err)
+		return 1
+	}
+	return m.Run()
 }
