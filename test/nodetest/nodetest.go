@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"testing"
@@ -292,7 +293,10 @@ func (n *Node) Stop() {
 		select {
 		case <-n.exited:
 		case <-time.After(n.stopWithin):
-			n.t.Errorf("node %sdid not stop within %s", n.label(), n.stopWithin)
+			// the goroutines say what the node is still waiting for
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			n.t.Errorf("node %sdid not stop within %s; goroutines:\n%s", n.label(), n.stopWithin, stacks.String())
 		}
 		n.Log.stop()
 	})

@@ -253,13 +253,28 @@ func (d *Driver) Fresh(now time.Time, maxAge time.Duration) bool {
 	return maxAge <= 0 || d.SnapshotAge(now) <= maxAge
 }
 
+// closeWait bounds how long Close waits for the informers to return.
+// client-go's reflector sleeps out its backoff without looking at the
+// context when a watch-list request fails (reflector.go, watchList): after
+// an apiserver outage that sleep can reach 30-60 s, and a node being
+// stopped must not wait for it. The goroutines end when the sleep does.
+const closeWait = 5 * time.Second
+
 // Close stops the informers and the watches.
 func (d *Driver) Close() error {
 	if d.closed.Swap(true) {
 		return nil
 	}
 	d.cancel()
-	d.wg.Wait()
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
+	}
 	return nil
 }
 
