@@ -283,7 +283,7 @@ func (s *Server) adminCreateToken(w http.ResponseWriter, r *http.Request) {
 
 // breakGlassExpiry: default 24h, capped by auth.tokens.maxLifetime.
 func (s *Server) breakGlassExpiry(now time.Time, expiresIn string) (*time.Time, *Error) {
-	max := s.opts.TokenMaxLifetime
+	max := s.authLimits().TokenMaxLifetime
 	d := breakGlassLifetime
 	if max > 0 && max < d {
 		d = max

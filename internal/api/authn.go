@@ -155,7 +155,7 @@ func (s *Server) sessionCookie(r *http.Request) *http.Cookie {
 }
 
 func (s *Server) cookieAuth(ctx context.Context, w http.ResponseWriter, r *http.Request, st *reqState, value string) {
-	sess, err := s.sessions.Decode(value, s.opts.SessionIdleTimeout)
+	sess, err := s.sessions.Decode(value, s.authLimits().SessionIdleTimeout)
 	if err != nil {
 		return
 	}
@@ -188,12 +188,12 @@ func (s *Server) cookieAuth(ctx context.Context, w http.ResponseWriter, r *http.
 	st.session = &sess
 	p.AuthMethod, p.SessionID = "session", sess.ID
 	p.SessionExpires = time.Unix(sess.Expires, 0).UTC()
-	p.SessionIdle = time.Unix(sess.Seen, 0).Add(s.opts.SessionIdleTimeout).UTC()
+	p.SessionIdle = time.Unix(sess.Seen, 0).Add(s.authLimits().SessionIdleTimeout).UTC()
 	st.principal = p
 }
 
 func (s *Server) cookieSecure(st *reqState) bool {
-	switch s.opts.SessionSecure {
+	switch s.authLimits().SessionSecure {
 	case "true":
 		return true
 	case "false":

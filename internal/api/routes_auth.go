@@ -142,7 +142,7 @@ func (s *Server) registerAuthRoutes() {
 
 func (s *Server) authStatus(ctx context.Context, _ *emptyIn) (*statusOut, error) {
 	st := &AuthStatus{LocalLogin: s.opts.LocalLogin != LocalLoginDisabled, LocalLoginMode: s.opts.LocalLogin, Providers: s.authProviders(ctx),
-		Session: &AuthSessionLimits{IdleTimeout: s.opts.SessionIdleTimeout.String(), Lifetime: s.opts.SessionLifetime.String()}}
+		Session: &AuthSessionLimits{IdleTimeout: s.authLimits().SessionIdleTimeout.String(), Lifetime: s.authLimits().SessionLifetime.String()}}
 	if u, err := s.dir.GetUser(ctx, auth.AdminUsername); err == nil {
 		// The generated password is the only one that sets mustChangePassword
 		// at bootstrap; it stays "default" until changed.
@@ -216,7 +216,7 @@ func (s *Server) login(ctx context.Context, in *loginIn) (*meOut, error) {
 		}
 	}
 	s.lockout.Succeed(name)
-	sess, err := s.sessions.Issue(u.Username, "local", u.SessionsValidAfter, s.opts.SessionLifetime)
+	sess, err := s.sessions.Issue(u.Username, "local", u.SessionsValidAfter, s.authLimits().SessionLifetime)
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -235,7 +235,7 @@ func (s *Server) userPrincipal(u *auth.LocalUser, method string) *auth.Principal
 func (s *Server) meWithSession(ctx context.Context, st *reqState, p *auth.Principal, sess auth.Session) (*meOut, error) {
 	p.SessionID = sess.ID
 	p.SessionExpires = time.Unix(sess.Expires, 0).UTC()
-	p.SessionIdle = time.Unix(sess.Seen, 0).Add(s.opts.SessionIdleTimeout).UTC()
+	p.SessionIdle = time.Unix(sess.Seen, 0).Add(s.authLimits().SessionIdleTimeout).UTC()
 	body := s.meBody(ctx, p)
 	body.CSRF = s.sessions.CSRF(sess)
 	secure := s.cookieSecure(st)
@@ -342,7 +342,7 @@ func (s *Server) changePassword(ctx context.Context, in *passwordIn) (*meOut, er
 	if p.AuthMethod != "session" {
 		return &meOut{Body: s.meBody(ctx, np)}, nil
 	}
-	sess, err := s.sessions.Issue(saved.Username, "local", saved.SessionsValidAfter, s.opts.SessionLifetime)
+	sess, err := s.sessions.Issue(saved.Username, "local", saved.SessionsValidAfter, s.authLimits().SessionLifetime)
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -473,7 +473,7 @@ func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTo
 
 // tokenExpiry applies auth.tokens.maxLifetime as default and cap.
 func (s *Server) tokenExpiry(now time.Time, expiresIn string) (*time.Time, error) {
-	max := s.opts.TokenMaxLifetime
+	max := s.authLimits().TokenMaxLifetime
 	if expiresIn == "" {
 		if max <= 0 {
 			return nil, nil

@@ -328,7 +328,7 @@ func (s *Server) oidcCallback(ctx context.Context, in *oidcCallbackIn) (*redirec
 		s.log.Error("oidc login: reading role bindings", "request_id", st.id, "err", err)
 		return nil, s.callbackErr(st, errInternal())
 	}
-	sess, err := s.sessions.Issue(id.Username, p.ID(), time.Time{}, s.opts.SessionLifetime)
+	sess, err := s.sessions.Issue(id.Username, p.ID(), time.Time{}, s.authLimits().SessionLifetime)
 	if err != nil {
 		return nil, s.callbackErr(st, fromError(err))
 	}

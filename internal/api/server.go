@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -198,6 +199,9 @@ type Server struct {
 	// applyDecodes bounds the large POST /apply bodies decoded at once
 	// (each up to maxBulkBody, ~25x that in maps while checked).
 	applyDecodes chan struct{}
+
+	// limits are the auth.* settings applied live (authlimits.go).
+	limits *atomic.Pointer[AuthLimits]
 }
 
 func (o *Options) defaults() {
@@ -292,6 +296,9 @@ func New(ctx context.Context, opts Options, deps Deps) (*Server, error) {
 		limiter: newRateLimiter(opts.Clock, 30, time.Minute), touched: newTouchCache(),
 		adminSelfUID: os.Getuid(), adminGroups: procGroups,
 	}
+	s.limits = new(atomic.Pointer[AuthLimits])
+	s.SetAuthLimits(AuthLimits{SessionIdleTimeout: opts.SessionIdleTimeout, SessionLifetime: opts.SessionLifetime,
+		SessionSecure: opts.SessionSecure, TokenMaxLifetime: opts.TokenMaxLifetime})
 	if err := s.sessions.Persist(ctx, filepath.Join(opts.DataDir, "sessions.db")); err != nil {
 		al.Close()
 		return nil, err

@@ -58,6 +58,12 @@ func apiOptions(cfg *settings.Config, nodeName string, environ []string) (api.Op
 	}, nil
 }
 
+// authLimits are the auth.* settings the API applies live.
+func authLimits(cfg *settings.Config) api.AuthLimits {
+	return api.AuthLimits{SessionIdleTimeout: cfg.Auth.Session.IdleTimeout, SessionLifetime: cfg.Auth.Session.Lifetime,
+		SessionSecure: cfg.Auth.Session.Secure, TokenMaxLifetime: cfg.Auth.Tokens.MaxLifetime}
+}
+
 // identityProviders builds the OIDC providers of auth.identityProviders
 // (decoded strictly: an unknown key or a bad value stops the start). With the
 // kube store, clientSecretRef is read from a Secret in the service's

@@ -497,6 +497,12 @@ func (p *proc) startAPI(ctx context.Context) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	p.onStop(func() { apiSrv.Close() })
+	// auth.session.* and auth.tokens.maxLifetime apply without a restart.
+	go func() {
+		for c := range p.mgr.Subscribe(ctx) {
+			apiSrv.SetAuthLimits(authLimits(c))
+		}
+	}()
 	apiLn, err := net.Listen("tcp", cfg.Listeners.API.Address)
 	if err != nil {
 		return fmt.Errorf("api listener %s: %w", cfg.Listeners.API.Address, err)
