@@ -50,6 +50,14 @@ type UnblockRequestSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	List string `json:"list,omitempty"`
+	// Policy is the namespace/name of the policy that decided the block.
+	// +optional
+	// +kubebuilder:validation:MaxLength=300
+	Policy string `json:"policy,omitempty"`
+	// Rule is the rule text that matched, as shown on the block page.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Rule string `json:"rule,omitempty"`
 	// Scope of the unblock on approval: everyone, or the client groups in groups.
 	// +optional
 	// +kubebuilder:default=everyone
@@ -91,6 +99,15 @@ type Requester struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	User string `json:"user,omitempty"`
+	// ClientID is the client ID (DoT SNI, DoH path) the blocked query
+	// carried, when there was one.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClientID string `json:"clientID,omitempty"`
+	// Contact is the name or e-mail address the requester typed (optional).
+	// +optional
+	// +kubebuilder:validation:MaxLength=254
+	Contact string `json:"contact,omitempty"`
 }
 
 // UnblockRequestStatus is the decision.
@@ -119,6 +136,24 @@ type UnblockRequestStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	Entry string `json:"entry,omitempty"`
+	// Policies are the namespace/name of the policies an approval for
+	// client groups attached the allow list to.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Policies []string `json:"policies,omitempty"`
+	// Submissions counts how often the request was filed while pending (a
+	// repeat for the same domain and client is merged into it).
+	// +optional
+	Submissions int32 `json:"submissions,omitempty"`
+	// LastSubmittedAt is when it was filed last.
+	// +optional
+	LastSubmittedAt *metav1.Time `json:"lastSubmittedAt,omitempty"`
+	// Conditions: Ready (True once decided and carried out; reason
+	// Pending, Approved, Denied, Expired or a problem).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // +kubebuilder:object:root=true
