@@ -102,6 +102,23 @@ func (s visibleStore) Delete(ctx context.Context, kind, namespace, name string, 
 	return err
 }
 
+func (s visibleStore) ApplyBatch(ctx context.Context, objs []*unstructured.Unstructured, dels []store.Key, opts store.ApplyOptions) ([]store.ApplyResult, error) {
+	res, err := s.Store.ApplyBatch(ctx, objs, dels, opts)
+	if err == nil && !opts.DryRun {
+		for i, r := range res {
+			w := StoreWrite{Kind: objs[i].GetKind(), Namespace: objs[i].GetNamespace(), Name: objs[i].GetName(), ResourceVersion: r.ResourceVersion}
+			if r.Object != nil {
+				w.Generation = r.Object.GetGeneration()
+			}
+			noteWrite(ctx, w)
+		}
+		for _, k := range dels {
+			noteWrite(ctx, StoreWrite{Kind: k.Kind, Namespace: k.Namespace, Name: k.Name, Deleted: true})
+		}
+	}
+	return res, err
+}
+
 func (s visibleStore) DeleteZone(ctx context.Context, name string, opts store.DeleteZoneOptions) (store.DeleteZoneResult, error) {
 	res, err := s.Store.DeleteZone(ctx, name, opts)
 	if err == nil && !opts.DryRun {

@@ -103,26 +103,40 @@ func (s *managed) Apply(ctx context.Context, obj *unstructured.Unstructured, opt
 }
 
 func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, opts ApplyOptions) (ApplyResult, error) {
+	w, res, err := s.prepare(ctx, in, opts)
+	if err != nil || w == nil || opts.DryRun {
+		return res, err
+	}
+	out, err := s.d.Write(ctx, []Write{*w})
+	if err != nil {
+		return ApplyResult{}, fmt.Errorf("apply %s: %w", w.Key, err)
+	}
+	return ApplyResult{Result: res.Result, ResourceVersion: out[0].GetResourceVersion(), Object: out[0]}, nil
+}
+
+// prepare runs every check of an apply and returns the write it needs (nil
+// when the object is unchanged) with the result it will have.
+func (s *managed) prepare(ctx context.Context, in *unstructured.Unstructured, opts ApplyOptions) (*Write, ApplyResult, error) {
 	key := KeyOf(in)
 	stored, err := s.d.Get(ctx, key)
 	if err != nil && !errors.Is(err, ErrNotFound) {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
+		return nil, ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 	}
 	if stored == nil && opts.ResourceVersion != "" {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w: object does not exist", key, ErrPrecondition)
+		return nil, ApplyResult{}, fmt.Errorf("apply %s: %w: object does not exist", key, ErrPrecondition)
 	}
 	if stored != nil {
 		if opts.ResourceVersion != "" && opts.ResourceVersion != stored.GetResourceVersion() {
-			return ApplyResult{}, fmt.Errorf("apply %s: %w: resourceVersion %s, stored %s", key, ErrPrecondition, opts.ResourceVersion, stored.GetResourceVersion())
+			return nil, ApplyResult{}, fmt.Errorf("apply %s: %w: resourceVersion %s, stored %s", key, ErrPrecondition, opts.ResourceVersion, stored.GetResourceVersion())
 		}
 		if err := checkOwner(stored, opts.Manager); err != nil {
-			return ApplyResult{}, err
+			return nil, ApplyResult{}, err
 		}
 	}
 
 	obj, _, err := normalize(in)
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
+		return nil, ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 	}
 	// Only what the caller owns is taken from the input; the rest of metadata
 	// belongs to the store.
@@ -155,11 +169,11 @@ func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, 
 	if s.admit != nil {
 		if err := s.admit.Admit(ctx, next, stored); err != nil {
 			if errors.Is(err, ErrInvalid) {
-				return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
+				return nil, ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 			}
 			// Both stay reachable: errors.Is(ErrInvalid) for the class,
 			// errors.As for the validator's own error (field causes).
-			return ApplyResult{}, fmt.Errorf("apply %s: %w: %w", key, ErrInvalid, err)
+			return nil, ApplyResult{}, fmt.Errorf("apply %s: %w: %w", key, ErrInvalid, err)
 		}
 		// The admitter may not take the object's ownership away.
 		ann := next.GetAnnotations()
@@ -171,7 +185,7 @@ func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, 
 	}
 
 	if stored != nil && sameContent(stored, next) {
-		return ApplyResult{Result: Unchanged, ResourceVersion: stored.GetResourceVersion(), Object: stored}, nil
+		return nil, ApplyResult{Result: Unchanged, ResourceVersion: stored.GetResourceVersion(), Object: stored}, nil
 	}
 
 	w := Write{Key: key, Object: next}
@@ -195,23 +209,84 @@ func (s *managed) applyOnce(ctx context.Context, in *unstructured.Unstructured, 
 		}
 	}
 	if _, _, err := normalize(next); err != nil {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
+		return nil, ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
 	}
 	res := Updated
 	if stored == nil {
 		res = Created
 	}
-	if opts.DryRun {
-		if stored != nil {
-			next.SetResourceVersion(stored.GetResourceVersion())
+	if opts.DryRun && stored != nil {
+		next.SetResourceVersion(stored.GetResourceVersion())
+	}
+	return &w, ApplyResult{Result: res, ResourceVersion: next.GetResourceVersion(), Object: next}, nil
+}
+
+// ApplyBatch applies objs and deletes dels, all or nothing: the SQLite
+// driver writes them in one transaction; the Kubernetes driver checks every
+// version before the first write (as DeleteZone). Each object gets the
+// checks of Apply (ownership, admission, size); opts.ResourceVersion is not
+// used (each write is conditional on the version read). A delete of an
+// object that is gone is skipped. A lost race re-reads and retries.
+func (s *managed) ApplyBatch(ctx context.Context, objs []*unstructured.Unstructured, dels []Key, opts ApplyOptions) ([]ApplyResult, error) {
+	if opts.Manager == "" {
+		return nil, fmt.Errorf("%w: apply needs a manager", ErrInvalid)
+	}
+	if opts.ResourceVersion != "" {
+		return nil, fmt.Errorf("%w: a batch takes no resourceVersion", ErrInvalid)
+	}
+	for _, obj := range objs {
+		if obj == nil || obj.GetKind() == "" || obj.GetName() == "" {
+			return nil, fmt.Errorf("%w: metadata.name: Required value: kind and name are required", ErrInvalid)
 		}
-		return ApplyResult{Result: res, ResourceVersion: next.GetResourceVersion(), Object: next}, nil
 	}
-	out, err := s.d.Write(ctx, []Write{w})
+	for attempt := 1; ; attempt++ {
+		res, err := s.applyBatchOnce(ctx, objs, dels, opts)
+		if errors.Is(err, ErrConflict) && attempt < applyAttempts && ctx.Err() == nil {
+			continue
+		}
+		return res, err
+	}
+}
+
+func (s *managed) applyBatchOnce(ctx context.Context, objs []*unstructured.Unstructured, dels []Key, opts ApplyOptions) ([]ApplyResult, error) {
+	results := make([]ApplyResult, len(objs))
+	writes := make([]Write, 0, len(objs)+len(dels))
+	at := make([]int, 0, len(objs)) // writes[j] stores objs[at[j]]
+	for i, obj := range objs {
+		w, res, err := s.prepare(ctx, obj, opts)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+		if w != nil {
+			writes = append(writes, *w)
+			at = append(at, i)
+		}
+	}
+	for _, k := range dels {
+		stored, err := s.d.Get(ctx, k)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("delete %s: %w", k, err)
+		}
+		if err := checkOwner(stored, opts.Manager); err != nil {
+			return nil, err
+		}
+		writes = append(writes, Write{Op: OpDelete, Key: k, ResourceVersion: stored.GetResourceVersion()})
+	}
+	if opts.DryRun || len(writes) == 0 {
+		return results, nil
+	}
+	out, err := s.d.Write(ctx, writes)
 	if err != nil {
-		return ApplyResult{}, fmt.Errorf("apply %s: %w", key, err)
+		return nil, fmt.Errorf("apply batch: %w", err)
 	}
-	return ApplyResult{Result: res, ResourceVersion: out[0].GetResourceVersion(), Object: out[0]}, nil
+	for j, i := range at {
+		results[i].ResourceVersion, results[i].Object = out[j].GetResourceVersion(), out[j]
+	}
+	return results, nil
 }
 
 // sameContent reports whether an apply would change nothing the caller owns.

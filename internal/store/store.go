@@ -124,7 +124,15 @@ type Store interface {
 	// watch fails (an Error event, then the channel is closed).
 	Watch(ctx context.Context, opts WatchOptions) (<-chan Event, error)
 	ZoneDeleter
+	BatchApplier
 	Close() error
+}
+
+// BatchApplier writes several objects all or nothing.
+type BatchApplier interface {
+	// ApplyBatch applies objs (each as Apply does, results in their order)
+	// and deletes dels in one all-or-nothing write.
+	ApplyBatch(ctx context.Context, objs []*unstructured.Unstructured, dels []Key, opts ApplyOptions) ([]ApplyResult, error)
 }
 
 // Errors every driver returns, tested with errors.Is / errors.As.
