@@ -25,6 +25,7 @@ type Config struct {
 	SettingsFile string
 	ObjectsDir   string
 	TSIGKeys     []TSIGKey
+	Notify       Notify
 	Auth         Auth
 	RBAC         RBAC
 }

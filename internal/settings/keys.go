@@ -236,7 +236,7 @@ const defaultBlockPageMessage = "This domain has been blocked by the administrat
 // built per Manager so no package state is shared.
 func registry() []*key {
 	N, C := ScopeNode, ScopeCluster
-	return []*key{
+	return append([]*key{
 		mk("node.name", str(), "", N, hr, "node name; empty uses the host name", func(c *Config, v string) { c.Node.Name = v }),
 		mk("node.lameduck", duration(), 2*time.Second, N, hr, "how long listeners keep serving after SIGTERM or POST /lameduck; 0 stops at once", func(c *Config, v time.Duration) { c.Node.Lameduck = v }),
 		mk("node.dataDir", str(), "/var/lib/service", N, hr, "holds state.db, querylog.db, local.db, lists and keys", func(c *Config, v string) { c.Node.DataDir = v }),
@@ -377,7 +377,7 @@ func registry() []*key {
 		mk("auth.adminSocket.path", str(), "/run/service/service.sock", N, hr, "admin socket (mode 0660); empty turns it off", func(c *Config, v string) { c.Auth.AdminSocket.Path = v }),
 		mk("auth.adminSocket.group", integer(), -1, N, hr, "group id admitted to the admin socket; -1 none", func(c *Config, v int) { c.Auth.AdminSocket.Group = v }, intMin(-1)),
 		rawListKey("rbac.bindings", "RoleBinding specs (subject, role, scope), decoded strictly", "", func(c *Config, v []map[string]any) { c.RBAC.Bindings = v }),
-	}
+	}, notifyKeys()...)
 }
 
 func orDur(v, d time.Duration) time.Duration {
