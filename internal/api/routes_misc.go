@@ -30,6 +30,7 @@ func (s *Server) registerRoutes() {
 	s.registerBlockListRoutes()
 	s.registerClusterRoutes()
 	s.registerBackupRoutes()
+	s.registerUnblockRoutes()
 }
 
 type versionOut struct{ Body version.Info }
