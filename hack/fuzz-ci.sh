@@ -11,6 +11,7 @@ targets=(
 	"./dataplane FuzzFastSlowParity"
 	"./dataplane FuzzServeWire"
 	"./dataplane/transport FuzzDoHParity"
+	"./internal/blockpage FuzzBlockPageForm"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"

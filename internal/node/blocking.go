@@ -343,13 +343,14 @@ func (b *blocking) refreshCatalogue(ctx context.Context, c settings.Catalogue) {
 // compile builds the blocking part of a snapshot.
 func (b *blocking) compile(objs blockingObjects) (dataplane.Blocker, dataplane.Identifier) {
 	cfg := b.hot.current()
+	bp4, bp6 := blockPageAddrs(cfg)
 	in := policy.Input{
 		Groups: objs.groups, Policies: objs.policies, Tenancy: b.tenancy,
 		Catalogue: b.cat.Current(), SafeSearch: b.safe,
 		Settings: policy.Settings{
 			DefaultResponse: cfg.Blocking.DefaultResponse, BlockTTL: cfg.Blocking.BlockTTL,
 			CustomIPv4: cfg.Blocking.CustomIP.V4, CustomIPv6: cfg.Blocking.CustomIP.V6,
-			BlockPageIPv4: cfg.BlockPage.IPv4, BlockPageIPv6: cfg.BlockPage.IPv6,
+			BlockPageIPv4: bp4, BlockPageIPv6: bp6,
 		},
 	}
 	b.mu.Lock()
