@@ -780,6 +780,63 @@
  */
 
 /**
+ * @typedef {Object} UnblockApproval
+ * @property {string} [comment]
+ * @property {string} [duration] unblock for this long (Go duration, e.g. 24h or 90m); omitted: permanent
+ * @property {(Array<string>|null)} [groups] ClientGroups (namespace/name, or a name in the request's namespace); required with scope groups
+ * @property {"exact"|"subdomains"} [match] default exact; subdomains also allows every name below the domain
+ * @property {boolean} [permanent] explicitly permanent; excludes duration
+ * @property {"everyone"|"groups"} [scope] default everyone
+ */
+
+/**
+ * @typedef {Object} UnblockDenial
+ * @property {string} [comment] why, shown to whoever reads the request
+ */
+
+/**
+ * @typedef {Object} UnblockRequestInfo
+ * @property {string} [comment] the administrator's note
+ * @property {string} createdAt
+ * @property {string} [decidedAt]
+ * @property {string} [decidedBy]
+ * @property {string} domain
+ * @property {string} [duration] approved for this long; empty: permanent
+ * @property {string} [entry] namespace/name of the allow list holding the approval's entries
+ * @property {string} [expiresAt] pending: when it expires undecided; approved: when a timed approval ends
+ * @property {(Array<string>|null)} [groups]
+ * @property {string} [list] namespace/name of the list (or service:<id>) that blocked it
+ * @property {string} [match] approved: exact or subdomains
+ * @property {string} [message] the Ready condition's message
+ * @property {string} name
+ * @property {string} namespace
+ * @property {"pending"|"approved"|"denied"|"expired"} phase
+ * @property {(Array<string>|null)} [policies] policies the allow list was attached to (approvals for groups)
+ * @property {string} [policy] namespace/name of the policy that blocked the domain
+ * @property {string} [reason]
+ * @property {UnblockRequester} requester
+ * @property {string} [rule] the rule that matched
+ * @property {string} [scope] approved: everyone or groups
+ * @property {number} submissions times filed while pending (repeats are merged)
+ */
+
+/**
+ * @typedef {Object} UnblockRequestPage
+ * @property {string} continue
+ * @property {(Array<UnblockRequestInfo>|null)} items
+ * @property {number} pending pending requests in the namespaces asked (whatever the phase filter)
+ * @property {number} took_ms
+ */
+
+/**
+ * @typedef {Object} UnblockRequester
+ * @property {string} [clientID]
+ * @property {string} [contact] name or e-mail the requester typed
+ * @property {string} [ip] the client address the block page saw
+ * @property {string} [user]
+ */
+
+/**
  * @typedef {Object} UserRestoreResult
  * @property {boolean} [needsPassword]
  * @property {"created"|"updated"|"unchanged"} result
@@ -909,6 +966,10 @@ export const routes = Object.freeze({
   "settings-schema": {"method":"GET","path":"/settings/_schema","permission":"settings.read","scope":"cluster","summary":"Metadata of every settings key"},
   "stats-summary": {"method":"GET","path":"/stats/summary","permission":"querylogs.read","scope":"cluster","summary":"Totals of a window by status and class","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
   "stats-top": {"method":"GET","path":"/stats/top","permission":"querylogs.read","scope":"cluster","summary":"Top domains, clients, upstreams, lists or zones of a window","query":[{"name":"dim","enum":["domains","clients","upstreams","lists","zones"]},{"name":"top","doc":"rows"},{"name":"blocked","doc":"rank by blocked count; only names with blocks"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
+  "unblockrequests-approve": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/approve","permission":"unblockrequests.write","scope":"cluster","summary":"Approve a pending unblock request"},
+  "unblockrequests-deny": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/deny","permission":"unblockrequests.write","scope":"cluster","summary":"Deny a pending unblock request"},
+  "unblockrequests-get": {"method":"GET","path":"/unblockrequests/{namespace}/{name}","permission":"unblockrequests.read","scope":"cluster","summary":"One unblock request"},
+  "unblockrequests-list": {"method":"GET","path":"/unblockrequests","permission":"unblockrequests.read","scope":"cluster","summary":"List unblock requests","query":[{"name":"namespace","doc":"only this namespace (default: every namespace)"},{"name":"phase","enum":["pending","approved","denied","expired"]},{"name":"domain","doc":"substring of the domain"},{"name":"limit","doc":"page size; 0 means 100"},{"name":"continue"}]},
   "version": {"method":"GET","path":"/version","permission":"public","scope":"cluster","summary":"Build information"},
   "zone-delete": {"method":"DELETE","path":"/zones/{zone}","permission":"dnszones.delete","scope":"zone:zone","summary":"Delete a zone and its record sets","query":[{"name":"dryRun","doc":"count what would be deleted"}]},
   "zone-export": {"method":"GET","path":"/zones/{zone}/export","permission":"records.read","scope":"zone:zone","summary":"Export as a zone file (text/dns)"},
