@@ -30,6 +30,18 @@ func nsPol(ns string, p v1alpha1.Policy) v1alpha1.Policy {
 	return p
 }
 
+// globalCase is one scenario of TestGlobalListsDecision: lists and
+// policies compiled together, and what each query must decide.
+type globalCase struct {
+	name     string
+	lists    []List
+	policies []v1alpha1.Policy
+	tenancy  *Tenancy
+	at       time.Time
+	wants    []want
+	problems []string // "policy reason"
+}
+
 // want is one query of a scenario: from which client address, and what
 // the decision must be ("pass", or "block <list>" / "allow <list>", by
 // policy).
@@ -74,15 +86,7 @@ func TestGlobalListsDecision(t *testing.T) {
 	const kid, other = "10.0.0.3", "192.0.2.1"
 	f := false
 
-	cases := []struct {
-		name     string
-		lists    []List
-		policies []v1alpha1.Policy
-		tenancy  *Tenancy
-		at       time.Time
-		wants    []want
-		problems []string // "policy reason"
-	}{
+	cases := []globalCase{
 		{name: "no policy: global lists for everyone", lists: []List{ads()},
 			wants: []want{{kid, "ads.example", "block default/ads", GlobalPolicy}, {other, "ads.example", "block default/ads", GlobalPolicy}}},
 		{name: "catch-all policy gets the global lists", lists: []List{ads()}, policies: []v1alpha1.Policy{catchAll(nil)},
@@ -168,15 +172,7 @@ func TestGlobalListsDecision(t *testing.T) {
 	}
 	ten := &Tenancy{GlobalNamespaces: []string{"platform"}}
 	cases = append(cases,
-		struct {
-			name     string
-			lists    []List
-			policies []v1alpha1.Policy
-			tenancy  *Tenancy
-			at       time.Time
-			wants    []want
-			problems []string
-		}{name: "tenancy: a tenant cannot opt out of the platform's global list, but of its own", tenancy: ten,
+		globalCase{name: "tenancy: a tenant cannot opt out of the platform's global list, but of its own", tenancy: ten,
 			lists: []List{nsList("platform", ads()), nsList("team", list(t, "team-ads", "", "", "||team-ads.example^"))},
 			policies: []v1alpha1.Policy{team("kids", func(s *v1alpha1.PolicySpec) {
 				s.ExcludeListRefs = []string{"platform/ads", "team-ads"}
@@ -187,15 +183,7 @@ func TestGlobalListsDecision(t *testing.T) {
 				{other, "team-ads.example", "block team/team-ads", GlobalPolicy},
 			},
 			problems: []string{"team/kids OptOutNotAllowed"}},
-		struct {
-			name     string
-			lists    []List
-			policies []v1alpha1.Policy
-			tenancy  *Tenancy
-			at       time.Time
-			wants    []want
-			problems []string
-		}{name: "tenancy: a tenant's global list does not reach the platform's or another team's policies", tenancy: ten,
+		globalCase{name: "tenancy: a tenant's global list does not reach the platform's or another team's policies", tenancy: ten,
 			lists: []List{nsList("team", list(t, "team-ads", "", "", "||team-ads.example^"))},
 			policies: []v1alpha1.Policy{
 				nsPol("platform", pol("base", 0, nil)),
@@ -204,15 +192,7 @@ func TestGlobalListsDecision(t *testing.T) {
 			wants: []want{{other, "team-ads.example", "pass", "platform/base"}},
 			// other/o names a group of its own namespace that does not exist
 			problems: []string{"other/o UnknownClientGroup"}},
-		struct {
-			name     string
-			lists    []List
-			policies []v1alpha1.Policy
-			tenancy  *Tenancy
-			at       time.Time
-			wants    []want
-			problems []string
-		}{name: "tenancy: the platform may opt out of a tenant's list; a tenant's reference does not switch it off", tenancy: ten,
+		globalCase{name: "tenancy: the platform may opt out of a tenant's list; a tenant's reference does not switch it off", tenancy: ten,
 			lists: []List{nsList("team", list(t, "team-ads", "", "", "||team-ads.example^")), nsList("platform", ads())},
 			policies: []v1alpha1.Policy{
 				nsPol("platform", pol("base", 0, func(s *v1alpha1.PolicySpec) { s.ExcludeListRefs = []string{"team/team-ads"} })),

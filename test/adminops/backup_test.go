@@ -41,8 +41,8 @@ func TestBackupRestores(t *testing.T) {
 	u := &admin{t: t, s: sa, home: t.TempDir()}
 	login := run(t, []string{"HOME=" + u.home, "PATH=" + os.Getenv("PATH"), "SERVICE_KEYRING=file"},
 		"alice password 1\nalice password 2\n", "login", "--server", sa.URL, "-u", "alice", "--password-stdin", "--new-password-stdin")
-	if login.code != 0 {
-		t.Fatalf("alice's first login on A: %d\n%s%s", login.code, login.stdout, login.stderr)
+	if login.Code != 0 {
+		t.Fatalf("alice's first login on A: %d\n%s%s", login.Code, login.Stdout, login.Stderr)
 	}
 	checkAnswers(t, "A", sa)
 
@@ -60,12 +60,12 @@ func TestBackupRestores(t *testing.T) {
 
 	// Onto the node it came from: no errors, nothing changes.
 	r := a.run("restore", "-f", file)
-	if r.code != 0 {
-		t.Fatalf("restore onto A: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("restore onto A: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	for _, line := range strings.Split(strings.TrimSpace(r.stdout), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
 		if !strings.Contains(line, "unchanged") {
-			t.Errorf("restore onto A changed something: %q\n%s", line, r.stdout)
+			t.Errorf("restore onto A changed something: %q\n%s", line, r.Stdout)
 		}
 	}
 
@@ -73,12 +73,12 @@ func TestBackupRestores(t *testing.T) {
 	sb := startServer(t, serverOpt{})
 	b := newAdmin(t, sb)
 	r = b.run("restore", "-f", file)
-	if r.code != 0 {
-		t.Fatalf("restore onto fresh B: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("restore onto fresh B: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	t.Logf("restore onto B:\n%s%s", r.stdout, r.stderr)
-	if !strings.Contains(r.stderr, "alice") || !strings.Contains(r.stderr, "svc admin reset-password") {
-		t.Errorf("restore without secrets does not say how alice gets a password:\n%s", r.stderr)
+	t.Logf("restore onto B:\n%s%s", r.Stdout, r.Stderr)
+	if !strings.Contains(r.Stderr, "alice") || !strings.Contains(r.Stderr, "svc admin reset-password") {
+		t.Errorf("restore without secrets does not say how alice gets a password:\n%s", r.Stderr)
 	}
 	checkAnswers(t, "B", sb)
 	for _, kind := range []string{"dnszones", "dnsrecordsets", "blocklists", "rolebindings"} {
@@ -93,20 +93,20 @@ func TestBackupRestores(t *testing.T) {
 		t.Errorf("users: A %s, B %s", x, y)
 	}
 	// Restoring twice changes nothing.
-	if r = b.run("restore", "-f", file); r.code != 0 || strings.Contains(r.stdout, "created") || strings.Contains(r.stdout, "updated") {
-		t.Errorf("second restore onto B: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r = b.run("restore", "-f", file); r.Code != 0 || strings.Contains(r.Stdout, "created") || strings.Contains(r.Stdout, "updated") {
+		t.Errorf("second restore onto B: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// alice has no password on B until one is set ...
 	uenv := []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SERVICE_KEYRING=file"}
-	if r := run(t, uenv, "alice password 2\n", "login", "--server", sb.URL, "-u", "alice", "--password-stdin"); r.code == 0 {
+	if r := run(t, uenv, "alice password 2\n", "login", "--server", sb.URL, "-u", "alice", "--password-stdin"); r.Code == 0 {
 		t.Errorf("alice logged in on B with no password restored")
 	}
 	// ... and with the secrets her password comes along.
-	if r = b.run("restore", "-f", secretFile); r.code != 0 || !strings.Contains(r.stdout, "localuser/alice updated") {
-		t.Errorf("restore with secrets onto B: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r = b.run("restore", "-f", secretFile); r.Code != 0 || !strings.Contains(r.Stdout, "localuser/alice updated") {
+		t.Errorf("restore with secrets onto B: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := run(t, uenv, "alice password 2\n", "login", "--server", sb.URL, "-u", "alice", "--password-stdin"); r.code != 0 {
-		t.Errorf("alice cannot log in on B with her password after a restore with secrets: %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := run(t, uenv, "alice password 2\n", "login", "--server", sb.URL, "-u", "alice", "--password-stdin"); r.Code != 0 {
+		t.Errorf("alice cannot log in on B with her password after a restore with secrets: %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 

@@ -5,16 +5,12 @@
 package adminops_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,25 +47,15 @@ spec:
     - {dnsName: nas.home.lan, recordType: A, targets: [192.0.2.10]}
 `
 
-var (
-	apiAddrRE = regexp.MustCompile(`listener=api address=(\S+)`)
-	dnsAddrRE = regexp.MustCompile(`addresses="?\[udp/([0-9.:]+)`)
-	readyRE   = regexp.MustCompile(`listener=internal address=`)
-)
-
 // server is one `svc serve` process of the built binary.
 type server struct {
-	t     *testing.T
+	*proc.Server
 	Dir   string
 	URL   string // API, plain HTTP
 	DNS   string // UDP host:port
 	Token string // bootstrap token (admin)
 
 	cfg, tokenFile string
-	stop           func() // SIGTERM, then wait (idempotent)
-
-	mu  sync.Mutex
-	log strings.Builder
 }
 
 type serverOpt struct {
@@ -83,7 +69,7 @@ type serverOpt struct {
 func startServer(t *testing.T, o serverOpt) *server {
 	t.Helper()
 	dir := t.TempDir()
-	s := &server{t: t, Dir: dir}
+	s := &server{Dir: dir}
 	opts := []nodetest.Option{nodetest.APITLSOff(), nodetest.Lameduck(50 * time.Millisecond), nodetest.SettingsFile()}
 	if o.objects != nil {
 		opts = append(opts, nodetest.Objects(o.objects))
@@ -109,85 +95,20 @@ func startServer(t *testing.T, o serverOpt) *server {
 // (store, data, objects dir); the returned server has the new log.
 func (s *server) restart(t *testing.T) *server {
 	t.Helper()
-	s.stop()
-	n := &server{t: t, Dir: s.Dir, Token: s.Token, cfg: s.cfg, tokenFile: s.tokenFile}
+	s.Stop()
+	n := &server{Dir: s.Dir, Token: s.Token, cfg: s.cfg, tokenFile: s.tokenFile}
 	n.launch(t)
 	return n
 }
 
-// launch runs `svc serve` and waits until its listeners are up.
+// launch runs `svc serve` and waits until its listeners are up (the
+// internal listener opens last).
 func (s *server) launch(t *testing.T) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", s.cfg)
-	cmd.Dir = s.Dir
-	cmd.Env = []string{"HOME=" + s.Dir, "PATH=" + os.Getenv("PATH"), "SERVICE_BOOTSTRAP_TOKEN_FILE=" + s.tokenFile,
-		"SERVICE_ADMIN_PASSWORD=first password of the test"}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	found, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		ready := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.log.WriteString(line + "\n")
-			if m := apiAddrRE.FindStringSubmatch(line); m != nil {
-				s.URL = "http://" + m[1]
-			}
-			if m := dnsAddrRE.FindStringSubmatch(line); m != nil {
-				s.DNS = m[1]
-			}
-			if !ready && s.URL != "" && s.DNS != "" && readyRE.MatchString(line) {
-				ready = true
-				close(found)
-			}
-			s.mu.Unlock()
-		}
-	}()
-	var once sync.Once
-	s.stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				t.Error("svc serve did not stop within 30s of SIGTERM")
-				cancel()
-				<-done
-			}
-			_ = cmd.Wait()
-			cancel()
-			if t.Failed() {
-				t.Logf("svc serve output:\n%s", s.Log())
-			}
-		})
-	}
-	t.Cleanup(s.stop)
-	select {
-	case <-found:
-	case <-done:
-		t.Fatalf("svc serve exited before it was ready:\n%s", s.Log())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("svc serve did not open its listeners within 90s:\n%s", s.Log())
-	}
-}
-
-// Log is the server's output so far.
-func (s *server) Log() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.log.String()
+	s.Server = proc.Serve(t, proc.ServeConfig{Bin: svcBin, Config: s.cfg, Dir: s.Dir, Ready: proc.AllListeners,
+		Env: []string{"HOME=" + s.Dir, "PATH=" + os.Getenv("PATH"), "SERVICE_BOOTSTRAP_TOKEN_FILE=" + s.tokenFile,
+			"SERVICE_ADMIN_PASSWORD=first password of the test"}})
+	s.URL, s.DNS = "http://"+s.Server.API(), s.Server.DNS()
 }
 
 // env is what the admin's shell has for this server.
@@ -196,32 +117,15 @@ func (s *server) env(home string) []string {
 		"SERVICE_SERVER=" + s.URL, "SERVICE_TOKEN=" + s.Token}
 }
 
-type result struct {
-	stdout, stderr string
-	code           int
-}
+type result = proc.Result
 
 // run runs the built svc with env (nil: no server) and stdin.
 func run(t *testing.T, env []string, stdin string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, args...)
 	if env == nil {
 		env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
 	}
-	cmd.Env = env
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("svc %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
+	return proc.Run(t, env, stdin, svcBin, args...)
 }
 
 // admin is someone running svc against one server.
@@ -242,10 +146,10 @@ func (a *admin) run(args ...string) result {
 func (a *admin) ok(args ...string) string {
 	a.t.Helper()
 	r := a.run(args...)
-	if r.code != 0 {
-		a.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		a.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // dig asks the server's DNS listener with dig and returns the answer's

@@ -25,7 +25,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -57,6 +56,7 @@ import (
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
+	"github.com/svcdns/svc/test/benchchild"
 )
 
 const (
@@ -94,15 +94,9 @@ func main() {
 
 // ---------------------------------------------------------------- parent
 
-type proc struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	addr  string
-}
-
 // spawn starts this binary as a server child with GOMAXPROCS=1, on cpu
 // when taskset exists and cpu >= 0.
-func spawn(cpu int, args ...string) (*proc, error) {
+func spawn(cpu int, args ...string) (*benchchild.Child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -111,27 +105,7 @@ func spawn(cpu int, args ...string) (*proc, error) {
 	if ts, err := exec.LookPath("taskset"); err == nil && cpu >= 0 && cpus() > cpu {
 		argv = append([]string{ts, "-c", fmt.Sprint(cpu)}, argv...)
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return nil, fmt.Errorf("%v: no address: %w", args, err)
-	}
-	return &proc{cmd: cmd, stdin: stdin, addr: strings.TrimSpace(line)}, nil
+	return benchchild.Start(argv, append(os.Environ(), "GOMAXPROCS=1"))
 }
 
 // cpus is the machine's CPU count before repin narrowed our affinity.
@@ -141,18 +115,6 @@ func cpus() int {
 		return n
 	}
 	return runtime.NumCPU()
-}
-
-func (p *proc) stop() {
-	_ = p.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-done
-	}
 }
 
 // repin re-executes the load generator under taskset -c 1 (every thread
@@ -179,14 +141,14 @@ func parent(only []string, d time.Duration, rounds, clients, window int, profDir
 	if err != nil {
 		return err
 	}
-	defer upstreamProc.stop()
+	defer upstreamProc.Stop(5 * time.Second)
 	fmt.Printf("svcbench: %d CPUs, server GOMAXPROCS=1 on CPU 0, load GOMAXPROCS=1 (pinned to CPU 1: %v), %d sockets x %d in flight, %v x %d rounds\n",
 		cpus(), pinned, clients, window, d, rounds)
 	results := map[string][]float64{}
 	perCPU := map[string][]float64{}
 	for r := 0; r < rounds; r++ {
 		for _, k := range only {
-			args := []string{"-serve", k, "-upstream", upstreamProc.addr}
+			args := []string{"-serve", k, "-upstream", upstreamProc.Addr}
 			if profDir != "" && r == rounds-1 {
 				args = append(args, "-cpuprofile", fmt.Sprintf("%s/%s.pprof", profDir, k))
 			}
@@ -195,9 +157,9 @@ func parent(only []string, d time.Duration, rounds, clients, window int, profDir
 				return err
 			}
 			var cpu0, cpu1 time.Duration
-			qps, lost, err := load(p.addr, k, d, clients, window,
-				func() { cpu0 = cpuTime(p.cmd.Process.Pid) }, func() { cpu1 = cpuTime(p.cmd.Process.Pid) })
-			p.stop()
+			qps, lost, err := load(p.Addr, k, d, clients, window,
+				func() { cpu0 = cpuTime(p.Pid()) }, func() { cpu1 = cpuTime(p.Pid()) })
+			p.Stop(5 * time.Second)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}

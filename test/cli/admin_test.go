@@ -75,18 +75,18 @@ func TestAdminSocket(t *testing.T) {
 		t.Errorf("reset-password --create: %s", out)
 	}
 	r := u.run("admin", "reset-password", "bob")
-	if r.code == 0 || !strings.Contains(r.stderr, "not_found") {
-		t.Errorf("reset-password of a missing user: %d %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not_found") {
+		t.Errorf("reset-password of a missing user: %d %s", r.Code, r.Stderr)
 	}
 	r = u.runIn("short\n", "admin", "reset-password", "alice", "--password-stdin", "--protocol", "ndjson")
-	if r.code == 0 || !strings.Contains(r.stderr, "invalid") {
-		t.Errorf("short password: %d %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "invalid") {
+		t.Errorf("short password: %d %s", r.Code, r.Stderr)
 	}
 	tok := strings.TrimSpace(u.ok("admin", "create-token", "--description", "break glass"))
 	if !strings.HasPrefix(tok, "svc_") {
 		t.Fatalf("create-token: %q", tok)
 	}
-	if r := u.run("admin", "list-users", "--socket", filepath.Join(t.TempDir(), "none.sock")); r.code == 0 {
+	if r := u.run("admin", "list-users", "--socket", filepath.Join(t.TempDir(), "none.sock")); r.Code == 0 {
 		t.Errorf("missing socket accepted")
 	}
 }

@@ -65,8 +65,8 @@ func TestMakeRunConfigAPITrustsDevCA(t *testing.T) {
 	}
 	// Without the CA the certificate is not trusted: the check is real.
 	stranger := newUser(t)
-	if r := stranger.runIn(newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.code == 0 ||
-		!strings.Contains(r.stderr, "certificate") {
-		t.Errorf("login without --ca-file: exit %d, want a certificate error\n%s", r.code, r.stderr)
+	if r := stranger.runIn(newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.Code == 0 ||
+		!strings.Contains(r.Stderr, "certificate") {
+		t.Errorf("login without --ca-file: exit %d, want a certificate error\n%s", r.Code, r.Stderr)
 	}
 }

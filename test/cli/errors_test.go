@@ -40,13 +40,13 @@ spec: {zoneName: files.test.}
 		{[]string{"import", "bind", "new-zone", "-f", zoneFile}, []string{"--origin"}},
 	} {
 		r := u.run(tc.args...)
-		if r.code == 0 {
-			t.Errorf("svc %s: exit 0, want a refusal\n%s", strings.Join(tc.args, " "), r.stdout)
+		if r.Code == 0 {
+			t.Errorf("svc %s: exit 0, want a refusal\n%s", strings.Join(tc.args, " "), r.Stdout)
 			continue
 		}
 		for _, w := range tc.want {
-			if !strings.Contains(r.stderr, w) {
-				t.Errorf("svc %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, r.stderr)
+			if !strings.Contains(r.Stderr, w) {
+				t.Errorf("svc %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), w, r.Stderr)
 			}
 		}
 	}

@@ -40,20 +40,20 @@ func TestListsAddFromURL(t *testing.T) {
 	s := startServer(t)
 	u := loggedIn(t, s)
 	r := u.run("lists", "add", "ads", "--url", listURL, "--wait", "20s")
-	if r.code == 0 {
-		t.Fatalf("lists add from a loopback URL: exit 0\n%s", r.stdout)
+	if r.Code == 0 {
+		t.Fatalf("lists add from a loopback URL: exit 0\n%s", r.Stdout)
 	}
 	for _, want := range []string{"blocking.allowLocalListURLs", "SERVICE_BLOCKING__ALLOWLOCALLISTURLS=true"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("refusal lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("refusal lacks %q:\n%s", want, r.Stderr)
 		}
 	}
 	// Bad input is refused before any request.
-	if r := u.run("lists", "add", "ads", "--url", "example.org/hosts.txt"); r.code == 0 || !strings.Contains(r.stderr, "https://example.org/hosts.txt") {
-		t.Errorf("lists add with a URL without scheme: exit %d\n%s", r.code, r.stderr)
+	if r := u.run("lists", "add", "ads", "--url", "example.org/hosts.txt"); r.Code == 0 || !strings.Contains(r.Stderr, "https://example.org/hosts.txt") {
+		t.Errorf("lists add with a URL without scheme: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r := u.run("lists", "add", "ads", "--url", listURL, "--refresh-interval", "1d"); r.code == 0 || !strings.Contains(r.stderr, "24h") {
-		t.Errorf("--refresh-interval 1d: exit %d, want a refusal that says days are 24h\n%s", r.code, r.stderr)
+	if r := u.run("lists", "add", "ads", "--url", listURL, "--refresh-interval", "1d"); r.Code == 0 || !strings.Contains(r.Stderr, "24h") {
+		t.Errorf("--refresh-interval 1d: exit %d, want a refusal that says days are 24h\n%s", r.Code, r.Stderr)
 	}
 
 	// Allowed: the list is fetched, the CLI says how many entries, and the
@@ -77,8 +77,8 @@ func TestListsAddFromURL(t *testing.T) {
 		return m.Rcode == dns.RcodeNameError
 	})
 	// The same URL twice: refused with the way to fetch again.
-	if r := u2.run("lists", "add", "ads", "--url", listURL); r.code == 0 || !strings.Contains(r.stderr, "svc lists refresh ads") {
-		t.Errorf("adding the same URL again: exit %d\n%s", r.code, r.stderr)
+	if r := u2.run("lists", "add", "ads", "--url", listURL); r.Code == 0 || !strings.Contains(r.Stderr, "svc lists refresh ads") {
+		t.Errorf("adding the same URL again: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -137,14 +137,14 @@ func TestServicesAndSafeSearchPerPolicy(t *testing.T) {
 		t.Errorf("services ls --policy kids: youtube row %q does not say blocked", row)
 	}
 	// Typos: a did-you-mean for the service and the policy.
-	if r := u.run("services", "block", "youtub", "--policy", "kids"); r.code == 0 || !strings.Contains(r.stderr, `did you mean "youtube"`) {
-		t.Errorf("block youtub: exit %d\n%s", r.code, r.stderr)
+	if r := u.run("services", "block", "youtub", "--policy", "kids"); r.Code == 0 || !strings.Contains(r.Stderr, `did you mean "youtube"`) {
+		t.Errorf("block youtub: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r := u.run("services", "block", "youtube", "--policy", "kid"); r.code == 0 || !strings.Contains(r.stderr, `did you mean "kids"`) {
-		t.Errorf("--policy kid: exit %d\n%s", r.code, r.stderr)
+	if r := u.run("services", "block", "youtube", "--policy", "kid"); r.Code == 0 || !strings.Contains(r.Stderr, `did you mean "kids"`) {
+		t.Errorf("--policy kid: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if r := u.run("services", "block", "youtube"); r.code == 0 || !strings.Contains(r.stderr, "policies: kids") {
-		t.Errorf("no --policy: exit %d\n%s", r.code, r.stderr)
+	if r := u.run("services", "block", "youtube"); r.Code == 0 || !strings.Contains(r.Stderr, "policies: kids") {
+		t.Errorf("no --policy: exit %d\n%s", r.Code, r.Stderr)
 	}
 	u.ok("services", "unblock", "youtube", "--policy", "kids")
 	if got := u.ok("get", "policy", "kids", "-o", "json"); strings.Contains(got, `"youtube"`) {
@@ -156,8 +156,8 @@ func TestServicesAndSafeSearchPerPolicy(t *testing.T) {
 	if !strings.Contains(st, "kids") || !strings.Contains(st, "on") || !strings.Contains(st, "strict") {
 		t.Errorf("safesearch status:\n%s", st)
 	}
-	if r := u.run("safesearch", "enable", "--policy", "kids", "--mode", "moderat"); r.code == 0 || !strings.Contains(r.stderr, `did you mean "moderate"`) {
-		t.Errorf("--mode moderat: exit %d\n%s", r.code, r.stderr)
+	if r := u.run("safesearch", "enable", "--policy", "kids", "--mode", "moderat"); r.Code == 0 || !strings.Contains(r.Stderr, `did you mean "moderate"`) {
+		t.Errorf("--mode moderat: exit %d\n%s", r.Code, r.Stderr)
 	}
 	u.ok("safesearch", "disable", "--policy", "kids")
 	if st := u.ok("safesearch", "status"); !strings.Contains(st, "off") {

@@ -1,7 +1,6 @@
 package cli_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -10,12 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 // binaryServer is `svc serve` run as a process, as `make run` runs it, with
@@ -26,14 +24,8 @@ type binaryServer struct {
 	Password string // the generated administrator password
 	Dir      string
 
-	mu     sync.Mutex
-	stderr strings.Builder
+	*proc.Server
 }
-
-var (
-	generatedRE = regexp.MustCompile(`Generated password for user "admin": (\S+)`)
-	apiAddrRE   = regexp.MustCompile(`listener=api address=(\S+)`)
-)
 
 // startBinaryServer runs the built svc serve with a loopback port-0 config
 // and waits for the API address and the generated password on its output.
@@ -49,68 +41,9 @@ func startBinaryServer(t *testing.T, env ...string) *binaryServer {
 // (relative paths of the config resolve there); scheme is the API's.
 func startBinaryServerIn(t *testing.T, dir, cfg, scheme string, env ...string) *binaryServer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", cfg)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	s := &binaryServer{Dir: dir}
-	found := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		closed := false
-		for sc.Scan() {
-			line := sc.Text()
-			s.mu.Lock()
-			s.stderr.WriteString(line + "\n")
-			if m := generatedRE.FindStringSubmatch(line); m != nil {
-				s.Password = m[1]
-			}
-			if m := apiAddrRE.FindStringSubmatch(line); m != nil {
-				s.URL = scheme + "://" + m[1]
-			}
-			if !closed && s.URL != "" && s.Password != "" {
-				closed = true
-				close(found)
-			}
-			s.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("svc serve did not stop within 30s of SIGTERM")
-			cancel()
-			<-done
-		}
-		_ = cmd.Wait()
-		cancel()
-	})
-	select {
-	case <-found:
-	case <-done:
-		t.Fatalf("svc serve exited before it was ready:\n%s", s.output())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("svc serve printed no API address and generated password within 90s:\n%s", s.output())
-	}
-	return s
-}
-
-func (s *binaryServer) output() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stderr.String()
+	srv := proc.Serve(t, proc.ServeConfig{Bin: svcBin, Config: cfg, Dir: dir, Ready: proc.APIAndPassword,
+		Env: append([]string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}, env...)})
+	return &binaryServer{Server: srv, Dir: dir, URL: scheme + "://" + srv.API(), Password: srv.Password()}
 }
 
 // TestFirstLoginChangesGeneratedPassword is the first run of the README:
@@ -126,8 +59,8 @@ func TestFirstLoginChangesGeneratedPassword(t *testing.T) {
 	// Without a terminal and without --new-password-stdin: a refusal that
 	// names the flag, and nothing saved.
 	r := u.runIn(s.Password+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin")
-	if r.code == 0 || !strings.Contains(r.stderr, "--new-password-stdin") || strings.Contains(r.stderr, "password_change_required") {
-		t.Fatalf("login without a new password: exit %d, want a refusal naming --new-password-stdin\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "--new-password-stdin") || strings.Contains(r.Stderr, "password_change_required") {
+		t.Fatalf("login without a new password: exit %d, want a refusal naming --new-password-stdin\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	out := u.okIn(s.Password+"\n"+newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin", "--new-password-stdin")
@@ -140,8 +73,8 @@ func TestFirstLoginChangesGeneratedPassword(t *testing.T) {
 	// The generated password no longer logs in; the new one does, with no
 	// change asked for.
 	other := newUser(t)
-	if r := other.runIn(s.Password+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.code == 0 {
-		t.Errorf("the generated password still logs in after the change:\n%s", r.stdout)
+	if r := other.runIn(s.Password+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.Code == 0 {
+		t.Errorf("the generated password still logs in after the change:\n%s", r.Stdout)
 	}
 	other.okIn(newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin")
 
@@ -152,15 +85,15 @@ func TestFirstLoginChangesGeneratedPassword(t *testing.T) {
 		t.Errorf("passwd output: %q", out)
 	}
 	third := newUser(t)
-	if r := third.runIn(newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.code == 0 {
+	if r := third.runIn(newPw+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin"); r.Code == 0 {
 		t.Errorf("the replaced password still logs in")
 	}
 	third.okIn(newer+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin")
 
 	// A wrong current password is refused and says so.
 	r = u.runIn("not it\nwhatever it is 3\n", "passwd", "--password-stdin")
-	if r.code == 0 || !strings.Contains(r.stderr, "currentPassword") {
-		t.Errorf("passwd with a wrong current password: exit %d\nstderr: %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "currentPassword") {
+		t.Errorf("passwd with a wrong current password: exit %d\nstderr: %s", r.Code, r.Stderr)
 	}
 }
 
@@ -216,8 +149,8 @@ func TestHelpShowsNoSecret(t *testing.T) {
 	for _, args := range [][]string{{"--help"}, {"get", "--help"}, {"login", "--help"}, {"admin", "--help"},
 		{"admin", "reset-password", "--help"}, {"logs", "--help"}, {"token", "create", "--help"}, {"passwd", "--help"}} {
 		r := u.run(args...)
-		if strings.Contains(r.stdout+r.stderr, "THIS-MUST-NOT-APPEAR") {
-			t.Errorf("svc %s shows an environment secret:\n%s", strings.Join(args, " "), r.stdout)
+		if strings.Contains(r.Stdout+r.Stderr, "THIS-MUST-NOT-APPEAR") {
+			t.Errorf("svc %s shows an environment secret:\n%s", strings.Join(args, " "), r.Stdout)
 		}
 	}
 	if out := u.ok("--help"); !strings.Contains(out, "$SERVICE_TOKEN") {
@@ -240,12 +173,12 @@ func TestUnknownSubcommandsFail(t *testing.T) {
 		{[]string{"config", "nonsense"}, `unknown command "nonsense" for "svc config"`},
 	} {
 		r := u.run(tc.args...)
-		if r.code == 0 {
-			t.Errorf("svc %s: exit 0, want an error\nstdout: %s", strings.Join(tc.args, " "), r.stdout)
+		if r.Code == 0 {
+			t.Errorf("svc %s: exit 0, want an error\nstdout: %s", strings.Join(tc.args, " "), r.Stdout)
 			continue
 		}
-		if !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("svc %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), tc.want, r.stderr)
+		if !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("svc %s: stderr lacks %q:\n%s", strings.Join(tc.args, " "), tc.want, r.Stderr)
 		}
 	}
 	// A bare group still shows its help.
@@ -265,37 +198,37 @@ func TestDashboardTokenReadsQueryLog(t *testing.T) {
 	viewerTok := strings.TrimSpace(admin.ok("token", "create", "--role", "viewer", "--description", "viewer only"))
 	viewer := newUser(t, "SERVICE_SERVER="+s.URL, "SERVICE_TOKEN="+viewerTok)
 	r := viewer.run("logs")
-	if r.code == 0 {
-		t.Fatalf("a viewer token reads the query log:\n%s", r.stdout)
+	if r.Code == 0 {
+		t.Fatalf("a viewer token reads the query log:\n%s", r.Stdout)
 	}
 	for _, want := range []string{"querylogs.read", "auditor", "svc token create --role viewer,auditor"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("403 of svc logs lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("403 of svc logs lacks %q:\n%s", want, r.Stderr)
 		}
 	}
 
 	r = admin.run("token", "create", "--role", "viewer,auditor", "--description", "dashboard")
-	if r.code != 0 {
-		t.Fatalf("token create --role viewer,auditor: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("token create --role viewer,auditor: exit %d\n%s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stderr, "roles viewer,auditor") {
-		t.Errorf("token create does not say the token's roles: %q", r.stderr)
+	if !strings.Contains(r.Stderr, "roles viewer,auditor") {
+		t.Errorf("token create does not say the token's roles: %q", r.Stderr)
 	}
-	dash := newUser(t, "SERVICE_SERVER="+s.URL, "SERVICE_TOKEN="+strings.TrimSpace(r.stdout))
+	dash := newUser(t, "SERVICE_SERVER="+s.URL, "SERVICE_TOKEN="+strings.TrimSpace(r.Stdout))
 	dash.ok("logs")
 	dash.ok("stats", "summary")
 	dash.ok("get", "zones")
 	// Read-only: a write is refused.
-	if r := dash.run("lists", "deny", "ads.example"); r.code == 0 {
-		t.Errorf("the dashboard token writes:\n%s", r.stdout)
+	if r := dash.run("lists", "deny", "ads.example"); r.Code == 0 {
+		t.Errorf("the dashboard token writes:\n%s", r.Stdout)
 	}
 	// Listed with its roles.
 	if out := admin.ok("token", "list"); !strings.Contains(out, "viewer,auditor") || !strings.Contains(out, "dashboard") {
 		t.Errorf("token list:\n%s", out)
 	}
 	// An unknown role is refused by the CLI with a did-you-mean.
-	if r := admin.run("token", "create", "--role", "auditer"); r.code == 0 || !strings.Contains(r.stderr, `did you mean "auditor"?`) {
-		t.Errorf("token create --role auditer: exit %d\n%s", r.code, r.stderr)
+	if r := admin.run("token", "create", "--role", "auditer"); r.Code == 0 || !strings.Contains(r.Stderr, `did you mean "auditor"?`) {
+		t.Errorf("token create --role auditer: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 

@@ -3,11 +3,8 @@
 package cli_test
 
 import (
-	"bytes"
-	"context"
 	"flag"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -61,28 +58,11 @@ func newUser(t *testing.T, extraEnv ...string) *user {
 	return &user{t: t, home: home, env: append(env, extraEnv...)}
 }
 
-type result struct {
-	stdout, stderr string
-	code           int
-}
+type result = proc.Result
 
 func (u *user) runIn(stdin string, args ...string) result {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, args...)
-	cmd.Env = u.env
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		u.t.Fatalf("svc %v: %v", args, err)
-	}
-	return result{out.String(), errb.String(), code}
+	return proc.Run(u.t, u.env, stdin, svcBin, args...)
 }
 
 func (u *user) run(args ...string) result {
@@ -94,20 +74,20 @@ func (u *user) run(args ...string) result {
 func (u *user) ok(args ...string) string {
 	u.t.Helper()
 	r := u.run(args...)
-	if r.code != 0 {
-		u.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		u.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // okIn is ok with standard input.
 func (u *user) okIn(stdin string, args ...string) string {
 	u.t.Helper()
 	r := u.runIn(stdin, args...)
-	if r.code != 0 {
-		u.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		u.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 	}
-	return r.stdout
+	return r.Stdout
 }
 
 // loggedIn returns a user logged in to s as admin.

@@ -30,11 +30,11 @@ func TestTokenInConfigFileWithKeyringFile(t *testing.T) {
 	s := startServer(t)
 	u := newUser(t) // SERVICE_KEYRING=file
 	r := u.runIn(adminPassword+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin", "--name", "lab")
-	if r.code != 0 {
-		t.Fatalf("login: %d %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("login: %d %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stdout, "token stored in the config file") || strings.Contains(r.stderr, "keyring") {
-		t.Errorf("login: %q %q", r.stdout, r.stderr)
+	if !strings.Contains(r.Stdout, "token stored in the config file") || strings.Contains(r.Stderr, "keyring") {
+		t.Errorf("login: %q %q", r.Stdout, r.Stderr)
 	}
 	if configToken(t, u) == "" {
 		t.Fatal("no token in the client config")
@@ -59,26 +59,26 @@ func TestLoginFallsBackWithoutKeyring(t *testing.T) {
 	}
 	u.env = append(env, "DBUS_SESSION_BUS_ADDRESS=unix:path="+filepath.Join(u.home, "no-such-bus"))
 	r := u.runIn(adminPassword+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin", "--name", "lab")
-	if r.code != 0 {
-		t.Fatalf("login without a keyring: %d %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("login without a keyring: %d %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stdout, "token stored in the config file") {
-		t.Errorf("login: %s", r.stdout)
+	if !strings.Contains(r.Stdout, "token stored in the config file") {
+		t.Errorf("login: %s", r.Stdout)
 	}
-	if n := strings.Count(r.stderr, "OS keyring unavailable"); n != 1 {
-		t.Errorf("keyring warning %d times: %s", n, r.stderr)
+	if n := strings.Count(r.Stderr, "OS keyring unavailable"); n != 1 {
+		t.Errorf("keyring warning %d times: %s", n, r.Stderr)
 	}
 	if configToken(t, u) == "" {
 		t.Fatal("no token in the client config")
 	}
 	// The stored token works; reading it from the file needs no keyring.
 	r = u.run("get", "zones")
-	if r.code != 0 || strings.Contains(r.stderr, "keyring") {
-		t.Errorf("get zones: %d %s", r.code, r.stderr)
+	if r.Code != 0 || strings.Contains(r.Stderr, "keyring") {
+		t.Errorf("get zones: %d %s", r.Code, r.Stderr)
 	}
 	r = u.run("logout")
-	if r.code != 0 || strings.Count(r.stderr, "OS keyring unavailable") > 1 {
-		t.Errorf("logout: %d %s", r.code, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stderr, "OS keyring unavailable") > 1 {
+		t.Errorf("logout: %d %s", r.Code, r.Stderr)
 	}
 	if tok := configToken(t, u); tok != "" {
 		t.Errorf("token left in the config after logout")

@@ -14,19 +14,19 @@ func TestLoginContextsAndErrors(t *testing.T) {
 
 	// Without a server or a login the CLI says how to log in.
 	r := u.run("get", "zones")
-	if r.code == 0 || !strings.Contains(r.stderr, "svc login") {
-		t.Errorf("no server: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "svc login") {
+		t.Errorf("no server: %d %q", r.Code, r.Stderr)
 	}
 	// A 401 prints the server's message and how to log in.
 	r = u.run("get", "zones", "--server", s.URL)
-	if r.code == 0 || !strings.Contains(r.stderr, "authentication required") || !strings.Contains(r.stderr, "hint: log in or send a valid API token") ||
-		!strings.Contains(r.stderr, "svc login --server "+s.URL) {
-		t.Errorf("401: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "authentication required") || !strings.Contains(r.Stderr, "hint: log in or send a valid API token") ||
+		!strings.Contains(r.Stderr, "svc login --server "+s.URL) {
+		t.Errorf("401: %d %q", r.Code, r.Stderr)
 	}
 	// A wrong password is refused with the server's message.
 	r = u.runIn("wrong password\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin")
-	if r.code == 0 || !strings.Contains(r.stderr, "unauthenticated") {
-		t.Errorf("wrong password: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "unauthenticated") {
+		t.Errorf("wrong password: %d %q", r.Code, r.Stderr)
 	}
 
 	out := u.okIn(adminPassword+"\n", "login", "--server", s.URL, "-u", "admin", "--password-stdin", "--name", "lab", "--default-namespace", "other")
@@ -65,8 +65,8 @@ func TestLoginContextsAndErrors(t *testing.T) {
 		t.Errorf("token login: %s", out)
 	}
 	r = u2.runIn("svc_aaaaaaaaaaaa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n", "login", "--server", s.URL, "--token-stdin", "--name", "bad")
-	if r.code == 0 || !strings.Contains(r.stderr, "verifying the token") {
-		t.Errorf("bad token login: %d %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "verifying the token") {
+		t.Errorf("bad token login: %d %s", r.Code, r.Stderr)
 	}
 	u2.ok("config", "set-context", "spare", "--server", "https://192.0.2.1:8080", "--default-namespace", "x")
 	ctxs := u2.ok("config", "get-contexts")
@@ -82,20 +82,20 @@ func TestLoginContextsAndErrors(t *testing.T) {
 
 	// Server errors: message and hint, non-zero exit.
 	r = u.runIn(`{"apiVersion":"service.io/v1alpha1","kind":"DNSRecordSet","metadata":{"name":"bad"},"spec":{"zoneRef":{"name":"x"},"endpoints":[{"dnsName":"a","recordType":"lower","targets":["1.2.3.4"]}]}}`, "apply", "-f", "-")
-	if r.code == 0 || !strings.Contains(r.stderr, "error: ") || !strings.Contains(r.stderr, "recordType") {
-		t.Errorf("invalid apply: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "error: ") || !strings.Contains(r.Stderr, "recordType") {
+		t.Errorf("invalid apply: %d %q", r.Code, r.Stderr)
 	}
 	r = u.run("get", "zone", "nope")
-	if r.code == 0 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("get missing: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("get missing: %d %q", r.Code, r.Stderr)
 	}
 	r = u.run("get", "nokind")
-	if r.code == 0 || !strings.Contains(r.stderr, `unknown kind "nokind"`) {
-		t.Errorf("unknown kind: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, `unknown kind "nokind"`) {
+		t.Errorf("unknown kind: %d %q", r.Code, r.Stderr)
 	}
 	r = u.run("delete", "zone", "root")
-	if r.code == 0 || !strings.Contains(r.stderr, "error: ") {
-		t.Errorf("deleting the root zone: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "error: ") {
+		t.Errorf("deleting the root zone: %d %q", r.Code, r.Stderr)
 	}
 
 	// api verb: raw requests, bodies inline or from stdin.
@@ -103,19 +103,19 @@ func TestLoginContextsAndErrors(t *testing.T) {
 		t.Errorf("api /auth/me: %s", me)
 	}
 	r = u.run("api", "/no/such/route")
-	if r.code == 0 || !strings.Contains(r.stderr, "no route") {
-		t.Errorf("api 404: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "no route") {
+		t.Errorf("api 404: %d %q", r.Code, r.Stderr)
 	}
 
 	// logout revokes the token and forgets it.
 	u.ok("logout")
 	r = u.run("get", "zones")
-	if r.code == 0 || !strings.Contains(r.stderr, "svc login") {
-		t.Errorf("after logout: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "svc login") {
+		t.Errorf("after logout: %d %q", r.Code, r.Stderr)
 	}
 	r = u2.run("get", "zones") // the revoked token was shared with u2
-	if r.code == 0 || !strings.Contains(r.stderr, "unauthenticated") {
-		t.Errorf("revoked token: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "unauthenticated") {
+		t.Errorf("revoked token: %d %q", r.Code, r.Stderr)
 	}
 	u.ok("logout", "lab", "--remove")
 	if got := u.ok("config", "get-contexts"); strings.Contains(got, "lab") {
@@ -136,7 +136,7 @@ func TestTokenGenerate(t *testing.T) {
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("--out file: %v %v", err, st)
 	}
-	if r := u.run("token", "generate", "--out", f); r.code == 0 {
+	if r := u.run("token", "generate", "--out", f); r.Code == 0 {
 		t.Errorf("--out overwrote an existing file")
 	}
 }

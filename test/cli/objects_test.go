@@ -106,8 +106,8 @@ func TestApplyGetDescribeExport(t *testing.T) {
 		t.Errorf("delete: %q", out)
 	}
 	r := u.run("delete", "cg", "kids")
-	if r.code == 0 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("deleting a missing object: %d %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("deleting a missing object: %d %s", r.Code, r.Stderr)
 	}
 	u.ok("delete", "cg", "kids", "--ignore-not-found")
 	out = u.ok("delete", "-R", "-f", "testdata/manifests/sub")

@@ -45,8 +45,8 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 		t.Errorf("settings after removal: %q", out)
 	}
 	r := u.run("settings", "set", "cache.maxEntries=-5")
-	if r.code == 0 || !strings.Contains(r.stderr, "cache.maxEntries") {
-		t.Errorf("invalid setting: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "cache.maxEntries") {
+		t.Errorf("invalid setting: %d %q", r.Code, r.Stderr)
 	}
 
 	// lists: allow and deny entries land in ui-allow and ui-deny.
@@ -74,12 +74,12 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 		t.Errorf("health --dns: %s", out)
 	}
 	u.ok("lameduck", "30s", "--ops-address", s.Addrs.Ops)
-	if r := u.run("health", "--ops-address", s.Addrs.Ops, "--ready"); r.code == 0 {
-		t.Errorf("ready during lameduck: %s", r.stdout)
+	if r := u.run("health", "--ops-address", s.Addrs.Ops, "--ready"); r.Code == 0 {
+		t.Errorf("ready during lameduck: %s", r.Stdout)
 	}
 	u.ok("lameduck", "--cancel", "--ops-address", s.Addrs.Ops)
 	nodetest.Eventually(t, 5*time.Second, "ready after cancel", func() bool {
-		return u.run("health", "--ops-address", s.Addrs.Ops, "--ready").code == 0
+		return u.run("health", "--ops-address", s.Addrs.Ops, "--ready").Code == 0
 	})
 
 	// doctor: API and token checks pass; a bad config fails.
@@ -92,8 +92,8 @@ func TestDNSSettingsListsAndOps(t *testing.T) {
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	_ = os.WriteFile(bad, []byte("cache:\n  maxEntries: -1\n"), 0o644)
-	if r := u.run("doctor", "--config", bad, "--skip-api", "--skip-ports"); r.code == 0 || !strings.Contains(r.stdout, "fail") {
-		t.Errorf("doctor with a bad config: %d %s %s", r.code, r.stdout, r.stderr)
+	if r := u.run("doctor", "--config", bad, "--skip-api", "--skip-ports"); r.Code == 0 || !strings.Contains(r.Stdout, "fail") {
+		t.Errorf("doctor with a bad config: %d %s %s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// completion: scripts, and dynamic kinds and names.

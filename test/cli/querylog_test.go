@@ -134,8 +134,8 @@ func TestLogsAndStats(t *testing.T) {
 	if raw := u.ok("logs", "-o", "json", "--since", "1h", "--domain", "cli-test", "--domain-match", "substring"); strings.Count(raw, `"domain"`) != 3 {
 		t.Errorf("--since 1h --domain-match substring:\n%s", raw)
 	}
-	if r := u.run("logs", "--status-class", "nonsense"); r.code == 0 || !strings.Contains(r.stderr, "--status-class") || !strings.Contains(r.stderr, "allowed, blocked") {
-		t.Errorf("bad status class: %d %s", r.code, r.stderr)
+	if r := u.run("logs", "--status-class", "nonsense"); r.Code == 0 || !strings.Contains(r.Stderr, "--status-class") || !strings.Contains(r.Stderr, "allowed, blocked") {
+		t.Errorf("bad status class: %d %s", r.Code, r.Stderr)
 	}
 	// The aliases work.
 	if out := u.ok("querylog", "--no-headers"); strings.HasPrefix(out, "TIME") || !strings.Contains(out, "beta.cli-test.example") {
@@ -168,7 +168,7 @@ func TestLogsAndStats(t *testing.T) {
 	if top := u.ok("stats", "top", "--dim", "domains", "--top", "1"); strings.Contains(top, "beta.cli-test.example") {
 		t.Errorf("stats top --top 1:\n%s", top)
 	}
-	if r := u.run("stats", "top", "--dim", "nope"); r.code == 0 {
+	if r := u.run("stats", "top", "--dim", "nope"); r.Code == 0 {
 		t.Errorf("bad dim accepted")
 	}
 }

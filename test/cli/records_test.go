@@ -23,8 +23,8 @@ func TestRecordsZonesAndBackup(t *testing.T) {
 		t.Errorf("records rm one target: %q", out)
 	}
 	r := u.run("records", "rm", "example.test", "nope", "A")
-	if r.code == 0 || !strings.Contains(r.stderr, "not found") {
-		t.Errorf("records rm missing: %d %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "not found") {
+		t.Errorf("records rm missing: %d %q", r.Code, r.Stderr)
 	}
 
 	// zones export, then import into another zone gives the same records.

@@ -51,12 +51,12 @@ func TestBadInputRefusedByCLI(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r := u.run(c.args...)
-			if r.code != 1 {
-				t.Fatalf("svc %s: exit %d, want 1\nstdout: %s\nstderr: %s", strings.Join(c.args, " "), r.code, r.stdout, r.stderr)
+			if r.Code != 1 {
+				t.Fatalf("svc %s: exit %d, want 1\nstdout: %s\nstderr: %s", strings.Join(c.args, " "), r.Code, r.Stdout, r.Stderr)
 			}
 			for _, w := range c.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr lacks %q:\n%s", w, r.stderr)
+				if !strings.Contains(r.Stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, r.Stderr)
 				}
 			}
 		})
@@ -74,9 +74,9 @@ func TestApplyWarnsAndGetSaysWhy(t *testing.T) {
 	u := loggedIn(t, s)
 	f := writeManifest(t, bedtime+"  blockListRefs: [kids-lists]\n")
 	r := u.run("apply", "-f", f)
-	if r.code != 0 || r.stdout != "policy/bedtime created\n" ||
-		!strings.Contains(r.stderr, "Warning: Policy default/bedtime: spec.blockListRefs names BlockList default/kids-lists, which does not exist; nothing is blocked through it until it is created") {
-		t.Fatalf("apply: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || r.Stdout != "policy/bedtime created\n" ||
+		!strings.Contains(r.Stderr, "Warning: Policy default/bedtime: spec.blockListRefs names BlockList default/kids-lists, which does not exist; nothing is blocked through it until it is created") {
+		t.Fatalf("apply: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	if out := u.ok("apply", "-f", f, "-o", "json"); !strings.Contains(out, `"warnings": [`) || !strings.Contains(out, "kids-lists, which does not exist") {
 		t.Errorf("apply -o json lacks the warnings:\n%s", out)
@@ -90,8 +90,8 @@ spec:
   endpoints: [{dnsName: www, recordType: A, targets: [192.0.2.1]}]
 `)
 	r = u.run("apply", "-f", rs)
-	if r.code != 0 || !strings.Contains(r.stderr, `Warning: DNSRecordSet default/early: zone "later.test" does not exist`) {
-		t.Fatalf("apply record set: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, `Warning: DNSRecordSet default/early: zone "later.test" does not exist`) {
+		t.Fatalf("apply record set: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	var out string

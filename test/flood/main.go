@@ -16,7 +16,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -28,7 +27,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +38,7 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/benchchild"
 )
 
 func main() {
@@ -114,45 +113,16 @@ func run(bin string, d, after time.Duration, rate int) (result, error) {
 		return r, err
 	}
 	defer stopGood()
-	cmd := exec.Command(bin, "-serve", "-silent", silent, "-good", good)
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
+	child, err := benchchild.Start([]string{bin, "-serve", "-silent", silent, "-good", good}, nil)
 	if err != nil {
 		return r, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	defer child.Stop(10 * time.Second)
+	server, err := netip.ParseAddrPort(child.Addr)
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("server address %q: %w", child.Addr, err)
 	}
-	if err := cmd.Start(); err != nil {
-		return r, err
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = stdin.Close()
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}
-	defer stop()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		return r, fmt.Errorf("server address: %w", err)
-	}
-	server, err := netip.ParseAddrPort(strings.TrimSpace(line))
-	if err != nil {
-		return r, fmt.Errorf("server address %q: %w", line, err)
-	}
-	pid := cmd.Process.Pid
+	pid := child.Pid()
 
 	var wg sync.WaitGroup
 	var done atomic.Bool

@@ -8,7 +8,6 @@
 package guide_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -21,8 +20,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -371,10 +368,7 @@ func (m *machine) install(t *testing.T, r *guideRun) {
 }
 
 var (
-	dnsAddrRE   = regexp.MustCompile(`msg="dns listening".*udp/127\.0\.0\.1:(\d+)`)
-	apiAddrRE   = regexp.MustCompile(`listener=api address=127\.0\.0\.1:(\d+)`)
-	generatedRE = regexp.MustCompile(`Generated password for user "admin": (\S+)`)
-	listenRE    = regexp.MustCompile(`\b(?:0\.0\.0\.0|127\.0\.0\.1|\[::\]):\d+`)
+	listenRE = regexp.MustCompile(`\b(?:0\.0\.0\.0|127\.0\.0\.1|\[::\]):\d+`)
 )
 
 // start is the guide's `systemctl enable --now svc`: the installed unit's
@@ -404,83 +398,37 @@ func (m *machine) start(t *testing.T, r *guideRun) {
 		}
 	}
 	restart := m.password != ""
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir = mapPath(unit["WorkingDirectory"])
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + m.state,
+	dir := mapPath(unit["WorkingDirectory"])
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + m.state,
 		"SERVICE_AUTH__ADMINSOCKET__PATH=" + filepath.Join(m.dir, "run", "service.sock"),
 		"SERVICE_BLOCKING__ALLOWLOCALLISTURLS=true"}
 	if restart {
-		cmd.Env = append(cmd.Env, "SERVICE_LISTENERS__API__ADDRESS=127.0.0.1:"+m.apiPort)
+		env = append(env, "SERVICE_LISTENERS__API__ADDRESS=127.0.0.1:"+m.apiPort)
 	}
-	pipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
 	// The journal keeps earlier runs, as journalctl -u svc does.
 	journal, err := os.OpenFile(m.journal, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	dnsPort, apiPort := "", ""
-	ready := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(pipe)
-		closed := false
-		for sc.Scan() {
-			line := sc.Text()
-			mu.Lock()
-			_, _ = journal.WriteString(line + "\n")
-			if mm := dnsAddrRE.FindStringSubmatch(line); mm != nil {
-				dnsPort = mm[1]
-			}
-			if mm := apiAddrRE.FindStringSubmatch(line); mm != nil {
-				apiPort = mm[1]
-			}
-			if mm := generatedRE.FindStringSubmatch(line); mm != nil {
-				m.password = mm[1]
-			}
-			if !closed && dnsPort != "" && apiPort != "" && m.password != "" {
-				closed = true
-				close(ready)
-			}
-			mu.Unlock()
-		}
-	}()
-	var once sync.Once
-	m.stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-done:
-			case <-time.After(30 * time.Second):
-				r.root.Errorf("svc serve of machine %s did not stop within 30s of SIGTERM", m.name)
-				cancel()
-				<-done
-			}
-			_ = cmd.Wait()
-			cancel()
-			journal.Close()
-		})
+	// Registered first, so it runs after the node's stop.
+	r.root.Cleanup(func() { journal.Close() })
+	// A first start prints the generated password; a restart does not.
+	ready := func(s *proc.Server) bool { return proc.APIAndDNS(s) && proc.APIAndPassword(s) }
+	if restart {
+		ready = proc.APIAndDNS
 	}
 	// The node outlives this step: it is stopped when the whole test ends.
-	r.root.Cleanup(m.stop)
-	select {
-	case <-ready:
-	case <-done:
-		t.Fatalf("svc serve exited before it was ready:\n%s", readFile(t, m.journal))
-	case <-time.After(90 * time.Second):
-		t.Fatalf("svc serve printed no DNS and API address and generated password within 90s:\n%s", readFile(t, m.journal))
+	srv := proc.Serve(t, proc.ServeConfig{Bin: argv[0], Args: argv[1:], Dir: dir, Env: env,
+		Ready: ready, Journal: journal, Owner: r.root})
+	m.stop = srv.Stop
+	if !strings.HasPrefix(srv.DNS(), "127.0.0.1:") || !strings.HasPrefix(srv.API(), "127.0.0.1:") {
+		t.Fatalf("DNS listener %q and API listener %q, want both on 127.0.0.1:\n%s", srv.DNS(), srv.API(), srv.Log())
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	_, dnsPort, _ := strings.Cut(srv.DNS(), ":")
+	_, apiPort, _ := strings.Cut(srv.API(), ":")
+	if srv.Password() != "" {
+		m.password = srv.Password()
+	}
 	if restart && (dnsPort != m.dnsPort || apiPort != m.apiPort) {
 		t.Fatalf("restarted on DNS port %s and API port %s, want %s and %s", dnsPort, apiPort, m.dnsPort, m.apiPort)
 	}

@@ -8,18 +8,12 @@
 package policystory
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,15 +59,9 @@ func startUpstream(t *testing.T) string {
 }
 
 type node struct {
+	*proc.Server
 	api, dns string
-	mu       sync.Mutex
-	log      bytes.Buffer
 }
-
-var (
-	apiRE = regexp.MustCompile(`listener=api address=(\S+)`)
-	dnsRE = regexp.MustCompile(`udp/(127\.0\.0\.1:\d+)`)
-)
 
 // startNode runs `svc serve` with every listener on 127.0.0.1:0 and the
 // fake upstream; SIGTERM and a wait when the test ends.
@@ -110,70 +98,9 @@ auth:
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := exec.CommandContext(ctx, svcBin, "serve", "--config", cfg)
-	cmd.Dir = dir
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "SERVICE_ADMIN_PASSWORD=" + adminPassword}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	n := &node{}
-	found, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		sc := bufio.NewScanner(out)
-		signalled := false
-		for sc.Scan() {
-			line := sc.Text()
-			n.mu.Lock()
-			n.log.WriteString(line + "\n")
-			if m := apiRE.FindStringSubmatch(line); m != nil {
-				n.api = "http://" + m[1]
-			}
-			if m := dnsRE.FindStringSubmatch(line); m != nil && strings.Contains(line, "dns listening") {
-				n.dns = m[1]
-			}
-			if !signalled && n.api != "" && n.dns != "" {
-				signalled = true
-				close(found)
-			}
-			n.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Error("svc serve did not stop within 30s of SIGTERM")
-			cancel()
-			<-done
-		}
-		_ = cmd.Wait()
-		cancel()
-		if t.Failed() {
-			t.Logf("svc serve output:\n%s", n.output())
-		}
-	})
-	select {
-	case <-found:
-	case <-done:
-		t.Fatalf("svc serve exited before it was ready:\n%s", n.output())
-	case <-time.After(90 * time.Second):
-		t.Fatalf("svc serve printed no API and DNS address within 90s:\n%s", n.output())
-	}
-	return n
-}
-
-func (n *node) output() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.log.String()
+	srv := proc.Serve(t, proc.ServeConfig{Bin: svcBin, Config: cfg, Dir: dir,
+		Env: []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "SERVICE_ADMIN_PASSWORD=" + adminPassword}})
+	return &node{Server: srv, api: "http://" + srv.API(), dns: srv.DNS()}
 }
 
 // answer asks the node for name's A record from the loopback address from
@@ -239,17 +166,11 @@ func (u *user) run(stdin string, args ...string) string {
 // the test.
 func (u *user) run2(stdin string, args ...string) (string, string) {
 	u.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, svcBin, args...)
-	cmd.Env = u.env
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		u.t.Fatalf("svc %s: %v\nstdout: %s\nstderr: %s", strings.Join(args, " "), err, out.String(), errb.String())
+	r := proc.Run(u.t, u.env, stdin, svcBin, args...)
+	if r.Code != 0 {
+		u.t.Fatalf("svc %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.Code, r.Stdout, r.Stderr)
 	}
-	return out.String(), errb.String()
+	return r.Stdout, r.Stderr
 }
 
 func (u *user) apply(manifest string) string {
