@@ -11,7 +11,6 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/svcdns/svc/internal/store"
-	"github.com/svcdns/svc/internal/zonefile"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -74,17 +73,20 @@ type exportOut struct {
 
 type importIn struct {
 	ZoneParams
-	Namespace string `query:"namespace" maxLength:"253"`
-	RecordSet string `query:"recordSet" maxLength:"253" doc:"default import-<zone>"`
+	Namespace  string `query:"namespace" maxLength:"253"`
+	RecordSet  string `query:"recordSet" maxLength:"240" doc:"default import-<zone>; a zone over 1000 names and types continues in <recordSet>-2, -3, ..."`
+	Origin     string `query:"origin" maxLength:"254" doc:"DNS name of the zone: creates the DNSZone (named by the path) when it is missing, with the file's SOA and apex NS; needs dnszones.write"`
+	UpdateZone bool   `query:"updateZone" doc:"the file's SOA, apex NS and NS TTL replace the existing zone's spec.soa, spec.nameServers and spec.defaultTTL; needs dnszones.write"`
+	DryRun     bool   `query:"dryRun" doc:"report what the import would do and store nothing"`
 	// ContentType is checked by importZone: text/dns (RFC 4027) or text/plain.
 	ContentType string `header:"Content-Type" doc:"text/dns (RFC 4027) or text/plain"`
 	RawBody     []byte `contentType:"text/dns"`
 }
 
-// maxZoneFileBody bounds an import: the records land in one record set,
-// capped at 1.5 MiB like every object; the text form of records is smaller
-// than their JSON, so a larger body cannot fit.
-const maxZoneFileBody = 2 << 20
+// maxZoneFileBody bounds an import: as the body limit of POST /apply, and
+// room for a zone of about 300,000 short records (split across record sets
+// of at most 1000 names and types each).
+const maxZoneFileBody = 16 << 20
 
 // zoneFileMedia refuses an import body that does not say it is a zone file,
 // with the spec's error body (415).
@@ -106,9 +108,9 @@ func (s *Server) registerZoneRoutes() {
 	register(s, huma.Operation{OperationID: "zone-records-remove", Method: http.MethodDelete, Path: "/zones/{zone}/records", Summary: "Remove records", Tags: tags,
 		Errors: []int{http.StatusNotFound, http.StatusConflict}}, zonePerm("records.write", "zone"), s.removeRecords)
 	register(s, huma.Operation{OperationID: "zone-export", Method: http.MethodGet, Path: "/zones/{zone}/export", Summary: "Export as a zone file (text/dns)", Tags: tags,
-		Errors: []int{http.StatusNotFound}, Responses: map[string]*huma.Response{"200": {Description: "zone file", Content: map[string]*huma.MediaType{"text/dns": {Schema: &huma.Schema{Type: "string"}}}}}},
+		Errors: []int{http.StatusNotFound, http.StatusConflict}, Responses: map[string]*huma.Response{"200": {Description: "zone file", Content: map[string]*huma.MediaType{"text/dns": {Schema: &huma.Schema{Type: "string"}}}}}},
 		zonePerm("records.read", "zone"), s.exportZone)
-	register(s, huma.Operation{OperationID: "zone-import", Method: http.MethodPost, Path: "/zones/{zone}/import", Summary: "Import a zone file (text/dns) into one record set", Tags: tags,
+	register(s, huma.Operation{OperationID: "zone-import", Method: http.MethodPost, Path: "/zones/{zone}/import", Summary: "Import a zone file (text/dns): SOA and NS into the zone, records into import record sets", Tags: tags,
 		MaxBodyBytes: maxZoneFileBody, Errors: []int{http.StatusNotFound, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}},
 		zonePerm("records.write", "zone"), s.importZone)
 }
@@ -317,89 +319,6 @@ func (s *Server) removeRecords(ctx context.Context, in *removeRecordsIn) (*recor
 		}
 		if !found {
 			return nil, errNotFound("record " + name + " " + in.Type)
-		}
-		return out, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &recordsOut{Body: res}, nil
-}
-
-func (s *Server) exportZone(ctx context.Context, in *ZoneParams) (*exportOut, error) {
-	domain, z, err := s.zoneDomain(ctx, in.Zone)
-	if err != nil {
-		return nil, fromError(err)
-	}
-	ttl, ok, _ := unstructured.NestedInt64(z.Object, "spec", "defaultTTL")
-	if !ok {
-		ttl = 300
-	}
-	sets, err := s.listAll(ctx, store.KindDNSRecordSet)
-	if err != nil {
-		return nil, fromError(err)
-	}
-	var eps []zonefile.Endpoint
-	for _, rs := range sets {
-		if zoneOf(rs) != in.Zone {
-			continue
-		}
-		list, _, _ := unstructured.NestedSlice(rs.Object, "spec", "endpoints")
-		for _, e := range list {
-			ep, ok := e.(map[string]any)
-			if !ok {
-				continue
-			}
-			if d, _, _ := unstructured.NestedBool(ep, "service", "disabled"); d {
-				continue
-			}
-			n, _ := ep["dnsName"].(string)
-			t, _ := ep["recordType"].(string)
-			out := zonefile.Endpoint{DNSName: n, RecordType: t, Targets: strList(ep["targets"])}
-			if v, ok, _ := unstructured.NestedInt64(ep, "recordTTL"); ok {
-				out.TTL = &v
-			}
-			eps = append(eps, out)
-		}
-	}
-	origin := domain
-	if origin == "" {
-		origin = "."
-	}
-	return &exportOut{ContentType: "text/dns", Body: zonefile.Export(origin, ttl, eps)}, nil
-}
-
-func (s *Server) importZone(ctx context.Context, in *importIn) (*recordsOut, error) {
-	if err := zoneFileMedia(in.ContentType); err != nil {
-		return nil, err
-	}
-	domain, _, err := s.zoneDomain(ctx, in.Zone)
-	if err != nil {
-		return nil, fromError(err)
-	}
-	origin := domain
-	if origin == "" {
-		origin = "."
-	}
-	eps, err := zonefile.Import(origin, in.RawBody)
-	if err != nil {
-		return nil, errInvalid("%v", err)
-	}
-	if len(eps) == 0 {
-		return nil, errInvalid("body: the zone file holds no records")
-	}
-	if len(eps) > 1000 {
-		return nil, errInvalid("body: %d names and types; a record set holds at most 1000", len(eps))
-	}
-	ns, rs := defaults(in.Namespace, in.RecordSet, in.Zone, "import-")
-	res, err := s.mutateRecordSet(ctx, in.Zone, ns, rs, true, func([]any) ([]any, error) {
-		out := make([]any, 0, len(eps))
-		for _, e := range eps {
-			ep := map[string]any{"dnsName": e.DNSName, "recordType": e.RecordType, "targets": toAny(e.Targets)}
-			if e.TTL != nil {
-				ep["recordTTL"] = *e.TTL
-			}
-			out = append(out, ep)
 		}
 		return out, nil
 	})
