@@ -410,6 +410,8 @@ func (s *Server) serveUnblock(w http.ResponseWriter, r *http.Request, client net
 		s.renderRefusal(w, r, client, set, now, http.StatusTooManyRequests, "Too many unblock requests from your network. "+capitalize(rl.Error())+".", nil)
 	case errors.Is(err, unblock.ErrDisabled):
 		s.renderRefusal(w, r, client, set, now, http.StatusForbidden, "Unblock requests are turned off on this network.", nil)
+	case errors.Is(err, unblock.ErrInvalid):
+		s.renderRefusal(w, r, client, set, now, http.StatusBadRequest, "The request was refused: "+err.Error(), &f)
 	case errors.Is(err, unblock.ErrTooManyPending):
 		s.renderRefusal(w, r, client, set, now, http.StatusServiceUnavailable, "Too many unblock requests are waiting for an administrator. Try again later, or contact the administrator.", nil)
 	default:

@@ -338,6 +338,7 @@ func TestUnblockRefusalsMapped(t *testing.T) {
 		{unblock.ErrDisabled, 403, "", "turned off"},
 		{unblock.ErrTooManyPending, 503, "", "Too many unblock requests are waiting"},
 		{&unblock.RateLimitedError{RetryAfter: 42 * time.Minute}, 429, "2520", "try again in 42m"},
+		{fmt.Errorf("reason: %w", unblock.ErrInvalid), 400, "", "The request was refused: reason: invalid"},
 		{errors.New("store down"), 500, "", "could not be sent"},
 	}
 	for _, c := range cases {
