@@ -27,6 +27,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/svcdns/svc/internal/blockpage"
+	"github.com/svcdns/svc/internal/node"
 	"github.com/svcdns/svc/test/nodetest"
 )
 
@@ -376,5 +377,20 @@ func browserStory(t *testing.T, n *blockPageNode) {
 	defer mu.Unlock()
 	for _, p := range problems {
 		t.Errorf("browser: %s", p)
+	}
+}
+
+// TestEnabledWithoutAddressRefused: blockPage.enabled with the default
+// listener ":80" and no blockPage.ipv4/.ipv6 names no address to answer, so
+// the node refuses to start and says what to set.
+func TestEnabledWithoutAddressRefused(t *testing.T) {
+	dir := t.TempDir()
+	cfg := nodetest.WriteConfig(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := node.Run(ctx, node.Options{ConfigPath: cfg, ConfigExplicit: true, Stderr: io.Discard,
+		Environ: []string{"SERVICE_BLOCKPAGE__ENABLED=true", "SERVICE_LISTENERS__BLOCKPAGE__HTTP=:80"}})
+	if err == nil || !strings.Contains(err.Error(), "blockPage.enabled: no block page address: set blockPage.ipv4 or blockPage.ipv6") {
+		t.Fatalf("start with blockPage.enabled and no address: %v", err)
 	}
 }
