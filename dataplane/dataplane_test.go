@@ -65,7 +65,9 @@ func TestIngress(t *testing.T) {
 	}{
 		{name: "short", in: www[:5], drop: true},
 		{name: "response dropped", in: set(www, func(b []byte) { b[2] |= 0x80 }), drop: true},
-		{name: "notify not implemented", in: set(www, func(b []byte) { b[2] |= 4 << 3 }), rcode: dns.RcodeNotImplemented, question: true},
+		{name: "update not implemented", in: set(www, func(b []byte) { b[2] |= 5 << 3 }), rcode: dns.RcodeNotImplemented, question: true},
+		// RFC 1996 3.2: a NOTIFY names a zone's SOA; anything else is malformed
+		{name: "notify without SOA", in: set(www, func(b []byte) { b[2] |= 4 << 3 }), rcode: dns.RcodeFormatError, question: true},
 		{name: "no question", in: set(www, func(b []byte) { b[5] = 0 })[:12], rcode: dns.RcodeFormatError},
 		{name: "two questions", in: set(www, func(b []byte) { b[5] = 2 }), rcode: dns.RcodeFormatError},
 		{name: "cut question", in: www[:len(www)-3], rcode: dns.RcodeFormatError},

@@ -399,6 +399,12 @@ func (s *Server) serveTCP(conn net.Conn) {
 		q.Start = time.Now()
 		tc.inflight <- struct{}{}
 		tc.pending.Add(1)
+		if s.HandlesTransfers() && IsTransfer(q.in) {
+			// A zone transfer is many messages: it gets a goroutine of
+			// its own, writing each message under the connection's lock.
+			go tc.transfer(s, q, client)
+			continue
+		}
 		if !s.dispatch(job{q: q, tc: tc}) {
 			// The pool is full of queries waiting for upstreams; TCP is
 			// bounded by TCPMaxConns x TCPMaxInflight, so run it anyway.

@@ -150,6 +150,9 @@ func stageIngress(s *Server, q *Query) stageResult {
 		return stageDrop // too short to answer, or a response: never reflect
 	}
 	q.ID, q.Flags = h.ID, h.Flags
+	if h.Opcode() == dns.OpcodeNotify {
+		return s.notifyReceived(q, h)
+	}
 	if h.Opcode() != dns.OpcodeQuery {
 		q.qend = wire.HeaderLen
 		if h.QD == 1 {
@@ -194,7 +197,8 @@ func stageIngress(s *Server, q *Query) stageResult {
 		return q.fail(StatusRefused, ReasonZoneTransfer, dns.RcodeRefused)
 	}
 	if q.Type == dns.TypeAXFR || q.Type == dns.TypeIXFR {
-		// Zone transfers are not served yet on any transport.
+		// TCP and DoT hand transfers to ServeTransfer before the pipeline;
+		// DoH, DoQ, DoH3 and the API cannot carry one.
 		return q.fail(StatusRefused, ReasonZoneTransfer, dns.RcodeRefused)
 	}
 	if q.Class != dns.ClassINET {

@@ -134,3 +134,6 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 
 // Version returns the label given at construction.
 func (s *Snapshot) Version() string { return s.in.Version }
+
+// Authority is the snapshot's zone table (nil when none).
+func (s *Snapshot) Authority() *authority.Table { return s.in.Authority }

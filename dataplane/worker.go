@@ -309,3 +309,35 @@ func (t *tcpConn) answer(s *Server, q *Query) {
 	}
 	putQuery(q)
 }
+
+// transfer answers an AXFR or IXFR on the connection (ServeTransfer).
+func (t *tcpConn) transfer(s *Server, q *Query, client netip.AddrPort) {
+	defer t.pending.Done()
+	defer func() { <-t.inflight }()
+	msg := append([]byte(nil), q.in...)
+	putQuery(q)
+	var frame []byte
+	write := func(b []byte) error {
+		t.wmu.Lock()
+		defer t.wmu.Unlock()
+		frame = binary.BigEndian.AppendUint16(frame[:0], uint16(len(b)))
+		frame = append(frame, b...)
+		_ = t.conn.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+		_, err := t.conn.Write(frame)
+		if err != nil {
+			_ = t.conn.SetReadDeadline(time.Now())
+		}
+		return err
+	}
+	if !s.ServeTransfer(msg, client, TransportTCP, write) {
+		// the handler went away meanwhile: the pipeline refuses
+		q = s.begin(client, TransportTCP)
+		q.in = append(q.in[:0], msg...)
+		q.Start = time.Now()
+		s.run(q)
+		if b := s.encode(q); b != nil {
+			_ = write(b)
+		}
+		putQuery(q)
+	}
+}

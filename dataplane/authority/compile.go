@@ -291,6 +291,9 @@ func (c *compiler) zone(obj *v1alpha1.DNSZone) (*zone, error) {
 		return nil, fmt.Errorf("zone name: %w", err)
 	}
 	z := &zone{name: pres, wire: wire, object: obj.Name, root: pres == "."}
+	if obj.Spec.Policy != nil {
+		z.xfrKeys = slices.Clone(obj.Spec.Policy.TransferTSIGKeyRefs)
+	}
 	switch obj.Spec.Type {
 	case "", "primary":
 	case "forward":

@@ -34,6 +34,7 @@ type zone struct {
 	root     bool   // the default zone "."
 	unsynced bool
 	access   *access
+	xfrKeys  []string // spec.policy.transferTSIGKeyRefs: keys allowed to transfer the zone
 
 	serial  uint32
 	soa     *dns.SOA

@@ -302,6 +302,10 @@ func (c *dotConn) dispatch(msg []byte) {
 	if c.sem == nil {
 		c.sem = make(chan struct{}, c.max)
 	}
+	if th, ok := c.s.h.(transferHandler); ok && th.HandlesTransfers() && dataplane.IsTransfer(msg) {
+		c.transfer(th, msg)
+		return
+	}
 	if nh := c.s.now; nh != nil {
 		c.answerNow(nh, msg)
 		return
@@ -514,4 +518,49 @@ func waitReadable(rc syscall.RawConn) error {
 		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 		return err != syscall.EAGAIN && err != syscall.EINTR
 	})
+}
+
+// transferHandler serves zone transfers on a stream (*dataplane.Server):
+// XoT, RFC 9103.
+type transferHandler interface {
+	HandlesTransfers() bool
+	ServeTransfer(msg []byte, client netip.AddrPort, t dataplane.Transport, write func([]byte) error) bool
+}
+
+// transferQueueMax bounds what a transfer queues while another answer of
+// the connection is being written: it waits for the writer beyond it.
+const transferQueueMax = 256 << 10
+
+// transfer answers an AXFR or IXFR on a goroutine of its own; its messages
+// leave through the connection's writer like any answer.
+func (c *dotConn) transfer(th transferHandler, msg []byte) {
+	m := append([]byte(nil), msg...)
+	c.sem <- struct{}{}
+	c.pending.Add(1)
+	go func() {
+		defer c.pending.Done()
+		defer func() { <-c.sem }()
+		var frame []byte
+		write := func(b []byte) error {
+			if len(b) > maxMessage {
+				return errors.New("message too large")
+			}
+			frame = binary.BigEndian.AppendUint16(frame[:0], uint16(len(b)))
+			frame = append(frame, b...)
+			c.send(frame)
+			for i := 0; ; i++ {
+				c.mu.Lock()
+				failed, backlog := c.failed, c.queued != nil && len(*c.queued) > transferQueueMax
+				c.mu.Unlock()
+				if failed {
+					return errors.New("connection failed")
+				}
+				if !backlog || i >= 30000 { // at most 30s behind another writer
+					return nil
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		th.ServeTransfer(m, c.client, dataplane.TransportDoT, write)
+	}()
 }

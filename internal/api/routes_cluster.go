@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/svcdns/svc/internal/store"
@@ -25,8 +27,25 @@ type ClusterSource interface {
 
 // ZoneNotifier sends DNS NOTIFY for a zone to its secondaries.
 type ZoneNotifier interface {
-	// NotifyZone queues NOTIFY messages; it returns how many targets.
-	NotifyZone(ctx context.Context, zone string) (int, error)
+	// NotifyZone sends NOTIFY for the zone (DNSZone name) to each of its
+	// targets and returns what each answered.
+	NotifyZone(ctx context.Context, zone string) (NotifyOutcome, error)
+}
+
+// NotifyOutcome is what a NOTIFY round sent.
+type NotifyOutcome struct {
+	Serial int64
+	Sent   []NotifySent
+}
+
+// NotifySent is one NOTIFY target and its answer.
+type NotifySent struct {
+	Target   string  `json:"target" doc:"the secondary's address:port"`
+	Key      string  `json:"key,omitempty" doc:"TSIG key that signed the NOTIFY; absent when unsigned"`
+	Rcode    string  `json:"rcode,omitempty" doc:"the secondary's answer, e.g. NOERROR, NOTAUTH/BADKEY; absent when none came"`
+	Error    string  `json:"error,omitempty" doc:"why no valid answer came (timeout after the retries, TSIG failure, ...)"`
+	Attempts int     `json:"attempts"`
+	TookMS   float64 `json:"took_ms"`
 }
 
 // ClusterInfo describes the cluster as this node sees it.
@@ -54,12 +73,14 @@ type NodeInfo struct {
 
 // NotifyResult answers POST /zones/{zone}/notify.
 type NotifyResult struct {
-	Zone    string  `json:"zone"`
-	Queued  bool    `json:"queued" doc:"false: NOTIFY sending is not implemented on this node"`
-	Targets int     `json:"targets"`
-	Message string  `json:"message,omitempty"`
-	Node    string  `json:"node"`
-	TookMS  float64 `json:"took_ms"`
+	Zone    string       `json:"zone"`
+	Queued  bool         `json:"queued" doc:"true: NOTIFY was sent to the targets listed in sent; false: this node sends no NOTIFY"`
+	Targets int          `json:"targets"`
+	Serial  int64        `json:"serial,omitempty" doc:"the SOA serial announced"`
+	Sent    []NotifySent `json:"sent,omitempty" doc:"each target and what it answered"`
+	Message string       `json:"message,omitempty"`
+	Node    string       `json:"node"`
+	TookMS  float64      `json:"took_ms"`
 }
 
 func (n *NotifyResult) setTook(ms float64) { n.TookMS = ms }
@@ -129,22 +150,47 @@ func (s *Server) registerClusterRoutes() {
 		})
 	register(s, huma.Operation{OperationID: "zone-notify", Method: http.MethodPost, Path: "/zones/{zone}/notify", Summary: "Send NOTIFY to the zone's secondaries", Tags: []string{"zones"},
 		DefaultStatus: http.StatusAccepted, Errors: []int{http.StatusNotFound},
-		Description: "Answers 202. In this release NOTIFY sending to secondaries is not implemented unless the node provides a notifier: the answer then says `queued: false`; secondaries pick up changes at their SOA refresh."},
+		Description: "Sends NOTIFY (RFC 1996) for the zone's served serial to its targets (settings notify.targets, notify.fromNS), waits for their answers (notify.timeout, notify.retries) and answers 202 with each target and its rcode. A zone without targets answers `targets: 0` and says how to add some. Audited."},
 		zonePerm("dnszones.write", "zone"), func(ctx context.Context, in *ZoneParams) (*notifyOut, error) {
 			if _, err := s.deps.Store.Get(ctx, store.KindDNSZone, "", in.Zone); err != nil {
 				return nil, fromError(err)
 			}
-			auditObject(ctx, "notify", store.KindDNSZone, "", in.Zone, "")
 			res := &NotifyResult{Zone: in.Zone, Node: s.opts.NodeName}
 			if s.deps.Notifier == nil {
+				auditObject(ctx, "notify", store.KindDNSZone, "", in.Zone, "")
 				res.Message = "NOTIFY to secondaries is not implemented in this release; secondaries pick up changes at their SOA refresh"
 				return &notifyOut{Body: res}, nil
 			}
-			n, err := s.deps.Notifier.NotifyZone(ctx, in.Zone)
+			out, err := s.deps.Notifier.NotifyZone(ctx, in.Zone)
+			auditObject(ctx, "notify", store.KindDNSZone, "", in.Zone, notifySummary(out, err))
 			if err != nil {
 				return nil, fromError(err)
 			}
-			res.Queued, res.Targets = true, n
+			res.Queued, res.Targets, res.Serial, res.Sent = true, len(out.Sent), out.Serial, out.Sent
+			if len(out.Sent) == 0 {
+				res.Message = "the zone has no NOTIFY targets: list its secondaries in the notify.targets setting (or set notify.fromNS)"
+			}
 			return &notifyOut{Body: res}, nil
 		})
+}
+
+// notifySummary is the audit result of a NOTIFY round: the serial and what
+// each target answered.
+func notifySummary(o NotifyOutcome, err error) string {
+	if err != nil {
+		return "not sent: " + err.Error()
+	}
+	if len(o.Sent) == 0 {
+		return "no targets"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "serial %d:", o.Serial)
+	for _, t := range o.Sent {
+		r := t.Rcode
+		if r == "" {
+			r = t.Error
+		}
+		fmt.Fprintf(&b, " %s %s;", t.Target, r)
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }

@@ -65,9 +65,6 @@ type Addrs struct {
 	DNS          []string
 	API          string
 	Internal     string
-	// BlockPageHTTP and BlockPageHTTPS are the block page listeners
-	// (empty when off or blockPage.enabled is false).
-	BlockPageHTTP, BlockPageHTTPS string
 }
 
 // Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
@@ -88,7 +85,7 @@ func Run(ctx context.Context, opts Options) error {
 	p.onStop(cancel)
 	steps := []func(context.Context) error{
 		p.loadSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
-		p.startServing, p.startInternal, p.startBlockPage,
+		p.startServing, p.startInternal,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -115,6 +112,7 @@ type proc struct {
 	role     string
 	kubeMode bool
 	nodeName string
+	xfr      *transfers // zone transfers and NOTIFY (notify.go)
 	limits   connLimits // connections per listener (connlimit.go)
 	env      func(string) string
 	reg      *prometheus.Registry
@@ -337,6 +335,11 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 	p.snaps.metrics = newNodeMetrics(p.reg)
 	p.snaps.fresh = p.st.fresh
 	p.snaps.settingsNow = p.hot.current
+	if p.xfr, err = newTransfers(cfg, dp, p.reg, logger.With("component", "xfr")); err != nil {
+		return fmt.Errorf("zone transfers: %w", err)
+	}
+	p.snaps.onServed = p.xfr.served
+	go p.xfr.run(ctx)
 	if !p.kubeMode {
 		// On Kubernetes the operator's reconcilers write zone status.
 		p.snaps.status = newZoneStatus(p.st, logger.With("component", "zonestatus"))
@@ -495,6 +498,7 @@ func (p *proc) startAPI(ctx context.Context) error {
 		BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
 		Cluster:    clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
 		Visibility: visibility{snaps: p.snaps, settings: p.mgr.Current},
+		Notifier:   p.xfr,
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)

@@ -43,6 +43,8 @@ type snapshotter struct {
 	status  *zoneStatus
 	metrics *nodeMetrics
 	serials serials // only build touches it
+	// onServed, when set, is told each table published (must not block).
+	onServed func(*authority.Table)
 
 	mu       sync.Mutex
 	objects  map[store.Key]*unstructured.Unstructured
@@ -326,6 +328,9 @@ func (s *snapshotter) build() time.Time {
 	}
 	in.Version = start.UTC().Format(time.RFC3339Nano)
 	s.dp.Swap(dataplane.NewSnapshot(in))
+	if s.onServed != nil {
+		s.onServed(table) // zone transfers: IXFR journal and NOTIFY
+	}
 
 	s.metrics.observeBuild(start)
 	s.mu.Lock()

@@ -1,0 +1,64 @@
+package xfr_test
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestAXFRWithTSIGAsKdigSees: kdig transfers the zone over TCP and DoT with
+// the key; a wrong secret (BADSIG), an unknown key (BADKEY), no key and UDP
+// are refused, each as RFC 8945 and RFC 5936 say.
+func TestAXFRWithTSIGAsKdigSees(t *testing.T) {
+	p := startPrimary(t, "")
+	host, port := hostPort(p.DNSAddr("tcp"))
+	dotHost, dotPort := hostPort(p.Addrs.DNS[indexOf(p.Addrs.DNS, "dot/")][len("dot/"):])
+	key := "hmac-sha256:" + keyName + ":" + goodSecret
+
+	out := kdig(t, "@"+host, "-p", port, "-y", key, "AXFR", "example.test.")
+	if !strings.Contains(out, "www.example.test.") || !strings.Contains(out, "ns.sub.example.test.") || !strings.Contains(out, "*.wild.example.test.") {
+		t.Fatalf("AXFR over TCP is missing records:\n%s", out)
+	}
+	if strings.Count(out, "\tSOA\t") != 2 {
+		t.Fatalf("AXFR must start and end with the SOA:\n%s", out)
+	}
+	if !strings.Contains(out, "TSIG") && !regexp.MustCompile(`(?i)tsig`).MatchString(out) {
+		t.Logf("kdig does not print the TSIG records; it verified them (it fails otherwise)")
+	}
+	t.Logf("AXFR over TCP:\n%s", out)
+
+	out = kdig(t, "@"+dotHost, "-p", dotPort, "+tls", "-y", key, "AXFR", "example.test.")
+	if strings.Count(out, "\tSOA\t") != 2 || !strings.Contains(out, "mail.example.test.") {
+		t.Fatalf("AXFR over DoT:\n%s", out)
+	}
+
+	wrong := "hmac-sha256:" + keyName + ":" + badSecret
+	out = kdig(t, "@"+host, "-p", port, "-y", wrong, "AXFR", "example.test.")
+	if !strings.Contains(out, "BADSIG") && !strings.Contains(out, "NOTAUTH") {
+		t.Fatalf("wrong secret: want NOTAUTH/BADSIG:\n%s", out)
+	}
+	if !p.Log.Contains("BADSIG") {
+		t.Fatalf("the node did not log the BADSIG refusal")
+	}
+	out = kdig(t, "@"+host, "-p", port, "-y", "hmac-sha256:other-key:"+goodSecret, "AXFR", "example.test.")
+	if !strings.Contains(out, "BADKEY") && !strings.Contains(out, "NOTAUTH") {
+		t.Fatalf("unknown key: want NOTAUTH/BADKEY:\n%s", out)
+	}
+	out = kdig(t, "@"+host, "-p", port, "AXFR", "example.test.")
+	if !strings.Contains(out, "REFUSED") {
+		t.Fatalf("unsigned AXFR: want REFUSED:\n%s", out)
+	}
+	out = kdig(t, "@"+host, "-p", port, "+notcp", "-y", key, "AXFR", "example.test.")
+	if !strings.Contains(out, "REFUSED") && !strings.Contains(out, "failed") {
+		t.Fatalf("AXFR over UDP: want REFUSED:\n%s", out)
+	}
+}
+
+func indexOf(l []string, prefix string) int {
+	for i, s := range l {
+		if strings.HasPrefix(s, prefix) {
+			return i
+		}
+	}
+	return -1
+}
