@@ -75,7 +75,8 @@ type UnblockDenial struct {
 	Comment string `json:"comment,omitempty" maxLength:"1000" doc:"why, shown to whoever reads the request"`
 }
 
-type unblockParams struct {
+// UnblockParams address one unblock request.
+type UnblockParams struct {
 	Namespace string `path:"namespace" maxLength:"253"`
 	Name      string `path:"name" maxLength:"253"`
 }
@@ -89,12 +90,12 @@ type unblockListIn struct {
 }
 
 type unblockApproveIn struct {
-	unblockParams
+	UnblockParams
 	Body UnblockApproval
 }
 
 type unblockDenyIn struct {
-	unblockParams
+	UnblockParams
 	Body UnblockDenial
 }
 
@@ -153,7 +154,7 @@ func (s *Server) registerUnblockRoutes() {
 		})
 	register(s, huma.Operation{OperationID: "unblockrequests-get", Method: http.MethodGet, Path: "/unblockrequests/{namespace}/{name}", Summary: "One unblock request", Tags: tags,
 		Errors: []int{http.StatusNotFound}},
-		clusterPerm("unblockrequests.read"), func(ctx context.Context, in *unblockParams) (*unblockOut, error) {
+		clusterPerm("unblockrequests.read"), func(ctx context.Context, in *UnblockParams) (*unblockOut, error) {
 			r, err := svc.Get(ctx, in.Namespace, in.Name)
 			if err != nil {
 				return nil, fromError(err)

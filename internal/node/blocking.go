@@ -18,6 +18,7 @@ import (
 	"github.com/svcdns/svc/controllers/blocklists"
 	"github.com/svcdns/svc/controllers/events"
 	"github.com/svcdns/svc/controllers/policies"
+	unblockctl "github.com/svcdns/svc/controllers/unblock"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/catalogue"
@@ -29,6 +30,7 @@ import (
 	"github.com/svcdns/svc/internal/runner"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/store"
+	"github.com/svcdns/svc/internal/unblock"
 )
 
 // blocking runs what filtering needs on a node: the list fetcher and BlockList
@@ -67,6 +69,9 @@ type blocking struct {
 	// follow, when set, replaces the local list reconciler (kube store data
 	// plane: bodies come from the operator leader by digest).
 	follow *listFollower
+	// unblock files and decides unblock requests (one per process: its
+	// per-client rate limit is in memory); the block page's Submitter.
+	unblock *unblock.Service
 }
 
 func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *dataplane.Server, nodeName string, hot *hotConfig, log *slog.Logger) (*blocking, error) {
@@ -88,6 +93,7 @@ func newBlocking(ctx context.Context, cfg *settings.Config, st store.Store, dp *
 	}
 	b.tenancy = resolveTenancy(cfg, DefaultNamespace)
 	b.events = &events.Deferred{}
+	b.unblock = newUnblockService(st, hot, log)
 	return b, nil
 }
 
@@ -116,6 +122,10 @@ func kubeRecorder(ctx context.Context, rc *rest.Config) (events.Recorder, error)
 // namespace (SERVICE_NAMESPACE); call before the node compiles anything.
 func (b *blocking) setTenancy(cfg *settings.Config, serviceNamespace string) {
 	b.tenancy = resolveTenancy(cfg, serviceNamespace)
+	if cfg.Store.Driver == "kube" {
+		// requests no policy of a namespace decided live with the service
+		b.unblock.DefaultNamespace = serviceNamespace
+	}
 }
 
 // resolveTenancy: an empty blocking.globalPolicyNamespaces means the
@@ -211,12 +221,12 @@ func listTyped[T any](ctx context.Context, st store.Store, kind string) ([]T, er
 }
 
 // controllers is the one list of the node's controllers: BlockList,
-// Policy and ClientGroup. The local runner runs it on the sqlite store
+// Policy, ClientGroup and UnblockRequest. The local runner runs it on the sqlite store
 // (blocking.run) and the operator's controller-runtime manager on the kube
 // store (operatorControllers), so both modes run the same reconcile
 // functions. A BlockList or ClientGroup change re-checks the policies that
 // name it, so a reference that appears or disappears shows on them at once.
-func controllers(lists runner.Reconciler, pols *policies.Reconciler, groups *policies.GroupReconciler) []runner.Controller {
+func controllers(lists runner.Reconciler, pols *policies.Reconciler, groups *policies.GroupReconciler, unblocks runner.Reconciler) []runner.Controller {
 	return []runner.Controller{
 		{Kind: blocklists.Kind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
 			after, err := lists.Reconcile(ctx, ns, name)
@@ -232,6 +242,7 @@ func controllers(lists runner.Reconciler, pols *policies.Reconciler, groups *pol
 		{Kind: policies.GroupKind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
 			return 0, groups.Reconcile(ctx, ns, name)
 		})},
+		{Kind: unblockctl.Kind, Reconciler: unblocks},
 	}
 }
 
@@ -256,7 +267,7 @@ func (b *blocking) operatorControllers(ctx context.Context, rc *rest.Config, lis
 	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols,
 		Events: events.NewReporter(b.events, "Reconcile")}
 	var out []operator.Controller
-	for _, c := range controllers(lists, pols, groups) {
+	for _, c := range controllers(lists, pols, groups, b.unblockReconciler(b.events)) {
 		// controller-runtime brings its own queue and backoff
 		out = append(out, operator.Controller{Kind: c.Kind, Reconciler: c.Reconciler})
 	}
@@ -283,7 +294,7 @@ func (b *blocking) run(ctx context.Context, cfg *settings.Config, initial chan<-
 	b.rec.Store(lists)
 	pols := &policies.Reconciler{Store: b.st, Checker: checker{b}, Now: time.Now}
 	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols}
-	cs := controllers(lists, pols, groups)
+	cs := controllers(lists, pols, groups, b.unblockReconciler(nil))
 	for i := range cs {
 		if cs[i].Kind == blocklists.Kind {
 			cs[i].Initial = initial

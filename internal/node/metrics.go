@@ -2,10 +2,13 @@ package node
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+
+	unblockctl "github.com/svcdns/svc/controllers/unblock"
 )
 
 // nodeMetrics are the node's own series: snapshot builds and their age, and the
@@ -16,6 +19,22 @@ type nodeMetrics struct {
 	builtAt      prometheus.Gauge
 	listRules    *prometheus.GaugeVec
 	listFetches  *prometheus.CounterVec
+
+	// reg registers series made on first use (the unblock request gauge
+	// exists only where the reconciler runs: the operator in Kubernetes).
+	reg         prometheus.Registerer
+	unblockOnce sync.Once
+	unblock     *unblockctl.Metrics
+}
+
+// unblockMetrics is service_unblock_requests{phase}, registered on first
+// use.
+func (m *nodeMetrics) unblockMetrics() *unblockctl.Metrics {
+	if m == nil {
+		return nil
+	}
+	m.unblockOnce.Do(func() { m.unblock = unblockctl.NewMetrics(m.reg) })
+	return m.unblock
 }
 
 func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
@@ -35,6 +54,7 @@ func newNodeMetrics(reg prometheus.Registerer) *nodeMetrics {
 			Help: "URL fetches of block-list sources by list (namespace/name) and result: ok, not_modified, degraded (failed, cached body served), error.",
 		}, []string{"list", "result"}),
 	}
+	m.reg = reg
 	if reg != nil {
 		reg.MustRegister(m.buildSeconds, m.builtAt, m.listRules, m.listFetches)
 	}
