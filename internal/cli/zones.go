@@ -2,12 +2,12 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -113,8 +113,19 @@ func newZonesCmd(a *app) *cobra.Command {
 // newZoneImportCmd is `zones import` and `import bind`.
 func newZoneImportCmd(a *app, use, short string, withOrigin bool) *cobra.Command {
 	var file, recordSet, origin string
+	var updateZone, dryRun bool
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: cobra.ExactArgs(1),
+		Long: short + `.
+
+The file's SOA and apex NS records become the zone's spec.soa and
+spec.nameServers (their TTL its defaultTTL) when the import creates the zone
+(--origin) or with --update-zone; an existing zone keeps its own otherwise.
+An imported serial never goes backwards (RFC 1982): one older than the zone
+serves is raised past it. The other records go into the record set
+--record-set (default import-<zone>), continued in <set>-2, -3, ... when the
+zone has more than 1000 names and types, all written in one transaction;
+sets an earlier import filled and this one does not are removed.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return errors.New("-f is required")
@@ -131,52 +142,86 @@ func newZoneImportCmd(a *app, use, short string, withOrigin bool) *cobra.Command
 			if err != nil {
 				return fmt.Errorf("-f: %w", err)
 			}
-			if withOrigin && origin != "" {
-				if err := a.ensureZone(cmd.Context(), args[0], origin); err != nil {
-					return err
-				}
+			var res api.ZoneImportResult
+			q := queryValues("recordSet", recordSet, "namespace", a.namespace(), "origin", origin)
+			if updateZone {
+				q.Set("updateZone", "true")
 			}
-			var res api.ApplyResult
-			q := queryValues("recordSet", recordSet, "namespace", a.namespace())
+			if dryRun {
+				q.Set("dryRun", "true")
+			}
 			if err := a.call(cmd.Context(), request{method: http.MethodPost, path: zonePath(args[0], "/import"), query: q, body: data, ctype: "text/dns", out: &res}); err != nil {
 				if withOrigin && origin == "" && isNotFound(err) {
 					return fmt.Errorf("%w\nhint: DNSZone %s does not exist; pass --origin with the zone's DNS name (e.g. --origin %s.) to create it, or create it first with svc apply", err, args[0], args[0])
 				}
 				return err
 			}
-			return a.printApplyResults([]api.ApplyResult{res})
+			return a.printZoneImport(&res)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "zone file (- for standard input)")
-	cmd.Flags().StringVar(&recordSet, "record-set", "", "DNSRecordSet to write (default import-<zone>)")
+	cmd.Flags().StringVar(&recordSet, "record-set", "", "DNSRecordSet to write (default import-<zone>; large zones continue in <set>-2, -3, ...)")
+	cmd.Flags().BoolVar(&updateZone, "update-zone", false, "replace the existing zone's SOA, name servers and default TTL with the file's")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "report what the import would do and store nothing")
 	if withOrigin {
-		cmd.Flags().StringVar(&origin, "origin", "", "zone name; creates the DNSZone when it is missing")
+		cmd.Flags().StringVar(&origin, "origin", "", "zone name; creates the DNSZone (with the file's SOA and NS) when it is missing")
 	}
 	return cmd
 }
 
-// ensureZone creates a DNSZone named zone for origin unless it exists.
-func (a *app) ensureZone(ctx context.Context, zone, origin string) error {
-	ki, err := a.resolveKind("DNSZone")
-	if err != nil {
+// printZoneImport prints one "kind/name result" line per object, then what
+// was taken from the file; notes and warnings go to stderr.
+func (a *app) printZoneImport(res *api.ZoneImportResult) error {
+	for _, n := range res.Zone.Notes {
+		fmt.Fprintf(a.stderr, "Note: %s\n", n)
+	}
+	for _, r := range res.RecordSets {
+		for _, w := range r.Warnings {
+			fmt.Fprintf(a.stderr, "Warning: %s\n", w)
+		}
+	}
+	if ok, err := writeData(a.stdout, a.g.Output, res); ok {
 		return err
 	}
-	c, err := a.client()
-	if err != nil {
-		return err
-	}
-	if _, err := getObject(ctx, c, ki, "", zone); err == nil {
+	z := res.Zone
+	if a.g.Output == outName {
+		fmt.Fprintf(a.stdout, "dnszone/%s\n", z.Name)
+		for _, r := range res.RecordSets {
+			fmt.Fprintf(a.stdout, "dnsrecordset/%s\n", r.Name)
+		}
 		return nil
-	} else if !isNotFound(err) {
-		return err
 	}
-	obj := map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "DNSZone",
-		"metadata": map[string]any{"name": zone}, "spec": map[string]any{"zoneName": origin}}
-	res, err := a.applyObjects(ctx, []map[string]any{obj})
-	if err != nil {
-		return fmt.Errorf("creating zone %s: %w", zone, err)
+	fmt.Fprintf(a.stdout, "dnszone/%s %s\n", z.Name, z.Result)
+	for _, r := range res.RecordSets {
+		fmt.Fprintf(a.stdout, "dnsrecordset/%s %s\n", r.Name, r.Result)
 	}
-	return a.printApplyResults(res)
+	if z.SOATaken && z.SOA != nil {
+		s := z.SOA
+		ttl := "defaultTTL"
+		if s.TTL != nil {
+			ttl = fmt.Sprint(*s.TTL)
+		}
+		fmt.Fprintf(a.stdout, "SOA from the file: %s %s serial %d refresh %d retry %d expire %d minimum %d TTL %s\n",
+			s.MName, s.RName, s.Serial, s.Refresh, s.Retry, s.Expire, s.Minimum, ttl)
+	}
+	if z.NameServersTaken {
+		ttl := ""
+		if z.NameServerTTL != nil {
+			ttl = fmt.Sprintf(" (TTL %d, the zone's defaultTTL)", *z.NameServerTTL)
+		}
+		fmt.Fprintf(a.stdout, "NS from the file: %s%s\n", strings.Join(z.NameServers, " "), ttl)
+	}
+	sets := 0
+	for _, r := range res.RecordSets {
+		if r.Result != "deleted" {
+			sets++
+		}
+	}
+	fmt.Fprintf(a.stdout, "%d names and types (%d records) in %d record sets\n", res.Endpoints, res.Records, sets)
+	if res.DryRun {
+		fmt.Fprintln(a.stdout, "dry run: nothing was stored")
+	}
+	return nil
 }
 
 func newImportCmd(a *app) *cobra.Command {
