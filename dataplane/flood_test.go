@@ -1,15 +1,18 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/svcdns/svc/dataplane/upstream"
 )
@@ -203,5 +206,66 @@ func TestPendingBudget(t *testing.T) {
 	}
 	if k != 10 {
 		t.Fatalf("byte budget of 10 queries admitted %d", k)
+	}
+}
+
+// TestPendingGauges: the pending-query budget is visible on /metrics while
+// queries wait for a silent upstream, and back to zero when they give up.
+func TestPendingGauges(t *testing.T) {
+	res := floodResolver(t)
+	cfg := testConfig()
+	cfg.Listeners = []ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}}
+	cfg.Sockets = 1
+	cfg.MaxPendingBytes = 8 << 20
+	cfg.UpstreamTimeout = 500 * time.Millisecond
+	reg := prometheus.NewRegistry()
+	s, err := New(cfg, Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	gauges := func() map[string]float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]float64{}
+		for _, mf := range mfs {
+			if strings.HasPrefix(mf.GetName(), "service_dns_pending_") {
+				out[mf.GetName()] = mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return out
+	}
+	c := udpFrom(t, "127.0.0.1:0", s.UDPAddrs()[0])
+	for i := range 20 {
+		b, _ := query(fmt.Sprintf("g%d.flood.example.", i), dns.TypeA).Pack()
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var g map[string]float64
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) { // bounded
+		if g = gauges(); g["service_dns_pending_queries"] >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending gauges during 20 unanswered queries: %v", g)
+		}
+	}
+	if g["service_dns_pending_bytes"] <= 0 || g["service_dns_pending_bytes_limit"] != 8<<20 {
+		t.Errorf("gauges %v: want pending bytes > 0 and the limit 8 MiB", g)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) { // bounded
+		if g = gauges(); g["service_dns_pending_queries"] == 0 && g["service_dns_pending_bytes"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pending gauges after the upstream timeout: %v", g)
+		}
 	}
 }

@@ -141,7 +141,6 @@ type Server struct {
 	ecsShort      atomic.Uint64
 	panicLog      rateGate
 	upHealth      upstreamHealth // groups failing recently (serve stale at once)
-	transfers     atomic.Pointer[Transfers]
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and
@@ -174,7 +173,35 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)
+	if opts.Registerer != nil {
+		if err := s.registerPending(opts.Registerer); err != nil {
+			return nil, fmt.Errorf("dataplane metrics: %w", err)
+		}
+	}
 	return s, nil
+}
+
+// registerPending exports the pending-query budget (MaxWorkers,
+// MaxPendingBytes) as gauges read at scrape time, so an operator sees how
+// close a flood brings the node to shedding.
+func (s *Server) registerPending(reg prometheus.Registerer) error {
+	gauges := []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "service", Subsystem: "dns", Name: "pending_queries",
+			Help: "Queries waiting for an upstream now (bounded by MaxWorkers)."},
+			func() float64 { j, _ := s.Pending(); return float64(j) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "service", Subsystem: "dns", Name: "pending_bytes",
+			Help: "Memory charged to the queries waiting for an upstream (bounded by MaxPendingBytes)."},
+			func() float64 { _, b := s.Pending(); return float64(b) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "service", Subsystem: "dns", Name: "pending_bytes_limit",
+			Help: "MaxPendingBytes: past it new cache misses are shed (service_dns_shed_total)."},
+			func() float64 { return float64(s.cfg.MaxPendingBytes) }),
+	}
+	for _, g := range gauges {
+		if err := reg.Register(g); err != nil {
+			return fmt.Errorf("register: %w", err)
+		}
+	}
+	return nil
 }
 
 // StageNames lists the pipeline stages in the order they run.
