@@ -65,6 +65,9 @@ type Addrs struct {
 	DNS          []string
 	API          string
 	Internal     string
+	// BlockPageHTTP and BlockPageHTTPS are the block page listeners
+	// (empty when off or blockPage.enabled is false).
+	BlockPageHTTP, BlockPageHTTPS string
 }
 
 // Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
@@ -85,7 +88,7 @@ func Run(ctx context.Context, opts Options) error {
 	p.onStop(cancel)
 	steps := []func(context.Context) error{
 		p.loadSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
-		p.startServing, p.startInternal,
+		p.startServing, p.startInternal, p.startBlockPage,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {

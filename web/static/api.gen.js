@@ -715,6 +715,18 @@
  */
 
 /**
+ * @typedef {Object} SOA
+ * @property {number} [expire]
+ * @property {number} [minimum]
+ * @property {string} [mname]
+ * @property {number} [refresh]
+ * @property {number} [retry]
+ * @property {string} [rname]
+ * @property {number} [serial]
+ * @property {number} [ttl]
+ */
+
+/**
  * @typedef {Object} Scope
  * @property {string} kind
  * @property {string} [name]
@@ -865,6 +877,40 @@
  */
 
 /**
+ * @typedef {Object} ZoneImportResult
+ * @property {boolean} [dryRun]
+ * @property {number} endpoints
+ * @property {string} [error]
+ * @property {string} [errorKey]
+ * @property {string} [hint]
+ * @property {string} kind
+ * @property {string} name
+ * @property {string} [namespace]
+ * @property {(Array<string>|null)} [notes]
+ * @property {(Array<ApplyResult>|null)} recordSets
+ * @property {number} records
+ * @property {string} [resourceVersion]
+ * @property {"created"|"updated"|"unchanged"|"deleted"|"error"} result
+ * @property {number} took_ms
+ * @property {(Array<string>|null)} [warnings]
+ * @property {ZoneImportZone} zone
+ */
+
+/**
+ * @typedef {Object} ZoneImportZone
+ * @property {string} name
+ * @property {number} [nameServerTTL] the file's apex NS TTL (spec.defaultTTL when taken)
+ * @property {(Array<string>|null)} [nameServers] the file's apex NS targets
+ * @property {boolean} nameServersTaken
+ * @property {(Array<string>|null)} [notes]
+ * @property {string} [resourceVersion]
+ * @property {"created"|"updated"|"unchanged"|"kept"} result
+ * @property {SOA} [soa] the zone's spec.soa after the import (when taken)
+ * @property {boolean} soaTaken
+ * @property {string} zoneName the zone's DNS name, absolute
+ */
+
+/**
  * @typedef {Object} Route
  * @property {string} method
  * @property {string} path path under {base}/api/v1 with {param} placeholders
@@ -985,7 +1031,7 @@ export const routes = Object.freeze({
   "version": {"method":"GET","path":"/version","permission":"public","scope":"cluster","summary":"Build information"},
   "zone-delete": {"method":"DELETE","path":"/zones/{zone}","permission":"dnszones.delete","scope":"zone:zone","summary":"Delete a zone and its record sets","query":[{"name":"dryRun","doc":"count what would be deleted"}]},
   "zone-export": {"method":"GET","path":"/zones/{zone}/export","permission":"records.read","scope":"zone:zone","summary":"Export as a zone file (text/dns)"},
-  "zone-import": {"method":"POST","path":"/zones/{zone}/import","permission":"records.write","scope":"zone:zone","summary":"Import a zone file (text/dns) into one record set","query":[{"name":"namespace"},{"name":"recordSet","doc":"default import-\u003czone\u003e"}]},
+  "zone-import": {"method":"POST","path":"/zones/{zone}/import","permission":"records.write","scope":"zone:zone","summary":"Import a zone file (text/dns): SOA and NS into the zone, records into import record sets","query":[{"name":"namespace"},{"name":"recordSet","doc":"default import-\u003czone\u003e; a zone over 1000 names and types continues in \u003crecordSet\u003e-2, -3, ..."},{"name":"origin","doc":"DNS name of the zone: creates the DNSZone (named by the path) when it is missing, with the file's SOA and apex NS; needs dnszones.write"},{"name":"updateZone","doc":"the file's SOA, apex NS and NS TTL replace the existing zone's spec.soa, spec.nameServers and spec.defaultTTL; needs dnszones.write"},{"name":"dryRun","doc":"report what the import would do and store nothing"}]},
   "zone-notify": {"method":"POST","path":"/zones/{zone}/notify","permission":"dnszones.write","scope":"zone:zone","summary":"Send NOTIFY to the zone's secondaries"},
   "zone-records-add": {"method":"POST","path":"/zones/{zone}/records","permission":"records.write","scope":"zone:zone","summary":"Add records"},
   "zone-records-remove": {"method":"DELETE","path":"/zones/{zone}/records","permission":"records.write","scope":"zone:zone","summary":"Remove records","query":[{"name":"name"},{"name":"type"},{"name":"target","doc":"remove only this target"},{"name":"recordSet"},{"name":"namespace"},{"name":"setIdentifier"}]},
