@@ -141,6 +141,7 @@ type Server struct {
 	ecsShort      atomic.Uint64
 	panicLog      rateGate
 	upHealth      upstreamHealth // groups failing recently (serve stale at once)
+	transfers     atomic.Pointer[Transfers]
 }
 
 // New builds a server with an empty snapshot; call Swap to give it data and
