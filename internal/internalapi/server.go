@@ -53,6 +53,8 @@ type Deps struct {
 	Zones  ZoneSource
 	Lists  ListBodies
 	Logger *slog.Logger
+	// Settings takes cluster settings pushed by peers; nil: not served.
+	Settings ClusterSettings
 }
 
 // Handler returns the internal API; every request needs the bearer token.
@@ -76,6 +78,11 @@ func Handler(creds *Credentials, deps Deps) http.Handler {
 	mux.HandleFunc("GET /internal/lists/{digest}", func(w http.ResponseWriter, r *http.Request) {
 		serveList(w, r, deps)
 	})
+	if deps.Settings != nil {
+		mux.HandleFunc("PUT /internal/settings/cluster", func(w http.ResponseWriter, r *http.Request) {
+			serveClusterSettings(w, r, deps)
+		})
+	}
 	want := []byte("Bearer " + creds.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))

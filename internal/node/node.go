@@ -87,7 +87,7 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	p.onStop(cancel)
 	steps := []func(context.Context) error{
-		p.loadSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
+		p.loadSettings, p.shareSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
 		p.startServing, p.startInternal, p.startBlockPage,
 	}
 	for _, step := range steps {
@@ -550,6 +550,15 @@ func (p *proc) startInternal(ctx context.Context) error {
 	p.addrs.Internal = ln.Addr().String()
 	d := internalDeps{node: p.nodeName, snaps: p.snaps, ops: p.ops, store: p.st}
 	deps := internalapi.Deps{Status: d, Zones: d, Lists: p.blk.fetcher, Logger: p.logger.With("component", "internal")}
+	if !p.kubeMode {
+		// Multi-node SQLite mode: peers push cluster settings here, and a
+		// PATCH /settings served here reaches them (sharedsettings.go).
+		deps.Settings = p.mgr
+		if peers := parsePeers(p.env(PeersEnv)); len(peers) > 0 {
+			p.mgr.OnClusterChange(peerSettings{client: internalapi.NewClient(p.creds), peers: peers,
+				log: p.logger.With("component", "settings")}.push)
+		}
+	}
 	go func() {
 		if err := internalapi.Serve(ctx, ln, p.creds, deps); err != nil && ctx.Err() == nil {
 			p.logger.Error("internal listener stopped", "err", err)

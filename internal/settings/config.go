@@ -123,6 +123,8 @@ type Store struct {
 type KubeStore struct {
 	StartupTimeout time.Duration
 	SnapshotMaxAge time.Duration
+	// SettingsConfigMap holds the shared cluster-scope settings.
+	SettingsConfigMap string
 }
 
 type Upstreams struct {

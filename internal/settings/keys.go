@@ -281,6 +281,7 @@ func registry() []*key {
 		mk("store.driver", str(), "sqlite", N, hr, "object store: sqlite (file in dataDir) or kube (custom resources)", func(c *Config, v string) { c.Store.Driver = v }, oneOf("sqlite", "kube")),
 		mk("store.kube.startupTimeout", duration(), 15*time.Second, N, hr, "how long the kube driver waits for its caches at start", func(c *Config, v time.Duration) { c.Store.Kube.StartupTimeout = v }),
 		mk("store.kube.snapshot.maxAge", duration(), 24*time.Hour, N, hr, "an older snapshot makes the node not ready and primary zones answer SERVFAIL", func(c *Config, v time.Duration) { c.Store.Kube.SnapshotMaxAge = v }),
+		mk("store.kube.settingsConfigMap", str(), "service-settings", N, hr, "ConfigMap in the service's namespace holding the cluster-scope settings every node applies (PATCH /settings writes it)", func(c *Config, v string) { c.Store.Kube.SettingsConfigMap = v }),
 
 		upstreamGroupsKey(),
 		mk("upstreams.bootstrap", kind[[]string]{"upstream[]", parseStringList, formatStringList, true}, []string{"1.1.1.1:53"}, C, 0, "resolvers (by IP) used to resolve upstream host names", func(c *Config, v []string) { c.Upstreams.Bootstrap = v }, opt[[]string]{check: checkBootstrap}),

@@ -159,6 +159,14 @@ type Manager struct {
 
 	subMu sync.Mutex
 	subs  map[chan *Config]struct{}
+
+	// shared holds the cluster-scope keys when several nodes share them
+	// (shared.go); sharedVals is what it held last.
+	shared     Shared
+	useShared  bool
+	sharedVals layer
+	// onCluster runs after a PATCH /settings of this node's settings file.
+	onCluster func(ctx context.Context, cluster []byte) error
 }
 
 // Load reads every layer, validates it and returns a Manager holding the
@@ -177,7 +185,7 @@ func Load(ctx context.Context, opts Options) (*Manager, error) {
 	if m.configPath == "" {
 		m.configPath = DefaultConfigPath
 	}
-	m.file = newLayer()
+	m.file, m.sharedVals = newLayer(), newLayer()
 	data, err := os.ReadFile(m.configPath)
 	switch {
 	case err == nil:
@@ -519,6 +527,15 @@ func (m *Manager) Key(path string) (KeyInfo, bool) {
 		return KeyInfo{}, false
 	}
 	return schema([]*key{k})[0], true
+}
+
+// MarkStarted takes the settings in force as those the process started
+// with: RestartPending compares with them. A node that reads shared cluster
+// settings before starting anything calls it after that first read.
+func (m *Manager) MarkStarted() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.initial = m.cur.Load()
 }
 
 // RestartPending lists restart and host-only keys whose effective value

@@ -54,15 +54,65 @@ func (m *Manager) patch(ctx context.Context, body []byte, scope Scope) error {
 		return err
 	}
 
+	if scope == ScopeCluster && m.sharedStore() != nil {
+		return m.patchShared(ctx, entries)
+	}
+	if err := m.patchFile(entries, scope); err != nil {
+		return err
+	}
+	if scope == ScopeCluster {
+		m.mu.Lock()
+		hook := m.onCluster
+		m.mu.Unlock()
+		if hook != nil {
+			cluster, err := m.ClusterYAML()
+			if err != nil {
+				return err
+			}
+			return hook(ctx, cluster)
+		}
+	}
+	return nil
+}
+
+func (m *Manager) sharedStore() Shared {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.shared
+}
+
+// patchFile applies the entries to the settings file.
+func (m *Manager) patchFile(entries []patchEntry, scope Scope) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.settingsPath == "" {
 		return ErrReadOnly
 	}
+	next, err := m.applyEntries(m.settings, entries, scope, "settings file "+m.settingsPath)
+	if err != nil {
+		return err
+	}
+	st, err := m.build(m.compose(next))
+	if err != nil {
+		return err
+	}
+	if err := m.writeSettings(next); err != nil {
+		return err
+	}
+	m.settings = next
+	m.cur.Store(st)
+	m.publish(st.cfg)
+	m.log.Info("settings changed through the API", "scope", scope, "restartPending", m.RestartPending())
+	return nil
+}
+
+// applyEntries is base with the patch entries of one scope applied; origin
+// names where the values will be kept. The caller holds m.mu.
+func (m *Manager) applyEntries(base layer, entries []patchEntry, scope Scope, origin string) (layer, error) {
 	cur := m.cur.Load()
 	next := newLayer()
-	for p, v := range m.settings.vals {
-		next.vals[p], next.origin[p] = v, m.settings.origin[p]
+	for p, v := range base.vals {
+		next.vals[p], next.origin[p] = v, base.origin[p]
 	}
 	for _, e := range entries {
 		if e.prefix != "" {
@@ -78,15 +128,15 @@ func (m *Manager) patch(ctx context.Context, body []byte, scope Scope) error {
 		kerr := func(err error) error { return &KeyError{Key: path, Source: apiSource, Err: err} }
 		switch {
 		case e.k.is(FlagHostOnly):
-			return kerr(ErrHostOnly)
+			return layer{}, kerr(ErrHostOnly)
 		case e.k.info.Scope != scope:
 			route := "PATCH /settings"
 			if e.k.info.Scope == ScopeNode {
 				route = "PATCH /node/config"
 			}
-			return kerr(fmt.Errorf("%w: %s key, change it with %s", ErrWrongScope, e.k.info.Scope, route))
+			return layer{}, kerr(fmt.Errorf("%w: %s key, change it with %s", ErrWrongScope, e.k.info.Scope, route))
 		case cur.sources[path] == SourceEnv:
-			return kerr(fmt.Errorf("%w %s", ErrEnvLocked, strings.TrimPrefix(cur.origins[path], "environment ")))
+			return layer{}, kerr(fmt.Errorf("%w %s", ErrEnvLocked, strings.TrimPrefix(cur.origins[path], "environment ")))
 		}
 		if e.value == nil {
 			delete(next.vals, path)
@@ -101,22 +151,11 @@ func (m *Manager) patch(ctx context.Context, body []byte, scope Scope) error {
 		}
 		t, err := e.k.parse(v)
 		if err != nil {
-			return kerr(err)
+			return layer{}, kerr(err)
 		}
-		next.vals[path], next.origin[path] = t, "settings file "+m.settingsPath
+		next.vals[path], next.origin[path] = t, origin
 	}
-	st, err := m.build(next)
-	if err != nil {
-		return err
-	}
-	if err := m.writeSettings(next); err != nil {
-		return err
-	}
-	m.settings = next
-	m.cur.Store(st)
-	m.publish(st.cfg)
-	m.log.Info("settings changed through the API", "scope", scope, "restartPending", m.RestartPending())
-	return nil
+	return next, nil
 }
 
 // flattenPatch maps a nested or dotted merge patch to registry keys.

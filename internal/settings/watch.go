@@ -74,7 +74,7 @@ func (m *Manager) Reload(ctx context.Context) error {
 	l, err := m.readSettingsFile()
 	if err == nil {
 		var st *state
-		if st, err = m.build(l); err == nil {
+		if st, err = m.build(m.compose(l)); err == nil {
 			if reflect.DeepEqual(m.formatLayer(l), m.formatLayer(m.settings)) {
 				return nil
 			}

@@ -303,7 +303,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 	root := kubeenv.RepoRoot()
 	for _, f := range []struct{ path, template string }{
 		{"config/rbac/rbac.yaml", "templates/serviceaccounts.yaml,templates/rbac.yaml"},
-		{"config/manager/manager.yaml", "templates/configmap.yaml,templates/workloads.yaml,templates/services.yaml,templates/pdb.yaml"},
+		{"config/manager/manager.yaml", "templates/configmap.yaml,templates/settings.yaml,templates/workloads.yaml,templates/services.yaml,templates/pdb.yaml"},
 	} {
 		var args []string
 		for _, s := range strings.Split(f.template, ",") {

@@ -53,7 +53,8 @@ func renderChartRBAC(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	chart := filepath.Join(kubeenv.RepoRoot(), "charts", "service")
 	cmd := exec.CommandContext(t.Context(), filepath.Join(kubeenv.Assets(), "helm"), "template", chartRelease, chart,
-		"--namespace", node.DefaultNamespace, "--show-only", "templates/serviceaccounts.yaml", "--show-only", "templates/rbac.yaml")
+		"--namespace", node.DefaultNamespace, "--show-only", "templates/serviceaccounts.yaml", "--show-only", "templates/rbac.yaml",
+		"--show-only", "templates/settings.yaml")
 	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -70,7 +71,7 @@ func renderChartRBAC(t *testing.T) []*unstructured.Unstructured {
 			t.Fatal(err)
 		}
 		switch u.GetKind() {
-		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap":
 			objs = append(objs, u)
 		case "":
 		default:
@@ -90,7 +91,7 @@ func installChartRBAC(t *testing.T, c client.Client) (operatorKC, dataplaneKC st
 	t.Helper()
 	ctx := t.Context()
 	for _, o := range renderChartRBAC(t) {
-		if o.GetKind() == "ServiceAccount" || o.GetKind() == "Role" || o.GetKind() == "RoleBinding" {
+		if o.GetKind() == "ServiceAccount" || o.GetKind() == "Role" || o.GetKind() == "RoleBinding" || o.GetKind() == "ConfigMap" {
 			o.SetNamespace(node.DefaultNamespace) // helm install sets the release namespace
 		}
 		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("helm"), client.ForceOwnership); err != nil {
@@ -490,8 +491,8 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	api.write("POST /dns/blocking", "/dns/blocking", map[string]any{"blocking": false, "duration": "1m"}, "")
 	api.write("POST /dns/blocking", "/dns/blocking", map[string]any{"blocking": true}, "")
 	api.write("POST /cache/flush", "/cache/flush", map[string]any{}, "")
-	// Without a settings file the settings are read-only: 409 read_only.
-	api.write("PATCH /settings", "/settings", map[string]any{"blocking": map[string]any{"blockTTL": "30s"}}, "application/merge-patch+json", http.StatusOK, http.StatusNoContent, http.StatusConflict)
+	// Cluster settings live in the chart's ConfigMap (settingsshared_test.go).
+	api.write("PATCH /settings", "/settings", map[string]any{"blocking": map[string]any{"blockTTL": "30s"}}, "application/merge-patch+json", http.StatusOK)
 	api.write("PATCH /node/config", "/node/config", map[string]any{"log": map[string]any{"queries": true}}, "application/merge-patch+json", http.StatusOK, http.StatusNoContent, http.StatusConflict, http.StatusBadRequest)
 
 	// --- tokens (Secrets in the service namespace): a created token
