@@ -78,6 +78,15 @@ type DNSQueryResult struct {
 	List        string   `json:"list,omitempty"`
 	Rule        string   `json:"rule,omitempty"`
 	Upstream    string   `json:"upstream,omitempty"`
+	Policy      string   `json:"policy,omitempty" doc:"the policy that decided the answer (namespace/name), empty when none matched"`
+	EDE         *DNSEDE  `json:"ede,omitempty" doc:"the Extended DNS Error (RFC 8914) of the answer, if it carries one"`
+}
+
+// DNSEDE is an Extended DNS Error option of an answer.
+type DNSEDE struct {
+	Code int    `json:"code" doc:"INFO-CODE, e.g. 15 (Blocked), 17 (Filtered)"`
+	Name string `json:"name" doc:"the code's name in RFC 8914, e.g. Blocked"`
+	Text string `json:"text,omitempty" doc:"EXTRA-TEXT, e.g. the list and rule that blocked the name"`
 }
 
 func (r *DNSQueryResult) setTook(ms float64) { r.TookMS = ms }

@@ -565,6 +565,17 @@ func (w *Writer) Top(ctx context.Context, req TopRequest) (*TopBody, error) {
 	if len(items) > req.N {
 		items = items[:req.N]
 	}
+	if req.Dim == DimUpstreams && len(items) > 0 {
+		lat, err := w.upstreamLatency(ctx, db, from)
+		if err != nil {
+			return nil, err
+		}
+		for i := range items {
+			if h := lat[items[i].Key]; h != nil {
+				items[i].AvgLatencyMS, items[i].P95LatencyMS = h.stats()
+			}
+		}
+	}
 	return &TopBody{Dim: req.Dim, Window: (until.Sub(from)).String(), Blocked: req.Blocked, Items: items, Approximate: approx,
 		From: from, Until: until, Node: w.node(), TookMS: tookMS(start)}, nil
 }

@@ -219,8 +219,16 @@ func precheck(ctx context.Context, path string) error {
 // file is opened as it is.
 func migrate(ctx context.Context, db *sql.DB) error {
 	m, err := inspect(ctx, db)
-	if err != nil || m != openCreate {
+	if err != nil {
 		return err
+	}
+	if m != openCreate {
+		// Tables added to schema 2 later (their readers need them; an
+		// older binary ignores them).
+		if _, err := db.ExecContext(ctx, schemaUpstreamLatency); err != nil {
+			return fmt.Errorf("create upstream_latency: %w", err)
+		}
+		return nil
 	}
 	// auto_vacuum must be chosen before the first table exists; it lets
 	// the size cap give pages back to the file system.
@@ -232,7 +240,7 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		}
 	}
 	return inTx(ctx, db, func(tx *sql.Tx) error {
-		for _, q := range []string{schemaV2Blocks, schemaV2Names, schemaV2Rollups, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
+		for _, q := range []string{schemaV2Blocks, schemaV2Names, schemaV2Rollups, schemaUpstreamLatency, layoutSQL, fmt.Sprintf("PRAGMA user_version = %d", SchemaVersion)} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("create schema: %w", err)
 			}

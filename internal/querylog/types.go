@@ -117,6 +117,10 @@ type TopItem struct {
 	Key     string `json:"key"`
 	Count   int64  `json:"count"`
 	Blocked int64  `json:"blocked"`
+	// Answer times of the queries forwarded to an upstream (dimension
+	// upstreams only; cached answers are not counted).
+	AvgLatencyMS float64 `json:"avg_latency_ms,omitempty" doc:"upstreams: average answer time of forwarded queries, ms"`
+	P95LatencyMS float64 `json:"p95_latency_ms,omitempty" doc:"upstreams: 95th percentile answer time of forwarded queries, ms (from a histogram, within about 15%)"`
 }
 
 // TopBody is `stats top`.

@@ -94,6 +94,7 @@ type hourCounts struct {
 	hour   int64 // unix seconds
 	counts [5]map[string]*hourCount
 	capped [5]bool
+	lat    map[string]*latHist // answer times per upstream (latency.go)
 }
 
 func (h *hourCounts) reset(hour int64) {
@@ -102,6 +103,7 @@ func (h *hourCounts) reset(hour int64) {
 		h.counts[i] = map[string]*hourCount{}
 		h.capped[i] = false
 	}
+	h.lat = map[string]*latHist{}
 }
 
 // Open opens (creating or upgrading) <DataDir>/querylog.db unless the sink
@@ -643,6 +645,7 @@ func (w *Writer) countHourLocked(r *Row) {
 		c.count++
 		c.blocked += blocked
 	}
+	w.countLatencyLocked(r)
 }
 
 // flushHour writes the current hour's counts and starts hour next (-1: keep
@@ -664,6 +667,9 @@ func (w *Writer) flushHourLocked(d *dconn, next int64) error {
 					return fmt.Errorf("write top_hourly: %w", err)
 				}
 			}
+		}
+		if err := w.flushLatencyLocked(d); err != nil {
+			return err
 		}
 	}
 	if next >= 0 {
@@ -725,6 +731,9 @@ func (w *Writer) maintain(ctx context.Context) error {
 	}
 	if _, err := db.ExecContext(ctx, "DELETE FROM top_hourly WHERE hour < ?", now.Add(-topKeep).Unix()); err != nil {
 		return fmt.Errorf("top retention: %w", err)
+	}
+	if _, err := db.ExecContext(ctx, "DELETE FROM upstream_latency WHERE hour < ?", now.Add(-topKeep).Unix()); err != nil {
+		return fmt.Errorf("latency retention: %w", err)
 	}
 	return w.enforceCap(ctx, p.cfg.MaxDBBytes)
 }

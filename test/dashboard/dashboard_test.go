@@ -151,6 +151,8 @@ func TestQueryLogLiveBlockExplainReload(t *testing.T) {
 	// Explain the blocked row: the list that decided.
 	b.click(`tr[data-domain="live-one.example"] button[aria-label="Explain live-one.example"]`)
 	b.waitText(".explain", "default/ui-deny")
+	// The Extended DNS Error the client got (RFC 8914 code 15, Blocked).
+	b.waitText("[data-testid=explain-ede]", "15 Blocked")
 	b.checkA11y("query log with explain")
 	b.screenshot("queries")
 

@@ -2,16 +2,25 @@ package dashboard_test
 
 import (
 	"context"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/svcdns/svc/internal/auth"
-	"github.com/svcdns/svc/internal/store"
-	"github.com/svcdns/svc/internal/store/sqlite"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
+
+// svcBin is the svc binary built once for the package: the tests create
+// users with its admin commands, as an administrator would.
+var svcBin string
+
+func TestMain(m *testing.M) {
+	os.Exit(proc.MainWithSvc(m, &svcBin))
+}
 
 // viewerBindings binds the local user "viewer" to the read-only roles.
 const viewerBindings = `
@@ -23,25 +32,27 @@ rbac:
       role: auditor
 `
 
-// addUser writes a local user into the node's SQLite store, as an
-// administrator's user management would (the REST API has no user creation
-// route yet). The node re-reads users on every request.
+// addUser creates a local user as an administrator on the node's host
+// does: `svc admin reset-password NAME --create --password-stdin` over the
+// admin socket (auth.adminSocket.path, which nodetest sets), with a
+// temporary password the user must change; then the user signs in and
+// chooses password through POST /auth/password, as the dashboard's
+// "Choose a new password" page does.
 func addUser(t *testing.T, s *server, name, password string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := sqlite.NewStore(ctx, filepath.Join(s.Dir, "data", "state.db"), nil, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
+	temporary := "temporary " + password
+	cmd := exec.CommandContext(ctx, svcBin, "admin", "reset-password", name, "--create", "--password-stdin",
+		"--socket", filepath.Join(s.Dir, "data", "service.sock"))
+	cmd.Stdin = strings.NewReader(temporary + "\n")
+	cmd.Env = append(os.Environ(), "SERVICE_ADMIN_SOCKET=", "HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "password of "+name+" created") {
+		t.Fatalf("svc admin reset-password %s --create: %v\n%s", name, err, out)
 	}
-	defer st.Close()
-	h, err := auth.NewHasher(1).Hash(ctx, password)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := auth.NewDirectory(st, "service-system").SaveUser(ctx, &auth.LocalUser{Username: name, PasswordHash: h}, store.ManagerAPI); err != nil {
-		t.Fatal(err)
-	}
+	u := signIn(t, s, name, temporary)
+	u.do(http.MethodPost, "/auth/password", map[string]string{"currentPassword": temporary, "newPassword": password}, nil)
 }
 
 // TestViewerSeesNoWriteControls: what /auth/me does not permit is not

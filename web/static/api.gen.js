@@ -288,10 +288,20 @@
  */
 
 /**
+ * @typedef {Object} CreateUserRequest
+ * @property {string} [displayName]
+ * @property {(Array<string>|null)} [groups] groups role bindings can name (at most 64, each 1 to 253 characters)
+ * @property {boolean} [mustChangePassword] default true; false needs a password (a generated one must be changed)
+ * @property {string} name login name: no whitespace, ':' or '/'
+ * @property {string} [password] initial password (8 characters to 1024 bytes); empty: one is generated and answered once
+ */
+
+/**
  * @typedef {Object} CreatedToken
  * @property {string} createdAt
  * @property {string} [description]
  * @property {(string|null)} expiresAt
+ * @property {(Array<string>|null)} [frozenGrants] tokens of OIDC owners: the owner's grants when the token was issued, honoured while the bindings that gave them are unchanged
  * @property {string} id
  * @property {string} [lastUsedAt]
  * @property {string} [lastUsedIP]
@@ -299,6 +309,20 @@
  * @property {(Array<string>|null)} [scopes]
  * @property {string} token
  * @property {number} took_ms
+ */
+
+/**
+ * @typedef {Object} CreatedUser
+ * @property {string} [password] the generated password, shown only in this answer
+ * @property {number} took_ms
+ * @property {IAMUser} user
+ */
+
+/**
+ * @typedef {Object} DNSEDE
+ * @property {number} code INFO-CODE, e.g. 15 (Blocked), 17 (Filtered)
+ * @property {string} name the code's name in RFC 8914, e.g. Blocked
+ * @property {string} [text] EXTRA-TEXT, e.g. the list and rule that blocked the name
  */
 
 /**
@@ -326,12 +350,14 @@
  * @property {(Array<string>|null)} answer
  * @property {(Array<string>|null)} authority
  * @property {string} client
+ * @property {DNSEDE} [ede] the Extended DNS Error (RFC 8914) of the answer, if it carries one
  * @property {string} [error]
  * @property {DNSFlags} flags
  * @property {number} latency_ms
  * @property {string} [list]
  * @property {string} name
  * @property {string} node
+ * @property {string} [policy] the policy that decided the answer (namespace/name), empty when none matched
  * @property {string} rcode
  * @property {string} [rule]
  * @property {string} status
@@ -701,6 +727,20 @@
  */
 
 /**
+ * @typedef {Object} ResetPasswordAnswer
+ * @property {string} [password] the generated password, shown only in this answer
+ * @property {number} tokensRevoked
+ * @property {number} took_ms
+ * @property {IAMUser} user
+ */
+
+/**
+ * @typedef {Object} ResetPasswordRequest
+ * @property {string} [password] new password; empty: one is generated and answered once
+ * @property {boolean} [revokeTokens] also delete every API token of the user
+ */
+
+/**
  * @typedef {Object} RestoreUsersInBody
  * @property {(Array<BackupUser>|null)} items
  */
@@ -767,6 +807,7 @@
  * @property {string} createdAt
  * @property {string} [description]
  * @property {(string|null)} expiresAt
+ * @property {(Array<string>|null)} [frozenGrants] tokens of OIDC owners: the owner's grants when the token was issued, honoured while the bindings that gave them are unchanged
  * @property {string} id
  * @property {string} [lastUsedAt]
  * @property {string} [lastUsedIP]
@@ -798,9 +839,11 @@
 
 /**
  * @typedef {Object} TopItem
+ * @property {number} [avg_latency_ms] upstreams: average answer time of forwarded queries, ms
  * @property {number} blocked
  * @property {number} count
  * @property {string} key
+ * @property {number} [p95_latency_ms] upstreams: 95th percentile answer time of forwarded queries, ms (from a histogram, within about 15%)
  */
 
 /**
@@ -858,6 +901,25 @@
  * @property {string} [contact] name or e-mail the requester typed
  * @property {string} [ip] the client address the block page saw
  * @property {string} [user]
+ */
+
+/**
+ * @typedef {Object} UpdateUserRequest
+ * @property {string} [displayName]
+ * @property {Array<string>} [groups]
+ */
+
+/**
+ * @typedef {Object} UserBody
+ * @property {boolean} builtinAdmin
+ * @property {boolean} disabled
+ * @property {string} [displayName]
+ * @property {(Array<string>|null)} groups
+ * @property {string} [lastLoginAt]
+ * @property {boolean} mustChangePassword
+ * @property {string} name
+ * @property {string} [passwordChangedAt]
+ * @property {number} took_ms
  */
 
 /**
@@ -982,6 +1044,13 @@ export const routes = Object.freeze({
   "iam-rolebindings": {"method":"GET","path":"/iam/rolebindings","permission":"rolebindings.read","scope":"cluster","summary":"Role bindings from config and objects"},
   "iam-serviceaccounts": {"method":"GET","path":"/iam/serviceaccounts","permission":"serviceaccounts.read","scope":"cluster","summary":"Service accounts with token counts"},
   "iam-users": {"method":"GET","path":"/iam/users","permission":"users.read","scope":"cluster","summary":"Local users"},
+  "iam-users-create": {"method":"POST","path":"/iam/users","permission":"users.write","scope":"cluster","summary":"Create a local user"},
+  "iam-users-delete": {"method":"DELETE","path":"/iam/users/{name}","permission":"users.delete","scope":"cluster","summary":"Delete a local user and its API tokens"},
+  "iam-users-disable": {"method":"POST","path":"/iam/users/{name}/disable","permission":"users.write","scope":"cluster","summary":"Disable a local user"},
+  "iam-users-enable": {"method":"POST","path":"/iam/users/{name}/enable","permission":"users.write","scope":"cluster","summary":"Enable a disabled local user"},
+  "iam-users-get": {"method":"GET","path":"/iam/users/{name}","permission":"users.read","scope":"cluster","summary":"One local user"},
+  "iam-users-reset-password": {"method":"POST","path":"/iam/users/{name}/reset-password","permission":"users.write","scope":"cluster","summary":"Set a local user's password"},
+  "iam-users-update": {"method":"PATCH","path":"/iam/users/{name}","permission":"users.write","scope":"cluster","summary":"Change a local user's display name or groups"},
   "info-messages": {"method":"GET","path":"/info/messages","permission":"messages.read","scope":"cluster","summary":"Diagnosis messages"},
   "list-blocklists": {"method":"GET","path":"/objects/blocklists","permission":"blocklists.read","scope":"cluster","summary":"List BlockList objects","query":[{"name":"namespace","doc":"only this namespace (namespaced kinds)"},{"name":"labelSelector"},{"name":"limit","doc":"page size; 0 means 500"},{"name":"continue"}]},
   "list-clientgroups": {"method":"GET","path":"/objects/clientgroups","permission":"clientgroups.read","scope":"cluster","summary":"List ClientGroup objects","query":[{"name":"namespace","doc":"only this namespace (namespaced kinds)"},{"name":"labelSelector"},{"name":"limit","doc":"page size; 0 means 500"},{"name":"continue"}]},

@@ -11,6 +11,7 @@ import { ClientsPage } from './pages/clients.js';
 import { BlockingControl } from './blocking.js';
 import { ListsPage } from './pages/lists.js';
 import { PoliciesPage } from './pages/policies.js';
+import { GroupsPage } from './pages/groups.js';
 import { AdminPage } from './pages/admin.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
@@ -42,6 +43,7 @@ const PAGES = [
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: ListsPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: PoliciesPage },
+  { page: 'groups', title: 'Client groups', needs: 'list-clientgroups', component: GroupsPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },
   // Administration opens for any of its parts.
   { page: 'admin', title: 'Administration', needs: ['settings-schema', 'iam-users', 'iam-rolebindings', 'info-messages', 'audit', 'cluster'], component: AdminPage },

@@ -122,3 +122,25 @@ export function BarChart({ points, label }) {
     <div class="row muted small" aria-hidden="true"><span>${when(points[0].ts)}</span><span class="spacer"></span><span>${when(points[points.length - 1].ts)}</span></div>
   </div>`;
 }
+
+/**
+ * The refusals an API message holds, by field: the object validator words
+ * them "… is invalid: [spec.addresses: Invalid value: every address …,
+ * spec.clientIDs[0]: …]". Returns {"spec.addresses": "every address …"}
+ * (list indexes dropped, so a field's input finds its message); a message
+ * that names no field gives {}.
+ * @param {string} msg
+ */
+export function fieldErrors(msg) {
+  const out = {};
+  const re = /((?:spec|metadata)(?:\.[A-Za-z]+)+)((?:\[\d+\])*): /g;
+  const hits = [...String(msg || '').matchAll(re)];
+  hits.forEach((m, i) => {
+    const end = i + 1 < hits.length ? hits[i + 1].index : msg.length;
+    let text = msg.slice(m.index + m[0].length, end).replace(/[,\]\s]+$/, '').replace(/^Invalid value: /, '');
+    const key = m[1];
+    text = `${m[1]}${m[2]}: ${text}`;
+    out[key] = out[key] ? `${out[key]}; ${text}` : text;
+  });
+  return out;
+}

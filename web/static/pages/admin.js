@@ -6,6 +6,7 @@
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can, errorText } from '../api.js';
 import { html, href, ErrorMsg, Msg, useTitle, markReady, fmtTime, fmtInt } from '../ui.js';
+import { BindingsPanel } from './bindings.js';
 
 const TABS = [
   { id: 'settings', title: 'Settings', needs: 'settings-schema' },
@@ -246,9 +247,7 @@ function TokensTab({ me }) {
 // ---- Access and diagnoses ----------------------------------------------------
 
 function AccessTab({ me }) {
-  const rb = useLoad(() => (can(me, 'iam-rolebindings') ? call('iam-rolebindings') : Promise.resolve(null)), []);
   const msgs = useLoad(() => (can(me, 'info-messages') ? call('info-messages') : Promise.resolve(null)), []);
-  const scope = (s) => (s.kind === 'cluster' ? 'cluster' : `${s.kind} ${s.name || ''}`);
   return html`${can(me, 'info-messages') && html`<div class="panel" style=${{ marginBottom: '1rem' }}><h2>Diagnoses</h2>
     <${ErrorMsg} error=${msgs.err} />
     ${msgs.data && ((msgs.data.items || []).length === 0 ? html`<p class="muted">Nothing to report: no ignored binding, broken identity provider or configuration problem.</p>`
@@ -256,16 +255,7 @@ function AccessTab({ me }) {
         ${' '}${m.message}${m.object ? html` <span class="muted">(${m.object})</span>` : ''}${m.hint ? html`<div class="small muted">${m.hint}</div>` : ''}
         <div class="small muted">${m.source} · ${m.reason} · node ${m.node}</div></li>`)}</ul>`)}
   </div>`}
-  ${can(me, 'iam-rolebindings') && html`<div class="panel table-wrap"><h2>Role bindings</h2>
-    <${ErrorMsg} error=${rb.err} />
-    ${rb.data && html`<table><caption class="sr-only">Role bindings</caption>
-      <thead><tr><th>Name</th><th>Subject</th><th>Role</th><th>Scope</th><th>From</th></tr></thead>
-      <tbody>${(rb.data.items || []).map((b) => html`<tr data-binding=${b.name}><td>${b.name}</td>
-        <td>${b.subject.kind} ${b.subject.namespace ? b.subject.namespace + '/' : ''}${b.subject.name}</td><td>${b.role}</td><td>${scope(b.scope)}</td>
-        <td>${b.source === 'config' ? 'config file (rbac.bindings)' : 'RoleBinding object'}</td></tr>`)}</tbody></table>
-      ${(rb.data.diagnoses || []).map((d) => html`<${Msg} kind="warn">${d}</${Msg}>`)}`}
-    <p class="small muted">Bindings from the config file change there; RoleBinding objects with <code>svc apply</code> or the API (<code>/objects/rolebindings</code>).</p>
-  </div>`}`;
+  ${can(me, 'iam-rolebindings') && html`<${BindingsPanel} me=${me} />`}`;
 }
 
 // ---- Audit -------------------------------------------------------------------

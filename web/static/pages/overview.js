@@ -1,6 +1,7 @@
 // Overview: totals of a window (/stats/summary), queries over time (the
-// per-client timeseries summed), and the top lists (/stats/top), every entry
-// a link into the filtered query log. The window is kept in the URL.
+// per-client timeseries summed), and the top lists (/stats/top; upstreams
+// with the average and 95th percentile answer time), every entry a link
+// into the filtered query log. The window is kept in the URL.
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can } from '../api.js';
 import { html, href, navigate, fmtInt, fmtPct, fmtMS, ErrorMsg, BarChart, useTitle, useInterval, markReady } from '../ui.js';
@@ -18,13 +19,14 @@ function sinceOf(win) {
   return new Date(Date.now() - win.ms).toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
-function TopList({ title, items, link, empty, showBlocked }) {
+function TopList({ title, items, link, empty, showBlocked, latency }) {
   return html`<section class="panel" aria-label=${title}>
     <h2>${title}</h2>
     ${items === null ? html`<p class="muted">Loading…</p>`
       : items.length === 0 ? html`<p class="muted">${empty}</p>`
         : html`<ol class="top-list">${items.map((it) => html`<li>
             <a href=${link(it.key)}>${it.key || '(none)'}</a>
+            ${latency && it.avg_latency_ms > 0 && html`<span class="num small" data-testid="latency" title="answer time of forwarded queries: average and 95th percentile">${fmtMS(it.avg_latency_ms)} · p95 ${fmtMS(it.p95_latency_ms)}</span>`}
             <span class="num">${fmtInt(showBlocked ? it.blocked : it.count)}</span></li>`)}</ol>`}
   </section>`;
 }
@@ -92,7 +94,7 @@ export function OverviewPage({ me, route, title }) {
       <${TopList} title="Top domains" items=${tops.domains} empty="No queries yet." link=${(k) => q({ domain: k })} />
       <${TopList} title="Top blocked domains" items=${tops.blocked} showBlocked=${true} empty="Nothing blocked in this window." link=${(k) => q({ domain: k, status_class: 'blocked' })} />
       <${TopList} title="Top clients" items=${tops.clients} empty="No clients yet." link=${(k) => q({ client: k })} />
-      <${TopList} title="Top upstreams" items=${tops.upstreams} empty="Nothing was forwarded in this window." link=${(k) => q({ upstream: k })} />
+      <${TopList} title="Top upstreams" latency=${true} items=${tops.upstreams} empty="Nothing was forwarded in this window." link=${(k) => q({ upstream: k })} />
     </div>
     ${updated && html`<p class="muted">Updated ${updated.toLocaleTimeString()}; refreshes every 30 seconds. Node ${sum && sum.node}.</p>`}`;
 }

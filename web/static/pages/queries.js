@@ -156,13 +156,15 @@ function Explain({ item, onClose }) {
     ${!res && !err && html`<p class="muted">Asking the server…</p>`}
     ${res && html`<dl>
       <dt>Result</dt><dd><span class=${'badge ' + res.status_class}>${res.status}</span> ${res.rcode}</dd>
+      <dt>Policy</dt><dd data-testid="explain-policy">${res.policy || 'none matched (global lists and defaults)'}</dd>
+      ${res.ede && html`<dt>Extended DNS error</dt><dd data-testid="explain-ede">${res.ede.code} ${res.ede.name}${res.ede.text ? ': ' + res.ede.text : ''}</dd>`}
       ${res.list && html`<dt>List</dt><dd>${res.list}</dd>`}
       ${res.rule && html`<dt>Rule</dt><dd class="mono">${res.rule}</dd>`}
       ${res.upstream && html`<dt>Upstream</dt><dd>${res.upstream}</dd>`}
       ${res.error && html`<dt>Error</dt><dd>${res.error}</dd>`}
       <dt>Answer</dt><dd class="mono">${(res.answer || []).length ? res.answer.map((a) => html`<div>${a}</div>`) : '(none)'}</dd>
       <dt>Time</dt><dd>${fmtMS(res.latency_ms)} on ${res.node}</dd>
-      ${item.policy && html`<dt>Policy (logged)</dt><dd>${item.policy}</dd>`}
+      ${item.policy && item.policy !== res.policy && html`<dt>Policy (logged)</dt><dd>${item.policy}</dd>`}
       ${item.reason && html`<dt>Reason (logged)</dt><dd>${item.reason}</dd>`}
     </dl>`}
   </div>`;
