@@ -67,7 +67,7 @@ type harness struct {
 	mu  sync.Mutex
 }
 
-func newHarness(t *testing.T, d Decision, blocked ...string) *harness {
+func newHarness(t testing.TB, d Decision, blocked ...string) *harness {
 	t.Helper()
 	h := &harness{set: defaultSettings(), now: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC), sub: &recordingSubmitter{}}
 	m := map[string]bool{}

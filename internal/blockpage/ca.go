@@ -331,3 +331,14 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	return os.Rename(tmp.Name(), path)
 }
+
+// ReadCACert returns the generated CA certificate (PEM) of a state
+// directory, for routes that serve it outside the block page (an error
+// wrapping os.ErrNotExist when this node generated none).
+func ReadCACert(stateDir string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(stateDir, caCertFile))
+	if err != nil {
+		return nil, fmt.Errorf("block page CA: %w", err)
+	}
+	return b, nil
+}

@@ -11,7 +11,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/miekg/dns"
+	"golang.org/x/net/netutil"
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/internal/blockpage"
@@ -56,7 +56,9 @@ type blockPageDecider struct{ dp *dataplane.Server }
 func (d blockPageDecider) Decide(ctx context.Context, name string, client netip.Addr) (blockpage.Decision, error) {
 	// The browser's address family says which query it most likely made
 	// first; a rule for one type only is found by asking the other too.
-	types := []uint16{dns.TypeA, dns.TypeAAAA}
+	a, _ := dataplane.ParseType("A")
+	aaaa, _ := dataplane.ParseType("AAAA")
+	types := []uint16{a, aaaa}
 	if client.Is6() {
 		types[0], types[1] = types[1], types[0]
 	}
@@ -125,6 +127,10 @@ func (p *proc) startBlockPage(ctx context.Context) error {
 		if err != nil {
 			return "", fmt.Errorf("block page %s listener %s: %w", name, addr, err)
 		}
+		// the node's per-pool stream bound (connlimit.go): a flood of
+		// idle connections to the page cannot take the DNS listeners'
+		// descriptors
+		ln = netutil.LimitListener(ln, p.limits.Stream)
 		hs := blockpage.HTTPServer(srv, tc, slog.NewLogLogger(logger.Handler(), slog.LevelDebug))
 		p.onStop(func() {
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -158,6 +164,11 @@ func (p *proc) startBlockPage(ctx context.Context) error {
 	return nil
 }
 
-// unblockSubmitter is the unblock request service the form files into;
-// nil (no form) until that service is wired.
-func (p *proc) unblockSubmitter() unblock.Submitter { return nil }
+// unblockSubmitter is the unblock request service the form files into
+// (the node's one unblock.Service: its per-client limit is in memory).
+func (p *proc) unblockSubmitter() unblock.Submitter {
+	if p.blk == nil || p.blk.unblock == nil {
+		return nil
+	}
+	return p.blk.unblock
+}

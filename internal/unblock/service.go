@@ -168,9 +168,11 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Result, error) {
 	at := metav1.NewTime(sub.At.UTC().Truncate(time.Second))
 	created.Status = v1alpha1.UnblockRequestStatus{Phase: PhasePending, ExpiresAt: &exp, Submissions: 1, LastSubmittedAt: &at}
 	setReady(&created.Status, metav1.ConditionFalse, "Pending", "waiting for a decision until "+exp.UTC().Format(time.RFC3339), now)
-	if _, err := s.writeStatus(ctx, created); err != nil {
+	if _, err := s.writeStatus(ctx, created); err != nil && !errors.Is(err, store.ErrConflict) {
 		return Result{}, fmt.Errorf("file unblock request for %s: %w", domain, err)
 	}
+	// A conflict is the reconciler initialising the new request first (its
+	// Init writes the same pending phase and expiry): the request is filed.
 	s.log.Info("unblock request filed", "request", ns+"/"+name, "domain", domain, "policy", sub.Policy)
 	return Result{Namespace: ns, Name: name}, nil
 }
