@@ -181,6 +181,7 @@ func stageIngress(s *Server, q *Query) stageResult {
 	}
 	q.EDNS = e
 	q.padding, q.keepalive = e.Padding, e.Keepalive
+	q.signed = h.AR > 1 || (h.AR == 1 && !e.Present)
 	if e.Present && e.Version > 0 {
 		q.EDNS.DO, q.EDNS.ECS = false, wire.ECS{}
 		return q.fail(StatusMalformed, ReasonBadVers, dns.RcodeBadVers)

@@ -206,6 +206,7 @@ type Query struct {
 	slow      bool // the request needs the full parser (q.req)
 	padding   bool // the request's OPT carries a Padding option (RFC 7830)
 	keepalive bool // and an edns-tcp-keepalive option (RFC 7828)
+	signed    bool // additional records besides OPT: maybe a TSIG (encode signs the answer)
 	req       *dns.Msg
 
 	// Identify.

@@ -110,6 +110,9 @@ func (s *Server) encode(q *Query) []byte {
 			out = wire.AddOptions(out, o, s.sizeLimit(q))
 		}
 	}
+	if q.signed {
+		out = s.signAnswer(q.in, out)
+	}
 	q.out = out
 	return out
 }

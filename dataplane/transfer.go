@@ -21,6 +21,28 @@ type Transfers interface {
 	Transfer(ctx context.Context, req TransferRequest) TransferResult
 }
 
+// AnswerSigner is implemented by a Transfers handler that also answers
+// TSIG-signed queries signed (RFC 8945): secondaries sign the SOA queries
+// they send before a transfer and refuse an unsigned answer.
+type AnswerSigner interface {
+	// SignAnswer returns resp signed with the key that signed req, the
+	// TSIG error answer when req's signature does not verify, or resp as
+	// it is when req carries no TSIG.
+	SignAnswer(req, resp []byte) []byte
+}
+
+// signAnswer signs the answer to a query that may carry a TSIG.
+func (s *Server) signAnswer(req, resp []byte) []byte {
+	p := s.transfers.Load()
+	if p == nil {
+		return resp
+	}
+	if sg, ok := (*p).(AnswerSigner); ok {
+		return sg.SignAnswer(req, resp)
+	}
+	return resp
+}
+
 // TransferRequest is one AXFR or IXFR query on a stream.
 type TransferRequest struct {
 	Msg       []byte // the query as read, without the length prefix

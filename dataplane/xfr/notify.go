@@ -227,12 +227,13 @@ func (n *Notifier) send(ctx context.Context, zone string, soa *dns.SOA, tg targe
 			break
 		}
 		res.Attempts++
+		m.Id = dns.Id()
 		if res.Key != "" {
-			// signing takes the TSIG stub off the message: add it each time
+			// signing takes the TSIG stub off the message: add it each
+			// time, after the ID (its Original ID must be the header's)
 			m.Extra = m.Extra[:0]
 			m.SetTsig(res.Key, alg, fudge, time.Now().Unix())
 		}
-		m.Id = dns.Id()
 		var r *dns.Msg
 		r, _, err = c.ExchangeContext(ctx, m, tg.addr.String())
 		if err != nil {

@@ -213,27 +213,95 @@ func (t *transfer) tsigError(mode string, code int, ts *dns.TSIG) {
 	t.res.Mode, t.res.Rcode, t.res.Refused = mode, dns.RcodeNotAuth, true
 	t.s.log.Warn("zone transfer TSIG check failed", "client", t.client, "error", dns.RcodeToString[code], "key", dns.CanonicalName(ts.Hdr.Name),
 		"algorithm", ts.Algorithm, "zone", t.req.Question[0].Name)
-	m := t.reply(dns.RcodeNotAuth)
-	now := uint64(t.s.now().Unix())
-	rr := &dns.TSIG{Hdr: dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY}, Algorithm: ts.Algorithm,
-		Fudge: ts.Fudge, OrigId: t.req.Id, Error: uint16(code), TimeSigned: ts.TimeSigned}
-	secret := ""
-	if code == dns.RcodeBadTime && t.key != nil {
-		var other [6]byte
-		binary.BigEndian.PutUint16(other[0:], uint16(now>>32))
-		binary.BigEndian.PutUint32(other[2:], uint32(now))
-		rr.OtherLen, rr.OtherData = 6, hexString(other[:])
-		secret = t.key.Secret
-	}
-	m.Extra = append(m.Extra, rr)
-	// BADKEY and BADSIG answers go unsigned (dns.TsigGenerate leaves the
-	// MAC out for them), BADTIME is signed.
-	b, _, err := dns.TsigGenerate(m, secret, ts.MAC, false)
+	b, err := tsigErrorAnswer(t.reply(dns.RcodeNotAuth), t.req.Id, code, ts, t.key, t.s.now())
 	if err != nil {
 		t.s.log.Error("zone transfer: TSIG error answer", "err", err)
 		return
 	}
 	t.send(b)
+}
+
+// tsigErrorAnswer packs m (the NOTAUTH answer) with the TSIG that tells
+// the error code.
+func tsigErrorAnswer(m *dns.Msg, id uint16, code int, ts *dns.TSIG, key *Key, at time.Time) ([]byte, error) {
+	now := uint64(at.Unix())
+	rr := &dns.TSIG{Hdr: dns.RR_Header{Name: ts.Hdr.Name, Rrtype: dns.TypeTSIG, Class: dns.ClassANY}, Algorithm: ts.Algorithm,
+		Fudge: ts.Fudge, OrigId: id, Error: uint16(code), TimeSigned: ts.TimeSigned}
+	secret := ""
+	if code == dns.RcodeBadTime && key != nil {
+		var other [6]byte
+		binary.BigEndian.PutUint16(other[0:], uint16(now>>32))
+		binary.BigEndian.PutUint32(other[2:], uint32(now))
+		rr.OtherLen, rr.OtherData = 6, hexString(other[:])
+		secret = key.Secret
+	}
+	m.Extra = append(m.Extra, rr)
+	// BADKEY and BADSIG answers go unsigned (dns.TsigGenerate leaves the
+	// MAC out for them), BADTIME is signed.
+	b, _, err := dns.TsigGenerate(m, secret, ts.MAC, false)
+	return b, err
+}
+
+// SignAnswer signs the pipeline's answer to a TSIG-signed query
+// (dataplane.AnswerSigner): the SOA query a secondary sends before it asks
+// for a transfer is signed, and so must the answer be. A request whose
+// signature fails gets the TSIG error answer instead.
+func (s *Server) SignAnswer(req, resp []byte) []byte {
+	m := new(dns.Msg)
+	if err := m.Unpack(req); err != nil {
+		return resp
+	}
+	ts := m.IsTsig()
+	if ts == nil {
+		return resp
+	}
+	name := dns.CanonicalName(ts.Hdr.Name)
+	k, ok := s.Keys()[name]
+	code := 0
+	switch {
+	case !ok || dns.CanonicalName(ts.Algorithm) != k.Algorithm:
+		code = dns.RcodeBadKey
+	default:
+		if err := dns.TsigVerify(req, k.Secret, "", false); errors.Is(err, dns.ErrTime) {
+			code = dns.RcodeBadTime
+		} else if err != nil {
+			code = dns.RcodeBadSig
+		}
+	}
+	if code != 0 {
+		s.log.Warn("signed query: TSIG check failed", "error", dns.RcodeToString[code], "key", name, "qname", qname(m))
+		r := new(dns.Msg)
+		r.SetRcode(m, dns.RcodeNotAuth)
+		r.Extra = nil
+		var kp *Key
+		if ok {
+			kp = &k
+		}
+		b, err := tsigErrorAnswer(r, m.Id, code, ts, kp, s.now())
+		if err != nil {
+			return resp
+		}
+		return b
+	}
+	r := new(dns.Msg)
+	if err := r.Unpack(resp); err != nil {
+		return resp
+	}
+	r.Compress = true
+	r.SetTsig(k.Name, k.Algorithm, fudge, s.now().Unix())
+	b, _, err := dns.TsigGenerate(r, k.Secret, ts.MAC, false)
+	if err != nil {
+		s.log.Error("signed query: sign the answer", "err", err)
+		return resp
+	}
+	return b
+}
+
+func qname(m *dns.Msg) string {
+	if len(m.Question) == 1 {
+		return m.Question[0].Name
+	}
+	return ""
 }
 
 func hexString(b []byte) string {

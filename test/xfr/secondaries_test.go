@@ -1,0 +1,339 @@
+package xfr_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/freeport"
+	"github.com/svcdns/svc/test/nodetest"
+)
+
+// daemonLog is a secondary's log file, read while it runs.
+type daemonLog struct {
+	path string
+	mu   sync.Mutex
+}
+
+func (l *daemonLog) text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, _ := os.ReadFile(l.path)
+	return string(b)
+}
+
+func (l *daemonLog) contains(s string) bool { return strings.Contains(l.text(), s) }
+
+func requireBinary(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s is missing: run hack/install-test-deps.sh (%v)", path, err)
+	}
+}
+
+// startDaemon runs a server in the foreground, unprivileged, and stops it
+// when the test ends; its log is printed when the test failed.
+func startDaemon(t *testing.T, name string, args ...string) *daemonLog {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	lf := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
+	logf, err := os.Create(lf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	dl := &daemonLog{path: lf}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+		if t.Failed() {
+			t.Logf("%s log:\n%s", name, dl.text())
+		}
+	})
+	return dl
+}
+
+// secondary is NSD or Knot configured as a secondary of the primary.
+type secondary struct {
+	name string
+	addr string // 127.0.0.1:port
+	log  *daemonLog
+}
+
+func startNSD(t *testing.T, port int, primaryTCP, secret string) *secondary {
+	t.Helper()
+	requireBinary(t, "/usr/sbin/nsd")
+	dir := t.TempDir()
+	ph, pp := hostPort(primaryTCP)
+	conf := fmt.Sprintf(`server:
+	ip-address: 127.0.0.1@%[2]d
+	port: %[2]d
+	do-ip6: no
+	username: ""
+	chroot: ""
+	zonesdir: "%[1]s"
+	pidfile: "%[1]s/nsd.pid"
+	database: ""
+	xfrdfile: "%[1]s/xfrd.state"
+	zonelistfile: "%[1]s/zone.list"
+	xfrdir: "%[1]s"
+	server-count: 1
+	minimal-responses: yes
+	refuse-any: no
+	verbosity: 2
+	logfile: ""
+remote-control:
+	control-enable: no
+key:
+	name: %[5]s
+	algorithm: hmac-sha256
+	secret: "%[6]s"
+zone:
+	name: example.test
+	zonefile: "%[1]s/example.test.zone"
+	allow-notify: 127.0.0.1 %[5]s
+	request-xfr: %[3]s@%[4]s %[5]s
+`, dir, port, ph, pp, keyName, secret)
+	cf := filepath.Join(dir, "nsd.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startDaemon(t, "/usr/sbin/nsd", "-d", "-c", cf)
+	return &secondary{name: "nsd", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
+}
+
+func startKnot(t *testing.T, port int, primaryTCP, secret string) *secondary {
+	t.Helper()
+	requireBinary(t, "/usr/sbin/knotd")
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ph, pp := hostPort(primaryTCP)
+	conf := fmt.Sprintf(`server:
+    listen: 127.0.0.1@%[2]d
+    rundir: "%[1]s"
+    pidfile: "%[1]s/knot.pid"
+database:
+    storage: "%[1]s/db"
+control:
+    listen: "%[1]s/knot.sock"
+log:
+  - target: stderr
+    any: info
+key:
+  - id: %[5]s
+    algorithm: hmac-sha256
+    secret: %[6]s
+remote:
+  - id: primary
+    address: %[3]s@%[4]s
+    key: %[5]s
+acl:
+  - id: notify-from-primary
+    address: 127.0.0.1
+    key: %[5]s
+    action: notify
+template:
+  - id: default
+    storage: "%[1]s"
+    semantic-checks: off
+zone:
+  - domain: example.test
+    file: "%[1]s/example.test.zone"
+    master: primary
+    acl: notify-from-primary
+    zonefile-sync: -1
+    journal-content: changes
+`, dir, port, ph, pp, keyName, secret)
+	cf := filepath.Join(dir, "knot.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l := startDaemon(t, "/usr/sbin/knotd", "-c", cf)
+	return &secondary{name: "knot", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
+}
+
+// serial asks a server for example.test's SOA serial over UDP; 0 when it
+// has none.
+func serialOf(addr string) uint32 {
+	c := &dns.Client{Timeout: 500 * time.Millisecond}
+	m := new(dns.Msg)
+	m.SetQuestion("example.test.", dns.TypeSOA)
+	r, _, err := c.Exchange(m, addr)
+	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		return 0
+	}
+	if soa, ok := r.Answer[0].(*dns.SOA); ok {
+		return soa.Serial
+	}
+	return 0
+}
+
+// compareNames is every name of the test zone plus names that do not
+// exist, a wildcard match and names at and below the delegation.
+var compareNames = []string{
+	"example.test.", "ns1.example.test.", "ns2.example.test.", "www.example.test.", "mail.example.test.",
+	"alias.example.test.", "x.wild.example.test.", "*.wild.example.test.", "wild.example.test.",
+	"sub.example.test.", "ns.sub.example.test.", "host.sub.example.test.", "txt.example.test.",
+	"new.example.test.", "nothere.example.test.", "a.b.nothere.example.test.",
+}
+
+var compareTypes = []uint16{dns.TypeSOA, dns.TypeNS, dns.TypeA, dns.TypeAAAA, dns.TypeMX, dns.TypeTXT, dns.TypeCNAME}
+
+// render is an answer order-independently: rcode, AA and the answer and
+// authority sections (additional sections differ with minimal-responses).
+func render(r *dns.Msg) string {
+	sec := func(rrs []dns.RR) string {
+		var out []string
+		for _, rr := range rrs {
+			out = append(out, strings.ToLower(rr.String()))
+		}
+		slices.Sort(out)
+		return strings.Join(out, " | ")
+	}
+	return fmt.Sprintf("%s aa=%v an=[%s] ns=[%s]", dns.RcodeToString[r.Rcode], r.Authoritative, sec(r.Answer), sec(r.Ns))
+}
+
+// compareAnswers queries the primary and the secondary for every name and
+// type and fails on the first difference; it returns how many it compared.
+func compareAnswers(t *testing.T, primary, sec string, what string) int {
+	t.Helper()
+	c := &dns.Client{Timeout: 2 * time.Second}
+	n := 0
+	for _, name := range compareNames {
+		for _, qt := range compareTypes {
+			m := new(dns.Msg)
+			m.SetQuestion(name, qt)
+			m.RecursionDesired = false
+			a, _, err := c.Exchange(m, primary)
+			if err != nil {
+				t.Fatalf("primary %s %s: %v", name, dns.TypeToString[qt], err)
+			}
+			b, _, err := c.Exchange(m, sec)
+			if err != nil {
+				t.Fatalf("%s %s %s: %v", what, name, dns.TypeToString[qt], err)
+			}
+			if ra, rb := render(a), render(b); ra != rb {
+				t.Errorf("%s %s differs:\n primary: %s\n %s: %s", name, dns.TypeToString[qt], ra, what, rb)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestSecondariesNSDAndKnot: NSD and Knot, secondaries of a node with TSIG
+// hmac-sha256, pull the zone (AXFR), answer every name as the node does,
+// receive NOTIFY when a record changes, pull IXFR and answer the new
+// content; a Knot with a wrong secret is refused and logs it.
+func TestSecondariesNSDAndKnot(t *testing.T) {
+	nsdPort, knotPort, badPort := freeport.UDPTCP(t), freeport.UDPTCP(t), freeport.UDPTCP(t)
+	p := startPrimary(t, fmt.Sprintf(`
+notify:
+  timeout: 500ms
+  retries: 3
+  targets:
+    - {zone: example.test, addresses: ["127.0.0.1:%d", "127.0.0.1:%d"]}
+`, nsdPort, knotPort))
+	tcp, udp := p.DNSAddr("tcp"), p.DNSAddr("udp")
+	serial := p.soaSerial(t)
+
+	nsd := startNSD(t, nsdPort, tcp, goodSecret)
+	knot := startKnot(t, knotPort, tcp, goodSecret)
+	start := time.Now()
+	for _, s := range []*secondary{nsd, knot} {
+		nodetest.Eventually(t, 20*time.Second, s.name+" serves the zone after AXFR", func() bool { return serialOf(s.addr) == serial })
+		t.Logf("%s has serial %d after %s", s.name, serial, time.Since(start).Round(time.Millisecond))
+	}
+	if !p.Log.Contains("result=axfr") {
+		t.Fatalf("no AXFR in the node's log")
+	}
+	for _, s := range []*secondary{nsd, knot} {
+		n := compareAnswers(t, udp, s.addr, s.name)
+		t.Logf("%s answers %d questions as the node does", s.name, n)
+	}
+
+	// A record change: the node's serial grows, NOTIFY goes out, both pull
+	// IXFR (the journal holds the change) well before any SOA refresh.
+	p.setZone(t, zoneYAML("two", `{dnsName: new.example.test, recordType: A, targets: [192.0.2.77]}`))
+	nodetest.Eventually(t, 10*time.Second, "new serial served", func() bool { return p.soaSerial(t) != serial })
+	next := p.soaSerial(t)
+	changed := time.Now()
+	for _, s := range []*secondary{nsd, knot} {
+		nodetest.Eventually(t, 15*time.Second, s.name+" has the new serial after NOTIFY", func() bool { return serialOf(s.addr) == next })
+		t.Logf("%s has serial %d %s after the change", s.name, next, time.Since(changed).Round(time.Millisecond))
+	}
+	nodetest.Eventually(t, 5*time.Second, "two IXFR answered from the journal", func() bool {
+		return metric(t, p, `service_xfr_total{result="ixfr",type="ixfr",zone="example.test."}`) >= 2
+	})
+	nodetest.Eventually(t, 5*time.Second, "NOTIFY answered NOERROR by NSD and Knot", func() bool {
+		return metric(t, p, `service_notify_sent_total{result="NOERROR",zone="example.test."}`) >= 2
+	})
+	if !knot.log.contains("notify, incoming") {
+		t.Errorf("knot did not log the NOTIFY")
+	}
+	if !knot.log.contains("IXFR, incoming") {
+		t.Errorf("knot did not log an IXFR")
+	}
+	if !strings.Contains(strings.ToLower(nsd.log.text()), "notify") {
+		t.Errorf("nsd did not log the NOTIFY")
+	}
+	for _, s := range []*secondary{nsd, knot} {
+		n := compareAnswers(t, udp, s.addr, s.name)
+		t.Logf("%s answers %d questions as the node does after the IXFR", s.name, n)
+	}
+
+	// A secondary with the wrong secret gets nothing and says why.
+	bad := startKnot(t, badPort, tcp, badSecret)
+	nodetest.Eventually(t, 15*time.Second, "knot with a wrong secret logs the refusal", func() bool {
+		l := bad.log.text()
+		return strings.Contains(l, "BADSIG") || strings.Contains(l, "TSIG") || strings.Contains(l, "NOTAUTH")
+	})
+	if serialOf(bad.addr) != 0 {
+		t.Fatalf("knot with a wrong secret serves the zone")
+	}
+	if !p.Log.Contains("BADSIG") {
+		t.Fatalf("the node did not log BADSIG")
+	}
+}
+
+// metric reads one series from the node's metrics listener (0 if absent).
+func metric(t *testing.T, p *primary, series string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + p.Addrs.Metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+	}
+	return 0
+}
