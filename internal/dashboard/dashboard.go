@@ -29,7 +29,7 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 
 // Routes are the first path segments the dashboard answers with index.html;
 // anything else under the prefix is left to the API's 404.
-var Routes = []string{"", "login", "password", "overview", "queries", "clients", "lists", "services", "policies", "groups", "zones", "admin"}
+var Routes = []string{"", "login", "password", "overview", "queries", "clients", "lists", "services", "policies", "groups", "unblock", "zones", "admin"}
 
 // AssetDir is the path under the prefix where the files are served.
 const AssetDir = "/ui/"

@@ -13,6 +13,7 @@ import { ListsPage } from './pages/lists.js';
 import { PoliciesPage } from './pages/policies.js';
 import { GroupsPage } from './pages/groups.js';
 import { AdminPage } from './pages/admin.js';
+import { UnblockPage, PendingCount } from './pages/unblock.js';
 
 // Theme: the system's unless the user chose one (kept in localStorage).
 const THEME_KEY = 'svc.theme';
@@ -43,6 +44,7 @@ const PAGES = [
   { page: 'lists', title: 'Lists', needs: 'list-blocklists', component: ListsPage },
   { page: 'services', title: 'Services', needs: 'catalogue-services', component: ServicesPage },
   { page: 'policies', title: 'Policies', needs: 'list-policies', component: PoliciesPage },
+  { page: 'unblock', title: 'Unblock requests', needs: 'unblockrequests-list', component: UnblockPage, badge: PendingCount },
   { page: 'groups', title: 'Client groups', needs: 'list-clientgroups', component: GroupsPage },
   { page: 'zones', title: 'Zones', needs: 'list-dnszones', component: ZonesPage },
   // Administration opens for any of its parts.
@@ -64,7 +66,7 @@ function Frame({ me, route, onLogout, children }) {
   <header class="top">
     <a class="brand" href=${basePath}><img src="ui/favicon.svg" alt="" />svc</a>
     <nav class="main" aria-label="Main"><ul>
-      ${visible.map((p) => html`<li><a href=${p.page} aria-current=${route.page === p.page ? 'page' : undefined}>${p.title}</a></li>`)}
+      ${visible.map((p) => html`<li><a href=${p.page} aria-current=${route.page === p.page ? 'page' : undefined}>${p.title}${p.badge ? html`<${p.badge} me=${me} />` : null}</a></li>`)}
     </ul></nav>
     <div class="who">
       <${BlockingControl} me=${me} />
