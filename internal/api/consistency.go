@@ -106,6 +106,11 @@ func (s visibleStore) ApplyBatch(ctx context.Context, objs []*unstructured.Unstr
 	res, err := s.Store.ApplyBatch(ctx, objs, dels, opts)
 	if err == nil && !opts.DryRun {
 		for i, r := range res {
+			if r.Result == store.Unchanged {
+				// Nothing new to serve; its stored version may be a status
+				// write's, which no snapshot build waits for.
+				continue
+			}
 			w := StoreWrite{Kind: objs[i].GetKind(), Namespace: objs[i].GetNamespace(), Name: objs[i].GetName(), ResourceVersion: r.ResourceVersion}
 			if r.Object != nil {
 				w.Generation = r.Object.GetGeneration()
