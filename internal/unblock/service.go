@@ -168,11 +168,25 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Result, error) {
 	at := metav1.NewTime(sub.At.UTC().Truncate(time.Second))
 	created.Status = v1alpha1.UnblockRequestStatus{Phase: PhasePending, ExpiresAt: &exp, Submissions: 1, LastSubmittedAt: &at}
 	setReady(&created.Status, metav1.ConditionFalse, "Pending", "waiting for a decision until "+exp.UTC().Format(time.RFC3339), now)
-	if _, err := s.writeStatus(ctx, created); err != nil && !errors.Is(err, store.ErrConflict) {
-		return Result{}, fmt.Errorf("file unblock request for %s: %w", domain, err)
-	}
 	// A conflict is the reconciler initialising the new request first (its
-	// Init writes the same pending phase and expiry): the request is filed.
+	// Init writes the same pending phase and an expiry from the creation
+	// time): the request is filed; write what only the submission knows
+	// (when it was filed) over the fresh copy, a few times at most.
+	for attempt := 0; ; attempt++ {
+		_, err := s.writeStatus(ctx, created)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, store.ErrConflict) {
+			return Result{}, fmt.Errorf("file unblock request for %s: %w", domain, err)
+		}
+		cur, gerr := s.Get(ctx, ns, name)
+		if attempt >= 3 || gerr != nil || phaseOf(cur) != PhasePending || cur.Status.LastSubmittedAt != nil {
+			break
+		}
+		cur.Status.LastSubmittedAt, cur.Status.Submissions = &at, max(cur.Status.Submissions, 1)
+		created = cur
+	}
 	s.log.Info("unblock request filed", "request", ns+"/"+name, "domain", domain, "policy", sub.Policy)
 	return Result{Namespace: ns, Name: name}, nil
 }

@@ -230,3 +230,43 @@ func TestApproveDenyEnd(t *testing.T) {
 		t.Fatalf("phase filter: %+v", p)
 	}
 }
+
+// racingStore lets the reconciler's Init win the first status write after
+// a request is created, as it does when the local runner sees the new
+// object first.
+type racingStore struct {
+	store.Store
+	once sync.Once
+	now  func() time.Time
+}
+
+func (r *racingStore) UpdateStatus(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	r.once.Do(func() {
+		cur, err := r.Store.Get(ctx, u.GetKind(), u.GetNamespace(), u.GetName())
+		if err != nil {
+			panic(err)
+		}
+		req, _ := fromUnstructured(cur)
+		if _, err := InitPending(ctx, r.Store, req, r.now().Add(time.Hour), r.now()); err != nil {
+			panic(err)
+		}
+	})
+	return r.Store.UpdateStatus(ctx, u)
+}
+
+func TestSubmitWhileTheReconcilerInitialises(t *testing.T) {
+	ctx := context.Background()
+	s, st, c := newTestService(t, defaults())
+	s.st = &racingStore{Store: st, now: c.now}
+	r, err := s.Submit(ctx, Submission{Domain: "race.example.com", Client: netip.MustParseAddr("192.0.2.9")})
+	if err != nil {
+		t.Fatalf("submit lost to the reconciler's Init: %v", err)
+	}
+	got, err := s.Get(ctx, r.Namespace, r.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != PhasePending || got.Status.ExpiresAt == nil || got.Status.LastSubmittedAt == nil || got.Status.Submissions != 1 {
+		t.Fatalf("status after the race: %+v", got.Status)
+	}
+}
