@@ -1,6 +1,8 @@
 package xfr
 
 import (
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/miekg/dns"
@@ -224,6 +226,10 @@ func Diff(old, cur []dns.RR) (deleted, added []dns.RR) {
 			now[k] = struct{}{} // duplicates in old count once
 		}
 	}
+	// a stable order: the same change reads the same on every node
+	byKey := func(a, b dns.RR) int { return strings.Compare(rrKey(a), rrKey(b)) }
+	slices.SortFunc(deleted, byKey)
+	slices.SortFunc(added, byKey)
 	return deleted, added
 }
 

@@ -184,6 +184,11 @@ func (t *transfer) verify() bool {
 	if ts == nil {
 		return true
 	}
+	if !wellFormed(ts) {
+		t.res.Mode = "formerr"
+		t.fail(dns.RcodeFormatError)
+		return false
+	}
 	name := dns.CanonicalName(ts.Hdr.Name)
 	t.res.Key = name
 	k, ok := t.s.Keys()[name]
@@ -255,6 +260,15 @@ func (s *Server) SignAnswer(req, resp []byte) []byte {
 	if ts == nil {
 		return resp
 	}
+	if !wellFormed(ts) {
+		r := new(dns.Msg)
+		r.SetRcode(m, dns.RcodeFormatError)
+		r.Extra = nil
+		if b, err := r.Pack(); err == nil {
+			return b
+		}
+		return resp
+	}
 	name := dns.CanonicalName(ts.Hdr.Name)
 	k, ok := s.Keys()[name]
 	code := 0
@@ -295,6 +309,12 @@ func (s *Server) SignAnswer(req, resp []byte) []byte {
 		return resp
 	}
 	return b
+}
+
+// wellFormed: a TSIG of class ANY naming an algorithm (RFC 8945 4.2);
+// anything else is a FORMERR, answered without a TSIG.
+func wellFormed(ts *dns.TSIG) bool {
+	return ts.Hdr.Class == dns.ClassANY && ts.Algorithm != "" && ts.Algorithm != "." && dns.IsFqdn(ts.Algorithm)
 }
 
 func qname(m *dns.Msg) string {
