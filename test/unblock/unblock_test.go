@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -21,7 +22,25 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
+
+// svcBin is the built svc binary (the CLI verbs are checked with it).
+var svcBin string
+
+func TestMain(m *testing.M) { os.Exit(proc.MainWithSvc(m, &svcBin)) }
+
+// cli runs `svc --server URL --token T args...` as an administrator would
+// and returns its combined output and whether it exited 0.
+func cli(t *testing.T, server string, args ...string) (string, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, append([]string{"--server", server, "--token", token}, args...)...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH"), "SERVICE_KEYRING=file"}
+	out, err := cmd.CombinedOutput()
+	return string(out), err == nil
+}
 
 const (
 	token   = "svc_abcdefghij12_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
@@ -186,10 +205,25 @@ func TestUnblockDecisionsWithDig(t *testing.T) {
 	if code, body := a.do(http.MethodPost, "/unblockrequests/default/kid-ads/deny", `{"comment":"no"}`); code != http.StatusConflict {
 		t.Fatalf("deny an approved request: %d %v", code, body)
 	}
+	// the CLI: list, a refused approval naming the fix, deny, get
 	fileRequest(a, "guest-other", guestIP, "default/guests")
-	d := a.ok(http.MethodPost, "/unblockrequests/default/guest-other/deny", `{"comment":"not on the guest network"}`)
-	if d["phase"] != "denied" || d["comment"] != "not on the guest network" || d["decidedAt"] == nil {
-		t.Fatalf("deny answer: %v", d)
+	if out, ok := cli(t, a.base, "unblock", "list"); !ok || !strings.Contains(out, "guest-other") || !strings.Contains(out, "1 pending") ||
+		!strings.Contains(out, "kid-ads") || !strings.Contains(out, "approved") {
+		t.Fatalf("svc unblock list: %v\n%s", ok, out)
+	}
+	if out, ok := cli(t, a.base, "unblock", "approve", "guest-other", "--group", "guest"); ok || !strings.Contains(out, "ClientGroup default/guest does not exist") || !strings.Contains(out, "default/guests") {
+		t.Fatalf("svc unblock approve --group guest (a typo): %v\n%s", ok, out)
+	}
+	if out, ok := cli(t, a.base, "unblock", "deny", "guest-other", "--comment", "not on the guest network"); !ok || !strings.Contains(out, "unblockrequest/guest-other denied") {
+		t.Fatalf("svc unblock deny: %v\n%s", ok, out)
+	}
+	out, ok := cli(t, a.base, "unblock", "get", "default/guest-other")
+	if !ok || !strings.Contains(out, "denied") || !strings.Contains(out, "not on the guest network") || !strings.Contains(out, "Decided by:") {
+		t.Fatalf("svc unblock get: %v\n%s", ok, out)
+	}
+	d := a.ok(http.MethodGet, "/unblockrequests/default/guest-other", "")
+	if d["phase"] != "denied" || d["comment"] != "not on the guest network" || d["decidedAt"] == nil || d["decidedBy"] == "" {
+		t.Fatalf("denied request: %v", d)
 	}
 
 	// a timed approval for everyone: the guests client is answered, then
