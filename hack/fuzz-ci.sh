@@ -12,6 +12,7 @@ targets=(
 	"./dataplane FuzzServeWire"
 	"./dataplane/transport FuzzDoHParity"
 	"./internal/blockpage FuzzBlockPageForm"
+	"./internal/api FuzzApplyBody"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"

@@ -15,15 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
-// The body of POST /apply is read as a stream, one object at a time: an
-// object over store.MaxObjectBytes is refused as soon as that many bytes
-// of it have been read, before it is decoded into maps (a JSON object
-// decodes into ~25 times its size of heap), and the whole body is bounded
-// by maxBulkBody.
-
-// itemSlack is how far the decoder may read past an object's start
-// beyond the object cap: json.Decoder reads ahead in chunks.
-const itemSlack = 64 << 10
+// The body of POST /apply is read as a stream, one object at a time
+// (bodyScanner): an object over store.MaxObjectBytes is refused as soon as
+// that many bytes of it have been read, before it is decoded into maps (a
+// JSON object decodes into ~25 times its size of heap), and the whole body
+// is bounded by maxBulkBody.
 
 // largeApplyBody is the size from which a body takes a slot of
 // applyDecodes; smaller ones are decoded at once.
@@ -34,23 +30,6 @@ const largeApplyBody = 256 << 10
 const maxLargeApplies = 2
 
 var errItemTooLarge = errors.New("object too large")
-
-// capReader fails once more than limit bytes past mark have been read.
-type capReader struct {
-	r     io.Reader
-	n     int64 // bytes read so far
-	mark  int64 // where the current object starts
-	limit int64 // -1: no per-object limit
-}
-
-func (c *capReader) Read(p []byte) (int, error) {
-	if c.limit >= 0 && c.n-c.mark > c.limit {
-		return 0, errItemTooLarge
-	}
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 func tooLargeObject(i int) *Error {
 	return newErr(http.StatusRequestEntityTooLarge, KeyTooLarge,
@@ -78,38 +57,14 @@ func readErr(i int, err error) *Error {
 	return errInvalid("body: %v", err)
 }
 
-// objectDecoder decodes one object at a time under the object cap.
-type objectDecoder struct {
-	cr  *capReader
-	dec *json.Decoder
-}
+// errTooManyObjects: more than maxApplyObjects objects in one body.
+var errTooManyObjects = errors.New("too many objects")
 
-func newObjectDecoder(r io.Reader) *objectDecoder {
-	cr := &capReader{r: r, limit: -1}
-	dec := json.NewDecoder(cr)
-	dec.UseNumber()
-	return &objectDecoder{cr: cr, dec: dec}
-}
-
-// raw reads the next value, refusing one over the object cap.
-func (d *objectDecoder) raw(i int) (json.RawMessage, *Error) {
-	d.cr.mark = d.dec.InputOffset()
-	d.cr.limit = store.MaxObjectBytes + itemSlack
-	defer func() { d.cr.limit = -1 }()
-	var m json.RawMessage
-	if err := d.dec.Decode(&m); err != nil {
-		return nil, readErr(i, err)
-	}
-	if len(m) > store.MaxObjectBytes {
-		return nil, tooLargeObject(i)
-	}
-	return m, nil
-}
-
-// decodeApplyBody reads one object, an array of objects or a List.
-func decodeApplyBody(r io.Reader) ([]map[string]any, *Error) {
-	d := newObjectDecoder(r)
-	tok, err := d.dec.Token()
+// decodeApplyBody reads one object, an array of objects or a List;
+// sizeHint is the body's length when known (-1 otherwise).
+func decodeApplyBody(r io.Reader, sizeHint int64) ([]map[string]any, *Error) {
+	s := newBodyScanner(r, sizeHint, store.MaxObjectBytes)
+	c, err := s.peek()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, errInvalid("body: an object or an array of objects is required")
@@ -117,114 +72,129 @@ func decodeApplyBody(r io.Reader) ([]map[string]any, *Error) {
 		return nil, readErr(0, err)
 	}
 	var raws []json.RawMessage
-	switch tok {
-	case json.Delim('['):
-		if raws, err2 := d.array(); err2 != nil {
-			return nil, err2
-		} else {
-			return finishItems(d, raws)
+	keep := func(_ int, v []byte) error {
+		if len(raws) == maxApplyObjects {
+			return errTooManyObjects
 		}
-	case json.Delim('{'):
-		// Either a List (items streamed) or one object (under the cap).
-		fields := map[string]json.RawMessage{}
-		var items []json.RawMessage
-		size := 2
-		for d.dec.More() {
-			kt, err := d.dec.Token()
-			if err != nil {
-				return nil, readErr(0, err)
-			}
-			key, _ := kt.(string)
-			if key == "items" {
-				if t, err := d.peekArray(); err != nil {
-					return nil, err
-				} else if t {
-					if items, err = d.array(); err != nil {
-						return nil, err
-					}
-					fields[key] = nil
-					continue
-				}
-			}
-			v, e := d.raw(0)
-			if e != nil {
-				return nil, e
-			}
-			size += len(key) + len(v) + 4
-			if size > store.MaxObjectBytes+itemSlack && items == nil {
-				// Not yet known to be a List: bound what is held.
-				return nil, tooLargeObject(0)
-			}
-			fields[key] = v
-		}
-		if _, err := d.dec.Token(); err != nil {
-			return nil, readErr(0, err)
-		}
-		var kind string
-		_ = json.Unmarshal(fields["kind"], &kind)
-		if kind == "List" {
-			if _, ok := fields["items"]; !ok || items == nil {
-				return nil, errInvalid("items: a List needs an items array")
-			}
-			raws = items
-		} else {
-			if items != nil {
-				b, _ := json.Marshal(items)
-				fields["items"] = b
-			}
-			b, err := json.Marshal(fields)
-			if err != nil {
-				return nil, errInvalid("body: %v", err)
-			}
-			if len(b) > store.MaxObjectBytes {
-				return nil, tooLargeObject(0)
-			}
-			raws = []json.RawMessage{b}
-		}
-		return finishItems(d, raws)
+		raws = append(raws, bytes.Clone(v))
+		return nil
 	}
-	return nil, errInvalid("body: an object or an array of objects is required")
-}
-
-// peekArray reports whether the next value is an array, consuming its '['.
-func (d *objectDecoder) peekArray() (bool, *Error) {
-	// json.Decoder cannot peek a value's type; read the buffered bytes.
-	rest, _ := io.ReadAll(io.LimitReader(d.dec.Buffered(), 64))
-	rest = bytes.TrimLeft(rest, " \t\r\n:")
-	if len(rest) == 0 || rest[0] != '[' {
-		return false, nil
-	}
-	if _, err := d.dec.Token(); err != nil {
-		return false, readErr(0, err)
-	}
-	return true, nil
-}
-
-// array reads the elements of an array whose '[' was consumed.
-func (d *objectDecoder) array() ([]json.RawMessage, *Error) {
-	var out []json.RawMessage
-	for i := 0; d.dec.More(); i++ {
-		if len(out) == maxApplyObjects {
-			return nil, errInvalid("body: 1 to %d objects are accepted, got more", maxApplyObjects)
+	switch c {
+	case '[':
+		if err := s.array(store.MaxObjectBytes, keep); err != nil {
+			return nil, scanErr(err)
 		}
-		m, e := d.raw(i)
-		if e != nil {
+	case '{':
+		if e := decodeTopObject(s, &raws, keep); e != nil {
 			return nil, e
 		}
-		out = append(out, m)
+	default:
+		return nil, errInvalid("body: an object or an array of objects is required")
 	}
-	if _, err := d.dec.Token(); err != nil {
-		return nil, readErr(len(out), err)
-	}
-	return out, nil
-}
-
-func finishItems(d *objectDecoder, raws []json.RawMessage) ([]map[string]any, *Error) {
-	if _, err := d.dec.Token(); err == nil {
-		return nil, errInvalid("body: trailing data after the JSON value")
-	} else if !errors.Is(err, io.EOF) {
+	if err := s.end(); err != nil {
 		return nil, readErr(len(raws), err)
 	}
+	return finishItems(raws)
+}
+
+// decodeTopObject reads a body that is one object: a List, whose items are
+// kept one by one under the object cap, or one object, which is held only
+// while it stays under the cap.
+func decodeTopObject(s *bodyScanner, raws *[]json.RawMessage, keep func(int, []byte) error) *Error {
+	_, _ = s.readByte() // '{'
+	fields := map[string]json.RawMessage{}
+	var items []json.RawMessage
+	isList := false
+	size := 2
+	for first := true; ; first = false {
+		c, err := s.peek()
+		if err != nil {
+			return readErr(0, eofErr(err))
+		}
+		if c == '}' {
+			_, _ = s.readByte()
+			break
+		}
+		if !first {
+			if c != ',' {
+				return readErr(0, s.syntax(fmt.Sprintf("expected ',' or '}' after an object member, found %q", c)))
+			}
+			_, _ = s.readByte()
+		}
+		kb, err := s.value(store.MaxObjectBytes)
+		if err != nil {
+			return readErr(0, err)
+		}
+		var key string
+		if len(kb) == 0 || kb[0] != '"' || !utf8.Valid(kb) || json.Unmarshal(kb, &key) != nil {
+			return readErr(0, s.syntax("expected an object key (a string)"))
+		}
+		if err := s.expect(':'); err != nil {
+			return readErr(0, err)
+		}
+		size += len(kb) + 1
+		if key == "items" {
+			if c, err := s.peek(); err == nil && c == '[' {
+				if err := s.array(store.MaxObjectBytes, keep); err != nil {
+					return scanErr(err)
+				}
+				items, *raws = *raws, nil
+				isList = true
+				fields[key] = nil
+				continue
+			}
+		}
+		v, err := s.value(store.MaxObjectBytes)
+		if err != nil {
+			return readErr(0, err)
+		}
+		size += len(v) + 2
+		if size > store.MaxObjectBytes && !isList {
+			// Not yet known to be a List: bound what is held.
+			return tooLargeObject(0)
+		}
+		fields[key] = bytes.Clone(v)
+	}
+	var kind string
+	_ = json.Unmarshal(fields["kind"], &kind)
+	if kind == "List" {
+		if !isList {
+			return errInvalid("items: a List needs an items array")
+		}
+		*raws = items
+		return nil
+	}
+	if isList {
+		b := []byte("[]")
+		if len(items) > 0 {
+			b, _ = json.Marshal(items)
+		}
+		fields["items"] = b
+	}
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return errInvalid("body: %v", err)
+	}
+	if len(b) > store.MaxObjectBytes {
+		return tooLargeObject(0)
+	}
+	*raws = []json.RawMessage{b}
+	return nil
+}
+
+// scanErr answers an error of bodyScanner.array.
+func scanErr(err error) *Error {
+	if errors.Is(err, errTooManyObjects) {
+		return errInvalid("body: 1 to %d objects are accepted, got more", maxApplyObjects)
+	}
+	var ie *itemErr
+	if errors.As(err, &ie) {
+		return readErr(ie.i, ie.err)
+	}
+	return readErr(0, err)
+}
+
+func finishItems(raws []json.RawMessage) ([]map[string]any, *Error) {
 	if len(raws) == 0 || len(raws) > maxApplyObjects {
 		return nil, errInvalid("body: 1 to %d objects are accepted, got %d", maxApplyObjects, len(raws))
 	}
@@ -262,7 +232,7 @@ func (s *Server) applyBody(ctx context.Context) ([]map[string]any, *Error) {
 			return nil, fromError(ctx.Err())
 		}
 	}
-	return decodeApplyBody(st.body)
+	return decodeApplyBody(st.body, st.bodyLen)
 }
 
 // replacedAt names the first field holding U+FFFD (in a key or a value).
