@@ -266,10 +266,23 @@ func (b *blocking) operatorControllers(ctx context.Context, rc *rest.Config, lis
 		Events: events.NewReporter(b.events, "Reconcile")}
 	groups := &policies.GroupReconciler{Store: b.st, Checker: checker{b}, Policies: pols,
 		Events: events.NewReporter(b.events, "Reconcile")}
+	// A BlockList or ClientGroup change queues the policies that name it on
+	// the Policy controller's own queue (one status write per policy at a
+	// time), as the local runner does on the sqlite store.
+	polTrigger := operator.NewTrigger()
+	pols.Enqueue = func(ns, name string) {
+		if !polTrigger.Enqueue(ns, name) {
+			b.log.Warn("policy re-check not queued: the Policy controller is behind", "policy", ns+"/"+name)
+		}
+	}
 	var out []operator.Controller
 	for _, c := range controllers(lists, pols, groups, b.unblockReconciler(b.events)) {
 		// controller-runtime brings its own queue and backoff
-		out = append(out, operator.Controller{Kind: c.Kind, Reconciler: c.Reconciler})
+		oc := operator.Controller{Kind: c.Kind, Reconciler: c.Reconciler}
+		if c.Kind == policies.Kind {
+			oc.Trigger = polTrigger
+		}
+		out = append(out, oc)
 	}
 	return out
 }

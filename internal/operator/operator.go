@@ -20,10 +20,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/svcdns/svc/internal/store"
 )
@@ -46,6 +49,38 @@ func (f ReconcilerFunc) Reconcile(ctx context.Context, namespace, name string) (
 type Controller struct {
 	Kind       string // e.g. BlockList
 	Reconciler Reconciler
+	// Trigger, when set, also queues reconciles that another controller
+	// asks for: they go through this controller's own queue, which runs
+	// at most one reconcile per object at a time, instead of racing it.
+	Trigger *Trigger
+}
+
+// Trigger queues reconciles of one controller's objects from outside its
+// watch (a BlockList change re-checks the policies that name it).
+type Trigger struct {
+	ch chan event.GenericEvent
+}
+
+// triggerBuffer is how many asked-for reconciles may wait for the
+// controller's queue (which deduplicates them).
+const triggerBuffer = 1024
+
+// NewTrigger returns a trigger for one Controller of one manager.
+func NewTrigger() *Trigger { return &Trigger{ch: make(chan event.GenericEvent, triggerBuffer)} }
+
+// Enqueue asks for a reconcile of namespace/name. It never blocks: false
+// means triggerBuffer requests already wait (the controller is not
+// running, or far behind) and this one was not queued.
+func (t *Trigger) Enqueue(namespace, name string) bool {
+	u := &unstructured.Unstructured{}
+	u.SetNamespace(namespace)
+	u.SetName(name)
+	select {
+	case t.ch <- event.GenericEvent{Object: u}:
+		return true
+	default:
+		return false
+	}
 }
 
 // Options configure New.
@@ -148,20 +183,23 @@ func (o *Operator) add(c Controller) error {
 	// Names are unique per manager; the process-wide check (for metrics,
 	// which are off here) would refuse a second manager in one process.
 	skip := true
-	err := ctrl.NewControllerManagedBy(o.mgr).
+	b := ctrl.NewControllerManagedBy(o.mgr).
 		Named(c.Kind).
 		For(u).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: &skip}).
-		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-			if o.storeBehind(ctx, u.GroupVersionKind(), req) {
-				return reconcile.Result{RequeueAfter: storeLagRetry}, nil
-			}
-			after, err := r.Reconcile(ctx, req.Namespace, req.Name)
-			if err != nil {
-				return reconcile.Result{}, fmt.Errorf("%s %s: %w", c.Kind, req.NamespacedName, err)
-			}
-			return reconcile.Result{RequeueAfter: after}, nil
-		}))
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2, SkipNameValidation: &skip})
+	if c.Trigger != nil {
+		b = b.WatchesRawSource(source.Channel(c.Trigger.ch, &handler.EnqueueRequestForObject{}))
+	}
+	err := b.Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+		if o.storeBehind(ctx, u.GroupVersionKind(), req) {
+			return reconcile.Result{RequeueAfter: storeLagRetry}, nil
+		}
+		after, err := r.Reconcile(ctx, req.Namespace, req.Name)
+		if err != nil {
+			return reconcile.Result{}, fmt.Errorf("%s %s: %w", c.Kind, req.NamespacedName, err)
+		}
+		return reconcile.Result{RequeueAfter: after}, nil
+	}))
 	if err != nil {
 		return fmt.Errorf("operator: controller %s: %w", c.Kind, err)
 	}

@@ -255,3 +255,70 @@ func TestStatusWhenStoreLags(t *testing.T) {
 		return false
 	})
 }
+
+// TestTriggerQueuesOnTheControllersQueue: a reconcile asked for through a
+// Trigger (a BlockList change re-checking the policies that name it) runs
+// on the controller's own queue, one at a time with the reconciles its
+// watch starts, instead of beside them (two status writes racing).
+func TestTriggerQueuesOnTheControllersQueue(t *testing.T) {
+	if skip != "" {
+		t.Skip(skip)
+	}
+	ctx := t.Context()
+	if err := env.Namespaces(ctx, kube.DefaultNamespace, "web"); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	running, maxRunning := map[string]int{}, 0
+	trig := operator.NewTrigger()
+	rec := operator.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
+		k := ns + "/" + name
+		mu.Lock()
+		calls[k]++
+		running[k]++
+		maxRunning = max(maxRunning, running[k])
+		mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+		mu.Lock()
+		running[k]--
+		mu.Unlock()
+		return 0, nil
+	})
+	op, err := operator.New(env.Config, operator.Options{
+		LeaseName: "trigger-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
+		Controllers: []operator.Controller{{Kind: "Policy", Reconciler: rec, Trigger: trig}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- op.Run(octx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-op.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("operator not elected")
+	}
+	for range 50 {
+		if !trig.Enqueue("web", "kids") {
+			t.Fatal("trigger refused with a running controller")
+		}
+	}
+	eventually(t, "the triggered reconcile", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return calls["web/kids"] > 0
+	})
+	time.Sleep(300 * time.Millisecond) // let any queued duplicates run
+	mu.Lock()
+	defer mu.Unlock()
+	if maxRunning != 1 {
+		t.Errorf("web/kids reconciled %d at a time, want 1", maxRunning)
+	}
+	if calls["web/kids"] >= 50 {
+		t.Errorf("50 triggers ran %d reconciles: the queue did not fold duplicates", calls["web/kids"])
+	}
+	t.Logf("50 triggers for one policy: %d reconciles, at most %d at once", calls["web/kids"], maxRunning)
+}
