@@ -54,6 +54,10 @@ run ./dataplane/blocklist 'Compile1MDomains|Compile100kAdblock|Swap' '-benchtime
 run ./dataplane/blocklist 'MatchFiveLabels' '-benchtime 2000000x -count 3'
 run ./dataplane/upstream 'ForwardUDP|Route'
 run ./dataplane/ratelimit 'Check'
+# DoH over HTTP/2 under an HPACK bomb (issue #20 item 3): one abusive
+# connection (100 oversized header blocks, closed with GOAWAY) beside one
+# ordinary answer, same run.
+run ./dataplane/transport 'DoH2HPACKBomb'
 # Store: apply and list 10,000 record sets.
 run ./internal/store/sqlite 'Apply10k|ListPaged' '-benchtime 1x'
 for p in ./internal/querylog ./dataplane/transport; do

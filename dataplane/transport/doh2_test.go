@@ -74,7 +74,7 @@ func (f *fakeHandler) sawID(id string) bool {
 // h2env is a lean HTTP/2 server on plain TCP (no TLS: the framing is
 // what is tested; TestDoH2TLS covers the listener).
 type h2env struct {
-	t    *testing.T
+	t    testing.TB
 	fh   *fakeHandler
 	s    *Server
 	d    *doh2Server
@@ -82,7 +82,7 @@ type h2env struct {
 	wg   sync.WaitGroup
 }
 
-func newH2Env(t *testing.T, idle time.Duration) *h2env {
+func newH2Env(t testing.TB, idle time.Duration) *h2env {
 	t.Helper()
 	fh := &fakeHandler{}
 	s, err := New(fh, Config{}, Options{})
