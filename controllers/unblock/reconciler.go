@@ -101,6 +101,11 @@ type Reconciler struct {
 	Events  events.Recorder
 	Metrics *Metrics
 	Logger  *slog.Logger
+
+	// running are the timed approvals last seen running (namespace/name to
+	// their list): a request deleted before its approval ended takes its
+	// entries with it, or they would never expire.
+	running sync.Map
 }
 
 // Reconcile implements runner.Reconciler and operator.Reconciler.
@@ -109,6 +114,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns, name string) (time.Durat
 	u, err := r.Store.Get(ctx, Kind, ns, name)
 	if errors.Is(err, store.ErrNotFound) {
 		r.Metrics.forget(key)
+		if list, ok := r.running.LoadAndDelete(key); ok {
+			if err := ub.RemoveEntries(ctx, r.Store, list.(string), key); err != nil {
+				r.running.Store(key, list)
+				return 0, fmt.Errorf("unblock request %s deleted during its approval: remove its entries from %s: %w", key, list, err)
+			}
+			r.log().Info("unblock request deleted during its timed approval: its allow entries were removed", "request", key, "list", list)
+		}
 		return 0, nil
 	}
 	if err != nil {
@@ -125,6 +137,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns, name string) (time.Durat
 		switch act {
 		case None:
 			r.Metrics.set(key, ub.Phase(req))
+			if ub.Phase(req) == ub.PhaseApproved && req.Status.ExpiresAt != nil && req.Status.Entry != "" {
+				r.running.Store(key, req.Status.Entry)
+			} else {
+				r.running.Delete(key)
+			}
 			return after, nil
 		case Init:
 			exp := now.Add(cfg.PendingExpiry)
@@ -140,6 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, ns, name string) (time.Durat
 		case End:
 			req, err = ub.EndApproval(ctx, r.Store, req, now)
 			if err == nil {
+				r.running.Delete(key)
 				r.event(req, "ApprovalEnded", "the timed approval ended; its allow entries were removed from "+req.Status.Entry)
 				r.log().Info("unblock approval ended", "request", key, "domain", req.Spec.Domain, "list", req.Status.Entry)
 			}

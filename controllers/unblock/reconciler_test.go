@@ -162,6 +162,24 @@ func TestLifecycleOnSQLite(t *testing.T) {
 	if strings.Join(ev.reasons, ",") != "Expired,ApprovalEnded" {
 		t.Errorf("events: %v", ev.reasons)
 	}
+	// a timed approval whose request is deleted before it ends takes its
+	// entry with it
+	gone := file("gone.example.com")
+	if _, err := svc.Approve(ctx, gone.Namespace, gone.Name, ub.Approval{Duration: 100 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	reconcileAll()
+	if err := st.Delete(ctx, Kind, gone.Namespace, gone.Name, store.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Reconcile(ctx, gone.Namespace, gone.Name); err != nil {
+		t.Fatal(err)
+	}
+	bl, _ = st.Get(ctx, "BlockList", gone.Namespace, "unblocked")
+	if strings.Contains(mustJSON(t, bl.Object), "gone.example.com") {
+		t.Fatalf("a deleted request's running approval left its entry: %v", bl.Object)
+	}
+
 	clk.Add(25 * time.Hour)
 	reconcileAll()
 	page, _ := st.List(ctx, store.ListOptions{Kind: Kind})

@@ -119,6 +119,8 @@ func (s *Service) Approve(ctx context.Context, ns, name string, a Approval) (*v1
 		return nil, err
 	}
 	ref := ns + "/" + name
+	s.decide.Lock()
+	defer s.decide.Unlock()
 	if err := s.addEntries(ctx, ns, plan); err != nil {
 		return nil, err
 	}

@@ -72,6 +72,10 @@ type Service struct {
 	now    func() time.Time
 	log    *slog.Logger
 	limits *limiter
+	// decide serialises this node's approvals: a missing allow list is
+	// created by a write without a version to check, which two approvals
+	// at once would each make, the second replacing the first's entries.
+	decide sync.Mutex
 	// DefaultNamespace overrides DefaultNamespace (the namespace of requests
 	// without a deciding policy).
 	DefaultNamespace string
