@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strconv"
@@ -15,25 +17,33 @@ import (
 )
 
 // authenticate runs the authenticator chain: bearer svc_ token, bearer JWT
-// authenticators, session cookie, Unix peer. It never refuses an anonymous
-// request (routes decide) but answers a rejected bearer credential with 401.
+// authenticators, session cookie, Unix peer, internal token. It never
+// refuses an anonymous request (routes decide) but answers a rejected
+// bearer credential with 401.
 func (s *Server) authenticate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
 		st := state(ctx)
+		internal := false
 		if authz := r.Header.Get("Authorization"); authz != "" {
 			scheme, tok, _ := strings.Cut(authz, " ")
 			if strings.EqualFold(scheme, "Bearer") {
-				p, err := s.bearer(ctx, strings.TrimSpace(tok), st.clientIP)
-				if err != nil {
+				tok = strings.TrimSpace(tok)
+				p, err := s.bearer(ctx, tok, st.clientIP)
+				switch {
+				case err == nil:
+					st.principal = p
+					h.ServeHTTP(w, r)
+					return
+				case errors.Is(err, errUnclaimed) && s.internalToken(tok):
+					// Step 5: decided after the cookie and the Unix peer.
+					internal = true
+				default:
 					// One answer for every failure: unknown id, wrong secret,
 					// malformed, expired, disabled owner.
 					writeError(w, r, errUnauthenticated())
 					return
 				}
-				st.principal = p
-				h.ServeHTTP(w, r)
-				return
 			}
 		}
 		if c := s.sessionCookie(r); c != nil {
@@ -44,9 +54,33 @@ func (s *Server) authenticate(h http.Handler) http.Handler {
 			st.principal = &auth.Principal{Kind: "User", ID: "local-root", Name: "local-root", Provider: "unix",
 				AuthMethod: "socket", BuiltinAdmin: true}
 		}
+		if st.principal == nil && internal {
+			st.principal = nodePrincipal()
+		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// nodePrincipal is who the internal token acts as: a node (or the edge
+// balancer) reading what peers read, with implicit viewer and auditor grants.
+func nodePrincipal() *auth.Principal {
+	return &auth.Principal{Kind: "Node", ID: "node:internal", Name: "node", Provider: "internal", AuthMethod: "internal-token",
+		ImplicitGrants: []auth.Grant{{Role: auth.RoleViewer, Scope: auth.ClusterScope}, {Role: auth.RoleAuditor, Scope: auth.ClusterScope}}}
+}
+
+// internalToken compares tok with the internal token in constant time
+// (over SHA-256 digests, so the length leaks nothing either).
+func (s *Server) internalToken(tok string) bool {
+	if s.opts.InternalToken == "" || tok == "" {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(s.opts.InternalToken))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// errUnclaimed: no bearer authenticator recognised the token (it may still
+// be the internal token).
+var errUnclaimed = errors.New("no authenticator claims the bearer token")
 
 func (s *Server) bearer(ctx context.Context, tok, ip string) (*auth.Principal, error) {
 	if strings.HasPrefix(tok, auth.TokenPrefix) {
@@ -61,7 +95,7 @@ func (s *Server) bearer(ctx context.Context, tok, ip string) (*auth.Principal, e
 			return p, nil
 		}
 	}
-	return nil, errors.New("no authenticator claims the bearer token")
+	return nil, errUnclaimed
 }
 
 var errBadToken = errors.New("invalid token")
@@ -87,6 +121,12 @@ func (s *Server) tokenAuth(ctx context.Context, tok, ip string) (*auth.Principal
 	p := &auth.Principal{AuthMethod: "token", TokenID: t.ID, TokenExpiresAt: t.ExpiresAt, Provider: "local"}
 	switch t.Owner.Kind {
 	case "User":
+		if t.Owner.Provider != "" && t.Owner.Provider != "local" {
+			if s.oidcTokenPrincipal(ctx, t, p) != nil {
+				return nil, errBadToken
+			}
+			break
+		}
 		u, err := s.dir.GetUser(ctx, t.Owner.Name)
 		if err != nil || u.Disabled {
 			return nil, errBadToken
@@ -122,6 +162,25 @@ func (s *Server) tokenAuth(ctx context.Context, tok, ip string) (*auth.Principal
 		}
 	}
 	return p, nil
+}
+
+// oidcTokenPrincipal fills p for a token of an OIDC owner: no groups, the
+// grants frozen when the token was issued, honoured only while the bindings
+// that gave them are unchanged (as for OIDC-login sessions). A token of a
+// provider that is no longer configured is refused.
+func (s *Server) oidcTokenPrincipal(ctx context.Context, t *auth.Token, p *auth.Principal) error {
+	if s.deps.OIDC.Get(ctx, t.Owner.Provider) == nil {
+		return errBadToken
+	}
+	p.Kind, p.ID, p.Name, p.Provider = "User", t.Owner.ID, t.Owner.Name, t.Owner.Provider
+	// Non-nil even when empty: nil would mean "not frozen" (live grants).
+	p.FrozenGrants, p.FrozenBindings = []auth.Grant{}, append([]string{}, t.FrozenBindings...)
+	for _, v := range t.FrozenGrants {
+		if g, err := auth.ParseGrant(v); err == nil {
+			p.FrozenGrants = append(p.FrozenGrants, g)
+		}
+	}
+	return nil
 }
 
 // touchCache limits lastUsed writes to one a minute per token.

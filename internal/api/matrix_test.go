@@ -17,13 +17,19 @@ type caller struct {
 	c      *client
 	grants []auth.Grant // nil with anon: anonymous
 	anon   bool
+	scoped bool // a token with scopes: self.write is not kept
 }
 
 // expectAllowed decides from the role tables alone (not the authorizer)
-// whether grants admit a route, so that the two are checked against each other.
-func expectAllowed(r *routeInfo, grants []auth.Grant) bool {
-	if r.Public || auth.IsImplicit(r.Permission) {
+// whether grants admit a route, so that the two are checked against each
+// other. A token with scopes keeps only self.read and tokens.own of the
+// implicit grants.
+func expectAllowed(r *routeInfo, grants []auth.Grant, scoped bool) bool {
+	if r.Public {
 		return true
+	}
+	if auth.IsImplicit(r.Permission) {
+		return !scoped || r.Permission != "self.write"
 	}
 	for _, g := range grants {
 		if !slices.Contains(auth.RolePermissions(g.Role), r.Permission) {
@@ -67,6 +73,7 @@ func bodyFor(r *routeInfo) any {
 func TestPermissionMatrix(t *testing.T) {
 	roles := auth.Roles()
 	e := newEnv(t, func(o *Options, _ *Deps) {
+		o.InternalToken = internalTokenForTest
 		for _, r := range roles {
 			o.RBACBindings = append(o.RBACBindings, auth.Binding{Name: "b-" + r, Subject: auth.Subject{Kind: "Group", Name: "g-" + r}, Role: r, Scope: auth.ClusterScope})
 		}
@@ -88,7 +95,8 @@ func TestPermissionMatrix(t *testing.T) {
 	e.addUser("zoned", "password-zoned")
 	callers = append(callers,
 		caller{name: "anonymous", c: e.anon(), anon: true},
-		caller{name: "admin-token-scoped-viewer", c: e.withToken(tokenOf(e.login("admin", adminPW), "viewer")), grants: []auth.Grant{{Role: auth.RoleViewer, Scope: auth.ClusterScope}}},
+		caller{name: "admin-token-scoped-viewer", c: e.withToken(tokenOf(e.login("admin", adminPW), "viewer")), grants: []auth.Grant{{Role: auth.RoleViewer, Scope: auth.ClusterScope}}, scoped: true},
+		caller{name: "internal-token", c: e.withToken(internalTokenForTest), grants: []auth.Grant{{Role: auth.RoleViewer, Scope: auth.ClusterScope}, {Role: auth.RoleAuditor, Scope: auth.ClusterScope}}},
 		caller{name: "zone-admin@zone:example", c: e.withToken(tokenOf(e.login("zoned", "password-zoned"))), grants: []auth.Grant{{Role: auth.RoleZoneAdmin, Scope: auth.ZoneScope("example")}}},
 	)
 	for _, k := range callers {
@@ -105,7 +113,7 @@ func TestPermissionMatrix(t *testing.T) {
 				if res.code != 401 || res.errKey(t) != KeyUnauthenticated {
 					t.Errorf("%s: want 401, got %d %s", name, res.code, res.body)
 				}
-			case k.anon || expectAllowed(r, k.grants):
+			case k.anon || expectAllowed(r, k.grants, k.scoped):
 				if res.code == 401 || (res.code == 403 && res.errKey(t) == KeyForbidden) {
 					t.Errorf("%s: want allowed, got %d %s", name, res.code, res.body)
 				}

@@ -100,6 +100,8 @@ type TokenInfo struct {
 	LastUsedAt  *time.Time      `json:"lastUsedAt,omitempty"`
 	LastUsedIP  string          `json:"lastUsedIP,omitempty"`
 	Scopes      []string        `json:"scopes,omitempty"`
+	// FrozenGrants are the grants of an OIDC owner when the token was issued.
+	FrozenGrants []string `json:"frozenGrants,omitempty" doc:"tokens of OIDC owners: the owner's grants when the token was issued, honoured while the bindings that gave them are unchanged"`
 }
 
 // CreatedToken is TokenInfo plus the secret, shown only once.
@@ -138,6 +140,7 @@ func (s *Server) registerAuthRoutes() {
 		clusterPerm("tokens.own"), s.getToken)
 	register(s, huma.Operation{OperationID: "auth-tokens-delete", Method: http.MethodDelete, Path: "/auth/tokens/{id}", Summary: "Revoke a token", Tags: []string{"auth"}, DefaultStatus: http.StatusNoContent, Errors: []int{http.StatusNotFound}},
 		clusterPerm("tokens.own"), s.deleteToken)
+	s.registerUserRoutes()
 }
 
 func (s *Server) authStatus(ctx context.Context, _ *emptyIn) (*statusOut, error) {
@@ -349,30 +352,27 @@ func (s *Server) changePassword(ctx context.Context, in *passwordIn) (*meOut, er
 	return s.meWithSession(ctx, st, np, sess)
 }
 
+// revokeUserTokens deletes every API token of local user user.
 func (s *Server) revokeUserTokens(ctx context.Context, user string) error {
-	ts, err := s.dir.ListTokens(ctx)
-	if err != nil {
-		return err
-	}
-	for _, t := range ts {
-		if t.Owner.Kind == "User" && t.Owner.Name == user {
-			if err := s.dir.DeleteToken(ctx, t); err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-		}
-	}
-	return nil
+	_, err := s.deleteUserTokens(ctx, user)
+	return err
 }
 
 func tokenInfo(t *auth.Token) TokenInfo {
 	return TokenInfo{ID: t.ID, Description: t.Description, Owner: t.Owner, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt,
-		LastUsedAt: t.LastUsedAt, LastUsedIP: t.LastUsedIP, Scopes: t.Scopes}
+		LastUsedAt: t.LastUsedAt, LastUsedIP: t.LastUsedIP, Scopes: t.Scopes, FrozenGrants: t.FrozenGrants}
 }
 
 func ownedBy(t *auth.Token, p *auth.Principal) bool {
 	switch p.Kind {
 	case "User":
-		return t.Owner.Kind == "User" && t.Owner.Name == p.Name
+		// A local user and an OIDC user may share a name; the provider
+		// tells them apart (tokens of local users say local or nothing).
+		prov := t.Owner.Provider
+		if prov == "" {
+			prov = "local"
+		}
+		return t.Owner.Kind == "User" && t.Owner.Name == p.Name && prov == p.Provider
 	case "ServiceAccount":
 		return t.Owner.Kind == "ServiceAccount" && t.Owner.Name == p.Name && t.Owner.Namespace == p.Namespace
 	}
@@ -398,11 +398,21 @@ func (s *Server) listTokens(ctx context.Context, in *listTokensIn) (*tokenListOu
 	}
 	out := &AuthListBody[TokenInfo]{Items: []TokenInfo{}}
 	for _, t := range ts {
-		if in.All || ownedBy(t, p) {
+		if in.All || s.ownVisible(t, p) {
 			out.Items = append(out.Items, tokenInfo(t))
 		}
 	}
 	return &tokenListOut{Body: out}, nil
+}
+
+// ownVisible reports whether tokens.own lets p see and revoke t: p owns it
+// and, when p is a token with scopes, t is that token or no wider than it
+// (token scopes narrow the implicit tokens.own too).
+func (s *Server) ownVisible(t *auth.Token, p *auth.Principal) bool {
+	if !ownedBy(t, p) {
+		return false
+	}
+	return p.Scopes == nil || t.ID == p.TokenID || auth.CoversScopes(p.Scopes, t.Scopes)
 }
 
 type createTokenIn struct{ Body CreateTokenRequest }
@@ -412,14 +422,29 @@ type createdTokenOut struct{ Body *CreatedToken }
 func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTokenOut, error) {
 	p := state(ctx).principal
 	var owner auth.TokenOwner
+	var frozen, prints []string
 	switch {
 	case p.AuthMethod == "socket":
 		return nil, errInvalid("the local administrator cannot own tokens; use the admin socket's create-token")
+	case p.Provider == "kubernetes":
+		// Their grants come from SubjectAccessReview, which a token of
+		// ours could not carry.
+		return nil, errInvalid("Kubernetes identities cannot own API tokens; send the ServiceAccount token itself as the bearer credential")
 	case p.Kind == "User" && p.Provider != "local":
-		// Tokens of OIDC owners (frozen grants) are not implemented: such a
-		// token could not be authenticated.
-		return nil, newErr(http.StatusNotImplemented, KeyNotImplemented, "users of an identity provider cannot own API tokens yet",
-			"send the provider's ID token as the bearer credential")
+		// An OIDC owner: the token carries the grants the owner holds now
+		// (frozen), honoured while the bindings that give them are unchanged.
+		if s.deps.OIDC.Get(ctx, p.Provider) == nil {
+			return nil, errInvalid("identity provider %q is not configured any more", p.Provider)
+		}
+		grants, fps, err := s.authz.Freeze(ctx, p)
+		if err != nil {
+			return nil, fromError(err)
+		}
+		frozen, prints = []string{}, fps
+		for _, g := range grants {
+			frozen = append(frozen, g.String())
+		}
+		owner = auth.TokenOwner{Kind: "User", Name: p.Name, Provider: p.Provider, ID: p.ID}
 	case p.Kind == "User":
 		owner = auth.TokenOwner{Kind: "User", Name: p.Name, Provider: p.Provider}
 	case p.Kind == "ServiceAccount":
@@ -463,7 +488,7 @@ func (s *Server) createToken(ctx context.Context, in *createTokenIn) (*createdTo
 		return nil, fromError(err)
 	}
 	t, err := s.dir.CreateToken(ctx, &auth.Token{ID: id, Hash: auth.HashToken(tok), Owner: owner, Description: in.Body.Description,
-		Scopes: scopes, CreatedAt: now, ExpiresAt: exp}, store.ManagerAPI)
+		Scopes: scopes, CreatedAt: now, ExpiresAt: exp, FrozenGrants: frozen, FrozenBindings: prints}, store.ManagerAPI)
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -509,7 +534,7 @@ func (s *Server) visibleToken(ctx context.Context, id, perm string) (*auth.Token
 		}
 		return nil, fromError(err)
 	}
-	if !ownedBy(t, p) && !s.authz.Authorize(ctx, p, perm, auth.ClusterScope).Allowed {
+	if !s.ownVisible(t, p) && !s.authz.Authorize(ctx, p, perm, auth.ClusterScope).Allowed {
 		return nil, errNotFound("token " + id)
 	}
 	return t, nil

@@ -207,11 +207,12 @@ func TestOIDCBrowserLogin(t *testing.T) {
 	if got := roles(t, c2.do("GET", "/auth/me", nil)); !slices.Equal(got, []string{"operator", "viewer"}) {
 		t.Fatalf("roles of a new login: %v", got)
 	}
-	// OIDC users have no password and no tokens (yet); logout works.
+	// OIDC users have no password; they own tokens with frozen grants
+	// (TestOIDCOwnerTokens); logout works.
 	if r := c2.do("POST", "/auth/password", map[string]any{"currentPassword": "x", "newPassword": "yyyyyyyyyy"}); r.code != 400 {
 		t.Fatalf("password: %d %s", r.code, r.body)
 	}
-	if r := c2.do("POST", "/auth/tokens", map[string]any{}); r.code != 501 || r.errKey(t) != KeyNotImplemented {
+	if r := c2.do("POST", "/auth/tokens", map[string]any{}); r.code != 201 || !slices.Equal(toStrings(r.json(t)["frozenGrants"]), []string{"operator", "viewer"}) {
 		t.Fatalf("token: %d %s", r.code, r.body)
 	}
 	if r := c2.do("POST", "/auth/logout", nil); r.code != 204 {

@@ -70,6 +70,10 @@ type Options struct {
 	TokenMaxLifetime time.Duration
 	// RBACBindings are the rbac.bindings setting.
 	RBACBindings []auth.Binding
+	// InternalToken is the listeners.internal bearer token; the API accepts
+	// it as the last step of the authenticator chain (a Node principal with
+	// implicit viewer and auditor grants). Empty: not accepted.
+	InternalToken string
 
 	// AdminSocketPath is auth.adminSocket.path (the setting's default is
 	// /run/service/service.sock); empty turns the socket off and
@@ -155,6 +159,7 @@ type Deps struct {
 	BlockListRefresher BlockListRefresher // immediate refetch of a list
 	Blocking           BlockingReader     // nil: DNS if it implements BlockingReader
 	Cluster            ClusterSource      // nil: /nodes lists this node only
+	Doctor             DoctorSource       // nil: GET /doctor reports diagnoses only
 	Notifier           ZoneNotifier       // nil: notify answers 202 queued false
 	// Visibility, when set, holds write answers until this node's data
 	// plane serves them (consistency.go).

@@ -94,8 +94,15 @@ func ParseGrant(v string) (Grant, error) {
 }
 
 // Permissions every authenticated principal holds (implicit grants, path
-// local); token scopes never remove them so a narrowed token still knows who it is.
+// local). Token scopes narrow them too (scopedImplicit).
 var implicitPermissions = []string{"self.read", "self.write", "tokens.own"}
+
+// scopedImplicit are the implicit permissions a token with scopes keeps:
+// self.read, so that a narrowed token still knows who it is (GET /auth/me,
+// which `svc login --token` calls), and tokens.own, which the token routes
+// narrow further to tokens no wider than the caller (CoversScopes). A
+// scoped token never changes its owner's password (self.write).
+var scopedImplicit = []string{"self.read", "tokens.own"}
 
 // zonePermissions may be granted at zone scope; every other permission
 // needs a cluster grant.
@@ -126,7 +133,7 @@ var (
 		"users.read", "users.write", "serviceaccounts.read", "serviceaccounts.write", "serviceaccounts.delete",
 		"rolebindings.read", "rolebindings.write", "rolebindings.delete",
 		"identityproviders.read", "identityproviders.write", "identityproviders.delete",
-		"tokens.read", "tokens.delete", "settings.write", "nodeconfig.write", "audit.read",
+		"users.delete", "tokens.read", "tokens.delete", "settings.write", "nodeconfig.write", "audit.read",
 	}
 	rolePermissions = map[string][]string{
 		RoleViewer:    set(viewerPerms),
@@ -275,6 +282,9 @@ type Principal struct {
 	// FrozenGrants at login. When set, only those bindings (unchanged) can
 	// still provide a frozen grant: the principal carries no groups.
 	FrozenBindings []string
+	// ImplicitGrants are held without a binding (decision path local): the
+	// Node principal of the internal token holds viewer and auditor.
+	ImplicitGrants []Grant
 	// External, when set, is consulted after built-in admin and implicit
 	// grants and before bindings (Kubernetes identities: SubjectAccessReview,
 	// decision path sar); the first allow wins.
@@ -320,13 +330,20 @@ func (a *Authorizer) Authorize(ctx context.Context, p *Principal, perm string, a
 	if p == nil {
 		return deny
 	}
+	// Token scopes narrow everything, implicit grants included.
 	if IsImplicit(perm) {
+		if p.Scopes != nil && !slices.Contains(scopedImplicit, perm) {
+			return deny
+		}
 		return Decision{Allowed: true, Path: PathLocal}
 	}
 	if p.Scopes != nil && !grantsCover(p.Scopes, perm, at) {
 		return deny
 	}
 	if p.BuiltinAdmin {
+		return Decision{Allowed: true, Path: PathLocal}
+	}
+	if grantsCover(p.ImplicitGrants, perm, at) {
 		return Decision{Allowed: true, Path: PathLocal}
 	}
 	if p.External != nil {
@@ -392,12 +409,19 @@ func (a *Authorizer) Grants(ctx context.Context, p *Principal) ([]Grant, error) 
 		}
 		out = kept
 	}
+	for _, g := range p.ImplicitGrants {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
 	return out, nil
 }
 
 // Freeze returns the grants bindings give p now (p's user name and groups)
 // and the fingerprints of the bindings that give them, for an OIDC-login
-// session whose grants are frozen at login.
+// session or an OIDC owner's token, whose grants are frozen at issue. When p
+// is itself frozen (an OIDC-login session creating a token), only its own
+// bindings that are still unchanged count: freezing never widens.
 func (a *Authorizer) Freeze(ctx context.Context, p *Principal) ([]Grant, []string, error) {
 	bs, _, err := a.bindings(ctx)
 	if err != nil {
@@ -405,7 +429,11 @@ func (a *Authorizer) Freeze(ctx context.Context, p *Principal) ([]Grant, []strin
 	}
 	grants, prints := []Grant{}, []string{}
 	for _, b := range bs {
-		if !p.Matches(b.Subject) {
+		match := p.Matches(b.Subject)
+		if p.FrozenGrants != nil && p.FrozenBindings != nil {
+			match = slices.Contains(p.FrozenBindings, b.Fingerprint()) && slices.Contains(p.FrozenGrants, Grant{Role: b.Role, Scope: b.Scope})
+		}
+		if !match {
 			continue
 		}
 		if g := (Grant{Role: b.Role, Scope: b.Scope}); !slices.Contains(grants, g) {
@@ -446,6 +474,26 @@ func covered(held []Grant, g Grant) bool {
 	return true
 }
 
+// CoversScopes reports whether a token with scopes is no wider than
+// caller: it has scopes (none means all of its owner's grants) and caller
+// holds every permission of each. A scoped token sees and revokes only such
+// tokens of its owner.
+func CoversScopes(caller []Grant, scopes []string) bool {
+	if len(scopes) == 0 {
+		return false
+	}
+	for _, sc := range scopes {
+		g, err := ParseGrant(sc)
+		if err != nil {
+			continue // an unreadable scope grants nothing
+		}
+		if !covered(caller, g) {
+			return false
+		}
+	}
+	return true
+}
+
 // CanGrant reports whether p may hand out g (for token scopes): p must hold
 // every permission g carries, after its own narrowing.
 func (a *Authorizer) CanGrant(ctx context.Context, p *Principal, g Grant) bool {
@@ -470,7 +518,9 @@ func (a *Authorizer) Permissions(ctx context.Context, p *Principal) (cluster map
 		}
 	}
 	for _, perm := range implicitPermissions {
-		add(cluster, perm)
+		if p.Scopes == nil || slices.Contains(scopedImplicit, perm) {
+			add(cluster, perm)
+		}
 	}
 	for _, g := range gs {
 		for _, perm := range rolePermissions[g.Role] {

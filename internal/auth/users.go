@@ -210,13 +210,21 @@ type Token struct {
 	ExpiresAt   *time.Time
 	LastUsedAt  *time.Time
 	LastUsedIP  string
-	obj         *unstructured.Unstructured
+	// FrozenGrants and FrozenBindings are set on tokens of OIDC owners: the
+	// owner's grants when the token was issued and the fingerprints of the
+	// bindings that gave them (Binding.Fingerprint).
+	FrozenGrants   []string
+	FrozenBindings []string
+	obj            *unstructured.Unstructured
 }
 
 func tokenFrom(obj *unstructured.Unstructured) *Token {
 	o := obj.Object
 	scopes, _, _ := unstructured.NestedStringSlice(o, "spec", "scopes")
+	frozen, _, _ := unstructured.NestedStringSlice(o, "spec", "frozenGrants")
+	prints, _, _ := unstructured.NestedStringSlice(o, "spec", "frozenBindings")
 	t := &Token{
+		FrozenGrants: frozen, FrozenBindings: prints,
 		ID: obj.GetName(), Hash: str(o, "spec", "hash"), Description: str(o, "spec", "description"),
 		Scopes: scopes, CreatedAt: tm(o, "spec", "createdAt"), LastUsedIP: str(o, "status", "lastUsedIP"),
 		Owner: TokenOwner{
@@ -270,16 +278,20 @@ func (d *Directory) CreateToken(ctx context.Context, t *Token, manager store.Man
 	if t.Owner.Provider != "" {
 		owner["provider"] = t.Owner.Provider
 	}
+	if t.Owner.ID != "" {
+		owner["id"] = t.Owner.ID
+	}
 	spec := map[string]any{"id": t.ID, "hash": t.Hash, "owner": owner, "createdAt": t.CreatedAt.UTC().Format(time.RFC3339)}
 	if t.Description != "" {
 		spec["description"] = t.Description
 	}
 	if len(t.Scopes) > 0 {
-		sc := make([]any, len(t.Scopes))
-		for i, s := range t.Scopes {
-			sc[i] = s
-		}
-		spec["scopes"] = sc
+		spec["scopes"] = anySlice(t.Scopes)
+	}
+	if t.FrozenGrants != nil {
+		// Present even when empty: the token is frozen to no grants.
+		spec["frozenGrants"] = anySlice(t.FrozenGrants)
+		spec["frozenBindings"] = anySlice(t.FrozenBindings)
 	}
 	if t.ExpiresAt != nil {
 		spec["expiresAt"] = t.ExpiresAt.UTC().Format(time.RFC3339)
@@ -293,6 +305,26 @@ func (d *Directory) CreateToken(ctx context.Context, t *Token, manager store.Man
 		return nil, fmt.Errorf("save token %s: %w", t.ID, store.ErrConflict)
 	}
 	return tokenFrom(res.Object), nil
+}
+
+func anySlice(v []string) []any {
+	out := make([]any, len(v))
+	for i, s := range v {
+		out[i] = s
+	}
+	return out
+}
+
+// DeleteUser removes a local user, written by the object's own manager.
+func (d *Directory) DeleteUser(ctx context.Context, u *LocalUser) error {
+	m := store.ManagerAPI
+	if u.obj != nil {
+		m = store.OwnerOf(u.obj)
+	}
+	if err := d.st.Delete(ctx, KindLocalUser, "", u.Username, store.DeleteOptions{Manager: m}); err != nil {
+		return fmt.Errorf("delete user %s: %w", u.Username, err)
+	}
+	return nil
 }
 
 // DeleteToken removes a token.

@@ -69,7 +69,7 @@ func NewRoot(env Env, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command 
 		newQueryCmd(a), newBlockingCmd(a), newCacheCmd(a), newSettingsCmd(a),
 		newListsCmd(a), newServicesCmd(a), newSafeSearchCmd(a), newAuditCmd(a), newTokenCmd(a), newNodesCmd(a),
 		newHealthCmd(a), newLameduckCmd(a), newDoctorCmd(a), newAdminCmd(a),
-		newLogsCmd(a), newStatsCmd(a), newCompletionCmd(a), newUnblockCmd(a),
+		newLogsCmd(a), newStatsCmd(a), newCompletionCmd(a), newUsersCmd(a), newUnblockCmd(a),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -492,6 +492,10 @@ func (p *proc) startAPI(ctx context.Context) error {
 		return fmt.Errorf("api: %w", err)
 	}
 	apiOpts.Stdout = p.opts.Stderr
+	if p.creds != nil {
+		// Chain step 5: peers and the edge balancer read with the internal token.
+		apiOpts.InternalToken = p.creds.Token
+	}
 	ops := p.ops
 	apiSrv, err := api.New(ctx, apiOpts, api.Deps{
 		Store: st, Settings: settingsService{p.mgr}, DNS: dnsService{dp: p.dp, toggle: blk.toggle, node: p.nodeName},

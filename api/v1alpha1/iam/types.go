@@ -128,6 +128,23 @@ type APITokenSpec struct {
 	// +kubebuilder:validation:items:Pattern=`^((viewer|auditor|operator|zone-admin|admin)(@cluster)?|zone-admin@zone:\S+)$`
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.scopes is immutable"
 	Scopes []string `json:"scopes,omitempty"`
+	// FrozenGrants are, on a token of an OIDC owner, the owner's grants when
+	// the token was created (wire form as in scopes). They are honoured only
+	// while a binding of FrozenBindings still gives them.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:Pattern=`^((viewer|auditor|operator|zone-admin|admin)(@cluster)?|zone-admin@zone:\S+)$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.frozenGrants is immutable"
+	FrozenGrants []string `json:"frozenGrants,omitempty"`
+	// FrozenBindings are the fingerprints of the role bindings that gave
+	// FrozenGrants; a binding changed or removed since gives nothing.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9_-]{16}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.frozenBindings is immutable"
+	FrozenBindings []string `json:"frozenBindings,omitempty"`
 	// +optional
 	CreatedAt *metav1.Time `json:"createdAt,omitempty"`
 	// ExpiresAt omitted means the token never expires.

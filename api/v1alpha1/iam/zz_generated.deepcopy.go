@@ -76,6 +76,16 @@ func (in *APITokenSpec) DeepCopyInto(out *APITokenSpec) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.FrozenGrants != nil {
+		in, out := &in.FrozenGrants, &out.FrozenGrants
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
+	if in.FrozenBindings != nil {
+		in, out := &in.FrozenBindings, &out.FrozenBindings
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.CreatedAt != nil {
 		in, out := &in.CreatedAt, &out.CreatedAt
 		*out = (*in).DeepCopy()
