@@ -263,4 +263,3 @@ func BenchmarkAXFR(b *testing.B) {
 	}
 	b.ReportMetric(100_000, "records/op")
 }
-

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,8 +104,7 @@ func newZonesCmd(a *app) *cobra.Command {
 			if ok, err := writeData(a.stdout, a.g.Output, res); ok {
 				return err
 			}
-			fmt.Fprintf(a.stdout, "dnszone/%s notified\n", args[0])
-			return nil
+			return writeNotified(a.stdout, args[0], res)
 		},
 	}
 	cmd.AddCommand(list, get, del, export, imp, notify)
@@ -228,4 +229,31 @@ func newImportCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "import", Short: "Import data from other formats"}
 	cmd.AddCommand(newZoneImportCmd(a, "bind ZONE -f FILE", "Import a BIND zone file (--origin creates the zone if missing)", true))
 	return cmd
+}
+
+// writeNotified prints what POST /zones/{zone}/notify answered: the serial
+// and, per target, its answer (or why none came).
+func writeNotified(w io.Writer, zone string, res map[string]any) error {
+	sent, _ := res["sent"].([]any)
+	if len(sent) == 0 {
+		msg, _ := res["message"].(string)
+		_, err := fmt.Fprintf(w, "dnszone/%s: no NOTIFY sent: %s\n", zone, msg)
+		return err
+	}
+	fmt.Fprintf(w, "dnszone/%s serial %v: NOTIFY sent to %d targets\n", zone, res["serial"], len(sent))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TARGET\tKEY\tANSWER\tATTEMPTS\tTOOK")
+	for _, e := range sent {
+		m, _ := e.(map[string]any)
+		answer, _ := m["rcode"].(string)
+		if answer == "" {
+			answer, _ = m["error"].(string)
+		}
+		key, _ := m["key"].(string)
+		if key == "" {
+			key = "-"
+		}
+		fmt.Fprintf(tw, "%v\t%s\t%s\t%v\t%vms\n", m["target"], key, answer, m["attempts"], m["took_ms"])
+	}
+	return tw.Flush()
 }

@@ -1,9 +1,13 @@
 package xfr_test
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/svcdns/svc/test/nodetest"
 )
 
 // TestAXFRWithTSIGAsKdigSees: kdig transfers the zone over TCP and DoT with
@@ -51,6 +55,37 @@ func TestAXFRWithTSIGAsKdigSees(t *testing.T) {
 	out = kdig(t, "@"+host, "-p", port, "+notcp", "-y", key, "AXFR", "example.test.")
 	if !strings.Contains(out, "REFUSED") && !strings.Contains(out, "failed") {
 		t.Fatalf("AXFR over UDP: want REFUSED:\n%s", out)
+	}
+}
+
+// TestIXFRAsKdigSees: after a record change kdig asks for IXFR from the old
+// serial over TCP and DoT and gets the difference (old SOA, deletions, new
+// SOA, additions), not the zone.
+func TestIXFRAsKdigSees(t *testing.T) {
+	p := startPrimary(t, "")
+	host, port := hostPort(p.DNSAddr("tcp"))
+	dotHost, dotPort := hostPort(p.Addrs.DNS[indexOf(p.Addrs.DNS, "dot/")][len("dot/"):])
+	key := "hmac-sha256:" + keyName + ":" + goodSecret
+	old := p.soaSerial(t)
+	p.setZone(t, zoneYAML("two", `{dnsName: new.example.test, recordType: A, targets: [192.0.2.77]}`))
+	nodetest.Eventually(t, 10*time.Second, "new serial served", func() bool { return p.soaSerial(t) != old })
+	cur := p.soaSerial(t)
+	for _, args := range [][]string{{"@" + host, "-p", port}, {"@" + dotHost, "-p", dotPort, "+tls"}} {
+		out := kdig(t, append(args, "-y", key, fmt.Sprintf("IXFR=%d", old), "example.test.")...)
+		t.Logf("kdig %v IXFR=%d:\n%s", args, old, out)
+		if !strings.Contains(out, "new.example.test.") || !strings.Contains(out, `"note two"`) || !strings.Contains(out, `"note one"`) {
+			t.Fatalf("IXFR from %d lacks the change:\n%s", old, out)
+		}
+		if strings.Contains(out, "www.example.test.") {
+			t.Fatalf("IXFR from %d sent unchanged records (the whole zone?):\n%s", old, out)
+		}
+		if !strings.Contains(out, fmt.Sprintf(" %d ", old)) || !strings.Contains(out, fmt.Sprintf(" %d ", cur)) {
+			t.Fatalf("IXFR lacks the SOAs of %d and %d:\n%s", old, cur, out)
+		}
+	}
+	out := kdig(t, "@"+host, "-p", port, "-y", key, fmt.Sprintf("IXFR=%d", cur), "example.test.")
+	if strings.Count(out, "\tSOA\t") != 1 {
+		t.Fatalf("IXFR from the current serial: want the SOA alone:\n%s", out)
 	}
 }
 

@@ -1,6 +1,8 @@
 package xfr_test
 
 import (
+	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -306,6 +308,28 @@ notify:
 		t.Logf("%s answers %d questions as the node does after the IXFR", s.name, n)
 	}
 
+	// POST /zones/{zone}/notify says what each secondary answered.
+	code, body := apiCall(t, p, "POST", "/zones/example.test/notify")
+	var res struct {
+		Serial int64 `json:"serial"`
+		Sent   []struct {
+			Target, Key, Rcode string
+			Attempts           int
+		} `json:"sent"`
+	}
+	if err := json.Unmarshal([]byte(body), &res); err != nil || code != http.StatusAccepted {
+		t.Fatalf("notify: %d %s (%v)", code, body, err)
+	}
+	if res.Serial != int64(next) || len(res.Sent) != 2 {
+		t.Fatalf("notify answered %s, want serial %d sent to 2 targets", body, next)
+	}
+	for _, s := range res.Sent {
+		if s.Rcode != "NOERROR" || s.Key != keyName+"." {
+			t.Fatalf("notify target %+v, want NOERROR signed with %s", s, keyName)
+		}
+	}
+	t.Logf("POST /zones/example.test/notify: %s", body)
+
 	// A secondary with the wrong secret gets nothing and says why.
 	bad := startKnot(t, badPort, tcp, badSecret)
 	nodetest.Eventually(t, 15*time.Second, "knot with a wrong secret logs the refusal", func() bool {
@@ -336,4 +360,22 @@ func metric(t *testing.T, p *primary, series string) float64 {
 		}
 	}
 	return 0
+}
+
+// apiCall calls the node's API with the bootstrap token.
+func apiCall(t *testing.T, p *primary, method, path string) (int, string) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, err := http.NewRequest(method, "https://"+p.Addrs.API+"/api/v1"+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+bootstrapToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
