@@ -245,6 +245,18 @@ func TestUnblockDecisionsWithDig(t *testing.T) {
 	if g["phase"] != "expired" || !strings.Contains(fmt.Sprint(g["message"]), "removed from default/unblocked") {
 		t.Fatalf("ended approval: %v", g)
 	}
+	// the gauge: kid-ads approved, guest-other denied, guest-ads expired
+	nodetest.Eventually(t, 10*time.Second, "service_unblock_requests by phase", func() bool {
+		resp, err := http.Get("http://" + n.Addrs.Metrics + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		m := string(b)
+		return strings.Contains(m, `service_unblock_requests{phase="approved"} 1`) && strings.Contains(m, `service_unblock_requests{phase="denied"} 1`) &&
+			strings.Contains(m, `service_unblock_requests{phase="expired"} 1`) && strings.Contains(m, `service_unblock_requests{phase="pending"} 0`)
+	})
 	// every decision is in the audit trail
 	audit := a.ok(http.MethodGet, "/audit?kind=UnblockRequest", "")
 	var actions []string
