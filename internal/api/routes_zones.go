@@ -83,10 +83,10 @@ type importIn struct {
 	RawBody     []byte `contentType:"text/dns"`
 }
 
-// maxZoneFileBody bounds an import: as the body limit of POST /apply, and
-// room for a zone of about 300,000 short records (split across record sets
-// of at most 1000 names and types each).
-const maxZoneFileBody = 16 << 20
+// maxZoneFileBody bounds an import: room for the 100,000 records one import
+// may hold (authority.MaxZoneFileRecords) at about 80 bytes each, split
+// across record sets of at most 1000 names and types.
+const maxZoneFileBody = 8 << 20
 
 // zoneFileMedia refuses an import body that does not say it is a zone file,
 // with the spec's error body (415).

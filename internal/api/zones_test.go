@@ -72,7 +72,8 @@ func TestZoneImportRefuses(t *testing.T) {
 		{"CNAME and other data", "w IN CNAME t.example.com.\nw IN A 192.0.2.1\n", "text/dns", 400, KeyInvalid, "line "},
 		{"JSON content type", "www IN A 192.0.2.1\n", "application/json", 415, KeyInvalid, "text/dns"},
 		{"no content type", "www IN A 192.0.2.1\n", "", 415, KeyInvalid, "text/dns"},
-		{"body over the bound", "; " + strings.Repeat("x", 17<<20) + "\n", "text/dns", 413, KeyTooLarge, ""},
+		{"body over the bound", "; " + strings.Repeat("x", 9<<20) + "\n", "text/dns", 413, KeyTooLarge, ""},
+		{"too many records", strings.Repeat("h IN TXT x\n", 100001), "text/dns", 400, KeyInvalid, "more than 100000 records"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

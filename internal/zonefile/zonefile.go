@@ -30,8 +30,9 @@ type Endpoint struct {
 	TTL        *int64
 }
 
-// MaxRecords bounds one import (names and types).
-const MaxRecords = 100000
+// MaxRecords bounds one import (names and types; the reader stops at
+// authority.MaxZoneFileRecords records).
+const MaxRecords = authority.MaxZoneFileRecords
 
 // ErrTooMany refuses an import over MaxRecords.
 var ErrTooMany = errors.New("zone file has too many records")
