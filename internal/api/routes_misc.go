@@ -31,6 +31,7 @@ func (s *Server) registerRoutes() {
 	s.registerClusterRoutes()
 	s.registerBackupRoutes()
 	s.registerUnblockRoutes()
+	s.registerBlockPageRoutes()
 }
 
 type versionOut struct{ Body version.Info }
