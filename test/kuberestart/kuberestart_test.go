@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/internal/store/kube"
 	"github.com/svcdns/svc/test/kube/kubeenv"
 	"github.com/svcdns/svc/test/nodetest"
 )
@@ -314,5 +315,49 @@ func TestSoakAPIServerRestarts(t *testing.T) {
 		rounds, sent, failed, worstServe.Round(time.Millisecond), worstStatus.Round(time.Millisecond))
 	if failed != 0 {
 		t.Errorf("%d of %d queries failed", failed, sent)
+	}
+}
+
+// TestStoreClosesDuringAPIServerOutage: a store opened or closed while the
+// apiserver is down stops at once. client-go's streaming initial list
+// (WatchListClient) slept out its retry backoff on "connection refused"
+// (seconds, up to 30-60 s) without looking at the context and held a
+// node's stop; the store's informers list and then watch, whose backoff
+// ends with the context.
+func TestStoreClosesDuringAPIServerOutage(t *testing.T) {
+	needEnv(t)
+	d, err := kube.Open(t.Context(), env.Config, kube.Options{EncryptionKey: []byte(encryptionKey[:32])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatalf("stop kube-apiserver: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.StartAPIServer(); err != nil {
+			t.Errorf("start kube-apiserver again: %v", err)
+		}
+	})
+	// A node starting during the outage: its initial lists are refused
+	// until the startup timeout; then it must stop without waiting for a
+	// backoff sleep.
+	const startup = 10 * time.Second
+	start := time.Now()
+	if _, err := kube.Open(t.Context(), env.Config, kube.Options{EncryptionKey: []byte(encryptionKey[:32]), StartupTimeout: startup}); err == nil {
+		t.Fatal("opened a store with the apiserver down")
+	}
+	opened := time.Since(start)
+	// A running node stopped well into the outage.
+	time.Sleep(5 * time.Second)
+	start = time.Now()
+	err = d.Close()
+	closed := time.Since(start)
+	t.Logf("during an apiserver outage: a failed open returned after %v (startup timeout %v); a running store closed in %v",
+		opened.Round(time.Millisecond), startup, closed.Round(time.Millisecond))
+	if opened > startup+time.Second {
+		t.Errorf("a failed open took %v, %v past its startup timeout", opened, opened-startup)
+	}
+	if err != nil || closed > 2*time.Second {
+		t.Errorf("Close during an outage took %v: %v", closed, err)
 	}
 }

@@ -23,9 +23,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -146,15 +147,15 @@ func Open(ctx context.Context, cfg *rest.Config, opts Options) (*Driver, error) 
 		if ki.Internal {
 			continue
 		}
-		inf := dynamicinformer.NewFilteredDynamicInformer(dyn, ki.GVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+		inf := listWatchInformer(dyn, ki.GVR, metav1.NamespaceAll, nil)
 		if err := setup(inf, ki.GVR.Resource); err != nil {
 			return nil, fmt.Errorf("kube store: informer %s: %w", kind, err)
 		}
 		d.crd[kind] = inf
 	}
-	d.secrets = dynamicinformer.NewFilteredDynamicInformer(dyn, secretsGVR, d.namespace, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+	d.secrets = listWatchInformer(dyn, secretsGVR, d.namespace, func(o *metav1.ListOptions) {
 		o.LabelSelector = KindLabel
-	}).Informer()
+	})
 	if err := setup(d.secrets, "secrets"); err != nil {
 		return nil, fmt.Errorf("kube store: informer secrets: %w", err)
 	}
@@ -253,11 +254,9 @@ func (d *Driver) Fresh(now time.Time, maxAge time.Duration) bool {
 	return maxAge <= 0 || d.SnapshotAge(now) <= maxAge
 }
 
-// closeWait bounds how long Close waits for the informers to return.
-// client-go's reflector sleeps out its backoff without looking at the
-// context when a watch-list request fails (reflector.go, watchList): after
-// an apiserver outage that sleep can reach 30-60 s, and a node being
-// stopped must not wait for it. The goroutines end when the sleep does.
+// closeWait bounds how long Close waits for the informers to return. The
+// informers list and watch (listWatchInformer), whose backoff ends with the
+// context; the bound stays as a guard against any other wait in client-go.
 const closeWait = 5 * time.Second
 
 // Close stops the informers and the watches.
@@ -273,9 +272,10 @@ func (d *Driver) Close() error {
 	}()
 	select {
 	case <-done:
+		return nil
 	case <-time.After(closeWait):
+		return fmt.Errorf("kube store: informers still running %v after close", closeWait)
 	}
-	return nil
 }
 
 func (d *Driver) kind(kind string) (*kindInfo, error) {
@@ -691,3 +691,37 @@ func (d *Driver) catchUp(ctx context.Context, ki *kindInfo, key store.Key) {
 		return now != nil && !versionBefore(now.GetResourceVersion(), live.GetResourceVersion())
 	})
 }
+
+// listWatchInformer is dynamicinformer's informer for gvr in namespace,
+// except that it lists and then watches instead of streaming the initial
+// list (client-go's WatchListClient). The streaming path's retry sleeps out
+// its backoff without looking at the context (reflector.go, watchList):
+// after an apiserver outage that sleep reached 30-60 s and held a stopping
+// node. List-then-watch backs off with the context, and for the few
+// hundred objects a store holds the stream saves the apiserver nothing.
+func listWatchInformer(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+	res := dyn.Resource(gvr).Namespace(namespace)
+	opt := func(o metav1.ListOptions) metav1.ListOptions {
+		if tweak != nil {
+			tweak(&o)
+		}
+		return o
+	}
+	lw := &listThenWatch{ListWatch: cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return res.List(ctx, opt(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return res.Watch(ctx, opt(o))
+		},
+	}}
+	return cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
+}
+
+// listThenWatch is a ListWatch that tells the reflector not to use watch-list
+// (client-go's util/watchlist.DoesClientNotSupportWatchListSemantics).
+type listThenWatch struct{ cache.ListWatch }
+
+// IsWatchListSemanticsUnSupported turns the streaming initial list off.
+func (*listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
