@@ -194,6 +194,16 @@ func TestBlockPage(t *testing.T) {
 		if err := os.WriteFile(ca, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		// the API serves the same CA, without a login
+		resp, err := http.Get("http://" + n.Addrs.API + "/api/v1/blockpage/ca.crt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		fromAPI, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || string(fromAPI) != body {
+			t.Fatalf("GET /api/v1/blockpage/ca.crt: %d, same as the page's: %v", resp.StatusCode, string(fromAPI) == body)
+		}
 		_, port, _ := net.SplitHostPort(n.https)
 		target := fmt.Sprintf("https://%s:%s/", blocked, port)
 		resolve := fmt.Sprintf("%s:%s:127.0.0.1", blocked, port)
