@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/svcdns/svc/internal/doctor"
 	"github.com/svcdns/svc/internal/store"
 	"github.com/svcdns/svc/internal/version"
 )
@@ -24,6 +26,14 @@ type ClusterSource interface {
 	// Nodes lists this node and, when known, its peers.
 	Nodes(ctx context.Context) ([]NodeInfo, error)
 }
+
+// DoctorSource is the serving node's own checks (config file, data
+// directory, listeners, readiness, restart-pending settings).
+type DoctorSource interface {
+	Doctor(ctx context.Context) (*doctor.Report, error)
+}
+
+type doctorOut struct{ Body *doctor.Report }
 
 // ZoneNotifier sends DNS NOTIFY for a zone to its secondaries.
 type ZoneNotifier interface {
@@ -133,6 +143,39 @@ func (s *Server) registerClusterRoutes() {
 				out.Items = append(out.Items, NodeInfo{Name: s.opts.NodeName, Version: version.Version})
 			}
 			return &nodesOut{Body: out}, nil
+		})
+	register(s, huma.Operation{OperationID: "doctor", Method: http.MethodGet, Path: "/doctor", Summary: "Checks of this node (DoctorReport)", Tags: []string{"info"},
+		Description: "The serving node checks itself: its config file still loads (an edit that would stop the next start fails here), node.dataDir is writable, the listeners it bound, readiness (each failing readiness check), settings changed since start that apply at the next restart, and the diagnoses of /info/messages (errors fail, warnings warn). `svc doctor` shows these as node/<check>."},
+		clusterPerm("settings.read"), func(ctx context.Context, _ *emptyIn) (*doctorOut, error) {
+			start := time.Now()
+			rep := &doctor.Report{Node: s.opts.NodeName, Version: version.Version}
+			if s.deps.Doctor != nil {
+				r, err := s.deps.Doctor.Doctor(ctx)
+				if err != nil {
+					return nil, fromError(err)
+				}
+				rep = r
+			}
+			if msgs, err := s.messages(ctx, nil); err != nil {
+				rep.Add("diagnoses", doctor.Warn, "diagnoses not read: %v", err)
+			} else {
+				bad := 0
+				for _, m := range msgs.Body.Items {
+					switch m.Severity {
+					case "error":
+						rep.Add("diagnoses", doctor.Fail, "%s: %s", m.Reason, m.Message)
+						bad++
+					case "warning":
+						rep.Add("diagnoses", doctor.Warn, "%s: %s", m.Reason, m.Message)
+						bad++
+					}
+				}
+				if bad == 0 {
+					rep.Add("diagnoses", doctor.OK, "%d messages, none a warning or an error", len(msgs.Body.Items))
+				}
+			}
+			rep.Finish(start)
+			return &doctorOut{Body: rep}, nil
 		})
 	register(s, huma.Operation{OperationID: "cluster", Method: http.MethodGet, Path: "/cluster", Summary: "Cluster driver, epoch and leader", Tags: []string{"info"}},
 		clusterPerm("info.read"), func(ctx context.Context, _ *emptyIn) (*clusterOut, error) {

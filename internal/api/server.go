@@ -159,6 +159,7 @@ type Deps struct {
 	BlockListRefresher BlockListRefresher // immediate refetch of a list
 	Blocking           BlockingReader     // nil: DNS if it implements BlockingReader
 	Cluster            ClusterSource      // nil: /nodes lists this node only
+	Doctor             DoctorSource       // nil: GET /doctor reports diagnoses only
 	Notifier           ZoneNotifier       // nil: notify answers 202 queued false
 	// Visibility, when set, holds write answers until this node's data
 	// plane serves them (consistency.go).

@@ -1,83 +1,95 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
-	"path/filepath"
-	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/doctor"
 	"github.com/svcdns/svc/internal/settings"
 	"github.com/svcdns/svc/internal/version"
 )
-
-type doctorCheck struct {
-	Check   string `json:"check"`
-	Status  string `json:"status"` // ok, warn, fail
-	Message string `json:"message"`
-}
 
 func newDoctorCmd(a *app) *cobra.Command {
 	var skipAPI, skipPorts bool
 	var keepalived, vipRunDir string
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check configuration, data directory, ports, API, token and diagnoses",
-		Args:  cobra.NoArgs,
+		Short: "Check configuration, data directory, ports, API, token, the node's own report and diagnoses",
+		Long: "Checks this host (config file, node.dataDir, listener ports, VRRP files) and, unless --skip-api, the\n" +
+			"server of the current context: that it answers, that the token is accepted, and the node's own\n" +
+			"report (GET /api/v1/doctor: its config file, data directory, listeners, readiness, restart-pending\n" +
+			"settings, diagnoses; its checks are named node/<check>). Ports held by the node the API reached on\n" +
+			"this host count as free. -o json prints the DoctorReport. Exit 1 when a check fails.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var checks []doctorCheck
-			add := func(check, status, format string, args ...any) {
-				checks = append(checks, doctorCheck{check, status, fmt.Sprintf(format, args...)})
-			}
+			start := time.Now()
+			rep := &doctor.Report{Version: version.Version}
+			rep.Node, _ = os.Hostname()
 			mgr, err := settings.Load(cmd.Context(), settings.Options{ConfigPath: a.g.Config, ConfigPathExplicit: cmd.Flags().Changed("config"), Environ: os.Environ()})
-			var eff map[string]any
+			var cfg *settings.Config
 			if err != nil {
-				add("config", "fail", "%v", err)
+				rep.Add("config", doctor.Fail, "%v", err)
 			} else {
-				add("config", "ok", "%s loads", mgr.ConfigPath())
-				eff = mgr.Effective(true)
-				dataDir, _ := effective(eff, "node.dataDir")
-				checkDataDir(fmt.Sprint(dataDir), add)
-				if !skipPorts {
-					checkPorts(eff, add)
+				cfg = mgr.Current()
+				if cfg.Node.Name != "" {
+					rep.Node = cfg.Node.Name
 				}
+				rep.Add("config", doctor.OK, "%s loads", mgr.ConfigPath())
+				doctor.DataDir(rep, cfg.Node.DataDir)
+			}
+			var node *doctor.Report
+			local := false
+			if !skipAPI {
+				node, local = a.doctorAPI(cmd, rep)
+			}
+			if cfg != nil && !skipPorts {
+				var held func(doctor.Listener) bool
+				switch {
+				case opsAnswers(cfg.Listeners.Ops.Address):
+					// A node runs with this config: it bound every listener.
+					held = func(doctor.Listener) bool { return true }
+				case node != nil && local:
+					held = doctor.HeldBy(node)
+				}
+				doctor.Ports(rep, doctor.Listeners(cfg), held)
 			}
 			if keepalived != "" {
 				if _, err := os.Stat(keepalived); err != nil {
-					add("vrrp", "fail", "%v", err)
+					rep.Add("vrrp", doctor.Fail, "%v", err)
 				} else {
-					add("vrrp", "ok", "%s present", keepalived)
+					rep.Add("vrrp", doctor.OK, "%s present", keepalived)
 				}
 			}
 			_ = vipRunDir
-			if !skipAPI {
-				a.doctorAPI(cmd, add)
+			if node != nil {
+				for _, c := range node.Checks {
+					rep.Checks = append(rep.Checks, doctor.Check{Check: "node/" + c.Check, Status: c.Status, Message: c.Message})
+				}
 			}
-			fails := 0
-			if ok, err := writeData(a.stdout, a.g.Output, checks); ok {
+			rep.Finish(start)
+			if ok, err := writeData(a.stdout, a.g.Output, rep); ok {
 				if err != nil {
 					return err
 				}
 			} else {
 				tw := tabwriter.NewWriter(a.stdout, 0, 4, 3, ' ', 0)
 				fmt.Fprintln(tw, "CHECK\tSTATUS\tMESSAGE")
-				for _, c := range checks {
+				for _, c := range rep.Checks {
 					fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Check, c.Status, c.Message)
 				}
 				_ = tw.Flush()
 			}
-			for _, c := range checks {
-				if c.Status == "fail" {
-					fails++
-				}
-			}
-			if fails > 0 {
-				return &exitError{code: 1, msg: fmt.Sprintf("%d checks failed", fails)}
+			if rep.Failures > 0 {
+				return &exitError{code: 1, msg: fmt.Sprintf("%d checks failed", rep.Failures)}
 			}
 			return nil
 		},
@@ -89,120 +101,84 @@ func newDoctorCmd(a *app) *cobra.Command {
 	return cmd
 }
 
-func checkDataDir(dir string, add func(string, string, string, ...any)) {
-	st, err := os.Stat(dir)
-	switch {
-	case os.IsNotExist(err):
-		add("dataDir", "warn", "%s does not exist yet (created at start)", dir)
-		return
-	case err != nil:
-		add("dataDir", "fail", "%v", err)
-		return
-	case !st.IsDir():
-		add("dataDir", "fail", "%s is not a directory", dir)
-		return
-	}
-	f, err := os.CreateTemp(dir, ".doctor-*")
-	if err != nil {
-		add("dataDir", "fail", "%s is not writable: %v", dir, err)
-		return
-	}
-	f.Close()
-	os.Remove(f.Name())
-	add("dataDir", "ok", "%s writable", filepath.Clean(dir))
-}
-
-// checkPorts tries to bind the TCP listener addresses of the config.
-// effective reads a key of settings.Manager.Effective, whose map is keyed
-// by the whole dotted path (a nested lookup found nothing: the dataDir and
-// ports checks checked nothing).
-func effective(eff map[string]any, key string) (any, bool) {
-	if v, ok := eff[key]; ok {
-		return v, true
-	}
-	return lookupPath(eff, key)
-}
-
-func checkPorts(eff map[string]any, add func(string, string, string, ...any)) {
-	var addrs []string
-	for _, k := range []string{"listeners.api.address", "listeners.ops.address", "listeners.metrics.address", "listeners.internal.address"} {
-		if v, ok := effective(eff, k); ok && fmt.Sprint(v) != "" {
-			addrs = append(addrs, fmt.Sprint(v))
-		}
-	}
-	if l, ok := effective(eff, "listeners.dns"); ok {
-		items, _ := l.([]any)
-		for _, it := range items {
-			m, _ := it.(map[string]any)
-			if s, _ := m["address"].(string); s != "" {
-				addrs = append(addrs, s)
-			}
-		}
-	}
-	var busy []string
-	for _, addr := range addrs {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			busy = append(busy, fmt.Sprintf("%s (%v)", addr, shortErr(err)))
-			continue
-		}
-		ln.Close()
-	}
-	if len(busy) > 0 {
-		add("ports", "warn", "not free (a running node holds them, or no permission): %s", strings.Join(busy, ", "))
-		return
-	}
-	add("ports", "ok", "%d listener addresses free", len(addrs))
-}
-
-func shortErr(err error) string {
-	s := err.Error()
-	if i := strings.LastIndex(s, ": "); i >= 0 {
-		return s[i+2:]
-	}
-	return s
-}
-
-func (a *app) doctorAPI(cmd *cobra.Command, add func(string, string, string, ...any)) {
+// doctorAPI checks the server of the current context and returns the
+// node's own report (nil when it could not be read) and whether that node
+// runs on this host (its ports then count as held, not taken).
+func (a *app) doctorAPI(cmd *cobra.Command, rep *doctor.Report) (*doctor.Report, bool) {
 	c, err := a.client()
 	if err != nil {
-		add("api", "fail", "%v", err)
-		return
+		rep.Add("api", doctor.Fail, "%v", err)
+		return nil, false
 	}
 	ctx := cmd.Context()
 	var v version.Info
 	if err := c.Do(ctx, request{method: http.MethodGet, path: "/version", out: &v, noToken: true}); err != nil {
-		add("api", "fail", "%s: %v", c.Server, err)
-		return
+		rep.Add("api", doctor.Fail, "%s: %v", c.Server, err)
+		return nil, false
 	}
-	add("api", "ok", "%s answers, version %s", c.Server, v.Version)
+	rep.Add("api", doctor.OK, "%s answers, version %s", c.Server, v.Version)
 	if c.Token == "" {
-		add("token", "warn", "no token: log in with `svc login`")
-		return
+		rep.Add("token", doctor.Warn, "no token: log in with `svc login`")
+		return nil, false
 	}
 	var me api.MeBody
 	if err := c.Do(ctx, request{method: http.MethodGet, path: "/auth/me", out: &me}); err != nil {
-		add("token", "fail", "%v", err)
-		return
+		rep.Add("token", doctor.Fail, "%v", err)
+		return nil, false
 	}
-	add("token", "ok", "authenticated as %s %s", me.Principal.Kind, me.Principal.Name)
-	var msgs api.ListBody[api.DiagnosisMessage]
-	if err := c.Do(ctx, request{method: http.MethodGet, path: "/info/messages", out: &msgs}); err != nil {
-		add("diagnoses", "warn", "%v", err)
-		return
-	}
-	errs := 0
-	for _, m := range msgs.Items {
-		st := "warn"
-		if m.Severity == "error" {
-			st = "fail"
-			errs++
+	rep.Add("token", doctor.OK, "authenticated as %s %s", me.Principal.Kind, me.Principal.Name)
+	var node doctor.Report
+	if err := c.Do(ctx, request{method: http.MethodGet, path: "/doctor", out: &node}); err != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && ae.Status == http.StatusForbidden {
+			rep.Add("node", doctor.Warn, "the node's own report needs settings.read: %v", err)
+		} else {
+			rep.Add("node", doctor.Fail, "GET /doctor: %v", err)
 		}
-		if m.Severity != "info" {
-			add("diagnoses", st, "%s: %s", m.Reason, m.Message)
+		return nil, false
+	}
+	return &node, onThisHost(c.Server)
+}
+
+// opsAnswers tells whether a node answers /healthz/live on the ops
+// address of this host's config (0.0.0.0 and :: are asked on loopback).
+func opsAnswers(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" {
+		return false
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://" + net.JoinHostPort(host, port) + "/healthz/live")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// onThisHost tells whether server's host is a loopback or local address.
+func onThisHost(server string) bool {
+	u, err := url.Parse(server)
+	if err != nil {
+		return false
+	}
+	ips, err := net.LookupIP(u.Hostname())
+	if err != nil || len(ips) == 0 {
+		return false
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, ip := range ips {
+		if ip.IsLoopback() {
+			return true
+		}
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) {
+				return true
+			}
 		}
 	}
-	if errs == 0 {
-		add("diagnoses", "ok", "%d messages, none an error", len(msgs.Items))
-	}
+	return false
 }

@@ -505,6 +505,7 @@ func (p *proc) startAPI(ctx context.Context) error {
 		BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
 		Cluster:    clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
 		Visibility: visibility{snaps: p.snaps, settings: p.mgr.Current},
+		Doctor:     doctorSource{p},
 		Notifier:   p.xfr,
 	})
 	if err != nil {

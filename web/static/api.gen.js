@@ -224,6 +224,13 @@
  */
 
 /**
+ * @typedef {Object} Check
+ * @property {string} check
+ * @property {string} message
+ * @property {"ok"|"warn"|"fail"} status
+ */
+
+/**
  * @typedef {Object} ClientItem
  * @property {number} blocked
  * @property {number} count
@@ -727,6 +734,16 @@
  */
 
 /**
+ * @typedef {Object} Report
+ * @property {(Array<Check>|null)} checks
+ * @property {number} failures
+ * @property {string} node
+ * @property {number} took_ms
+ * @property {string} version
+ * @property {number} warnings
+ */
+
+/**
  * @typedef {Object} ResetPasswordAnswer
  * @property {string} [password] the generated password, shown only in this answer
  * @property {number} tokensRevoked
@@ -1013,7 +1030,6 @@ export const routes = Object.freeze({
   "blocklist-entries-create": {"method":"POST","path":"/blocklists/{namespace}/{name}/sources/{source}/entries","permission":"blocklists.write","scope":"cluster","summary":"Add structured entries to a source"},
   "blocklist-entries-patch": {"method":"PATCH","path":"/blocklists/{namespace}/{name}/sources/{source}/entries","permission":"blocklists.write","scope":"cluster","summary":"Enable, disable or delete entries and rules by id"},
   "blocklist-refresh": {"method":"POST","path":"/blocklists/{namespace}/{name}/refresh","permission":"blocklists.write","scope":"cluster","summary":"Fetch the list's sources again now"},
-  "blockpage-ca": {"method":"GET","path":"/blockpage/ca.crt","permission":"public","scope":"cluster","summary":"The block page's generated CA certificate (PEM)"},
   "cache-flush": {"method":"POST","path":"/cache/flush","permission":"cache.flush","scope":"cluster","summary":"Flush the cache, or one name"},
   "catalogue-categories": {"method":"GET","path":"/catalogue/categories","permission":"info.read","scope":"cluster","summary":"Catalogue categories by order"},
   "catalogue-icon": {"method":"GET","path":"/catalogue/icons/{file}","permission":"public","scope":"cluster","summary":"Icon of a service (image/svg+xml)","query":[{"name":"variant","enum":["light","onDark"],"doc":"onDark: the variant for dark backgrounds"},{"name":"dark","doc":"same as variant=onDark"}]},
@@ -1032,6 +1048,7 @@ export const routes = Object.freeze({
   "dns-blocking": {"method":"POST","path":"/dns/blocking","permission":"dns.blocking","scope":"cluster","summary":"Disable or enable blocking on this node"},
   "dns-blocking-state": {"method":"GET","path":"/dns/blocking","permission":"info.read","scope":"cluster","summary":"Blocking toggle of this node"},
   "dns-query": {"method":"POST","path":"/dns/query","permission":"dns.query","scope":"cluster","summary":"Resolve a name as a client would"},
+  "doctor": {"method":"GET","path":"/doctor","permission":"settings.read","scope":"cluster","summary":"Checks of this node (DoctorReport)"},
   "get-blocklist": {"method":"GET","path":"/objects/blocklists/{namespace}/{name}","permission":"blocklists.read","scope":"cluster","summary":"Get one BlockList"},
   "get-clientgroup": {"method":"GET","path":"/objects/clientgroups/{namespace}/{name}","permission":"clientgroups.read","scope":"cluster","summary":"Get one ClientGroup"},
   "get-dnsrecordset": {"method":"GET","path":"/objects/dnsrecordsets/{namespace}/{name}","permission":"dnsrecordsets.read","scope":"any","summary":"Get one DNSRecordSet"},
