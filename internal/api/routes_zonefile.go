@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -215,7 +217,7 @@ func (s *Server) planImport(ctx context.Context, in *importIn, stored *unstructu
 		if created || zr.SOATaken || zr.NameServersTaken {
 			plan.zone = z
 		}
-	} else if zf.SOA != nil || len(zf.NameServers) > 0 {
+	} else if !sameZoneSettings(stored, zf) {
 		zr.Notes = append(zr.Notes, fmt.Sprintf("zone %s exists: the file's SOA and NS were not applied; pass updateZone=true (svc import bind --update-zone) to take them", in.Zone))
 	}
 	if plan.zone == nil {
@@ -251,6 +253,41 @@ func (s *Server) planImport(ctx context.Context, in *importIn, stored *unstructu
 		}
 	}
 	return plan, nil
+}
+
+// sameZoneSettings reports whether the zone already holds the file's SOA
+// and name servers (or the file has none), so keeping them loses nothing.
+func sameZoneSettings(z *unstructured.Unstructured, zf *zonefile.Zone) bool {
+	if zf.SOA != nil {
+		want, err := runtime.DefaultUnstructuredConverter.ToUnstructured(zf.SOA)
+		have, _, _ := unstructured.NestedMap(z.Object, "spec", "soa")
+		if err != nil || !reflect.DeepEqual(normalizeNumbers(want), normalizeNumbers(have)) {
+			return false
+		}
+	}
+	if len(zf.NameServers) > 0 {
+		have, _, _ := unstructured.NestedStringSlice(z.Object, "spec", "nameServers")
+		if !slices.Equal(have, zf.NameServers) {
+			return false
+		}
+	}
+	return true
+}
+
+// normalizeNumbers turns every number of m into int64, as JSON decoding and
+// the converter give different kinds.
+func normalizeNumbers(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch n := v.(type) {
+		case int:
+			v = int64(n)
+		case float64:
+			v = int64(n)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // honourSerial keeps an imported serial from going backwards: the zone

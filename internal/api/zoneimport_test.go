@@ -133,10 +133,15 @@ func TestZoneImportTakesSOAAndSplits(t *testing.T) {
 	if z = r.json(t)["zone"].(map[string]any); r.code != 200 || z["soa"].(map[string]any)["serial"].(float64) != 2024010103 {
 		t.Fatalf("same serial, changed records: %d %s", r.code, r.body)
 	}
-	// The same file again changes nothing.
+	// The same file again changes nothing, with or without updateZone (and
+	// without a note: the zone holds the file's SOA and NS already).
 	r = c.do("POST", "/zones/ex/import?updateZone=true", zoneText(2024010103, 11, ""), "Content-Type", "text/dns")
 	if m = r.json(t); r.code != 200 || m["zone"].(map[string]any)["result"] != "unchanged" || m["result"] != "unchanged" {
 		t.Fatalf("same file again: %d %s", r.code, r.body)
+	}
+	r = c.do("POST", "/zones/ex/import", zoneText(2024010103, 11, ""), "Content-Type", "text/dns")
+	if m = r.json(t); r.code != 200 || m["zone"].(map[string]any)["result"] != "kept" || m["zone"].(map[string]any)["notes"] != nil || m["result"] != "unchanged" {
+		t.Fatalf("same file again without updateZone: %d %s", r.code, r.body)
 	}
 	// A newer serial is taken as is.
 	r = c.do("POST", "/zones/ex/import?updateZone=true", zoneText(2025010101, 11, ""), "Content-Type", "text/dns")
