@@ -84,6 +84,14 @@ func TestUserLifecycle(t *testing.T) {
 		t.Fatalf("bob without grants: %d %s", r.code, r.body)
 	}
 
+	// Names are what people type: dots, @ and capitals are fine.
+	if r := admin.do("POST", "/iam/users", map[string]any{"name": "Bob.Smith@corp.example", "password": "bob-smith-password"}); r.code != 201 {
+		t.Fatalf("create a mail-like name: %d %s", r.code, r.body)
+	}
+	if r := admin.do("GET", "/iam/users/Bob.Smith@corp.example", nil); r.code != 200 || r.json(t)["name"] != "Bob.Smith@corp.example" {
+		t.Fatalf("get a mail-like name: %d %s", r.code, r.body)
+	}
+
 	// Groups are live: removing ops takes operator away on the next request.
 	r = admin.do("PATCH", "/iam/users/alice", map[string]any{"groups": []string{}})
 	if r.code != 200 || len(userGroups(t, r)) != 0 || r.json(t)["displayName"] != "Alice A." {

@@ -2,12 +2,15 @@ package auth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/svcdns/svc/internal/store"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Internal kinds kept in the store (never CRDs; Secrets in Kubernetes).
@@ -95,11 +98,23 @@ func (d *Directory) GetUser(ctx context.Context, username string) (*LocalUser, e
 	if username == "" || len(username) > 253 {
 		return nil, store.ErrNotFound
 	}
-	obj, err := d.st.Get(ctx, KindLocalUser, "", username)
+	obj, err := d.st.Get(ctx, KindLocalUser, "", UserObjectName(username))
 	if err != nil {
 		return nil, err
 	}
 	return userFrom(obj), nil
+}
+
+// UserObjectName is the name of the LocalUser object of username: the
+// username itself when it is a valid object name (lowercase DNS subdomain),
+// else "user-" and 40 hex digits of its SHA-256, so that names people type
+// (capitals, @, _) can be stored; spec.username keeps the name as typed.
+func UserObjectName(username string) string {
+	if len(validation.IsDNS1123Subdomain(username)) == 0 {
+		return username
+	}
+	sum := sha256.Sum256([]byte(username))
+	return "user-" + hex.EncodeToString(sum[:20])
 }
 
 // ListUsers returns every local user.
@@ -145,7 +160,9 @@ func (d *Directory) SaveUser(ctx context.Context, u *LocalUser, manager store.Ma
 	}
 	obj.SetAPIVersion(APIVersion)
 	obj.SetKind(KindLocalUser)
-	obj.SetName(u.Username)
+	if u.obj == nil {
+		obj.SetName(UserObjectName(u.Username))
+	}
 	o := obj.Object
 	spec := map[string]any{"username": u.Username, "passwordHash": u.PasswordHash}
 	if u.DisplayName != "" {
@@ -317,11 +334,11 @@ func anySlice(v []string) []any {
 
 // DeleteUser removes a local user, written by the object's own manager.
 func (d *Directory) DeleteUser(ctx context.Context, u *LocalUser) error {
-	m := store.ManagerAPI
+	m, name := store.ManagerAPI, UserObjectName(u.Username)
 	if u.obj != nil {
-		m = store.OwnerOf(u.obj)
+		m, name = store.OwnerOf(u.obj), u.obj.GetName()
 	}
-	if err := d.st.Delete(ctx, KindLocalUser, "", u.Username, store.DeleteOptions{Manager: m}); err != nil {
+	if err := d.st.Delete(ctx, KindLocalUser, "", name, store.DeleteOptions{Manager: m}); err != nil {
 		return fmt.Errorf("delete user %s: %w", u.Username, err)
 	}
 	return nil
