@@ -37,7 +37,7 @@ func (l *daemonLog) text() string {
 
 func (l *daemonLog) contains(s string) bool { return strings.Contains(l.text(), s) }
 
-func requireBinary(t *testing.T, path string) {
+func requireBinary(t testing.TB, path string) {
 	t.Helper()
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("%s is missing: run hack/install-test-deps.sh (%v)", path, err)
@@ -46,7 +46,7 @@ func requireBinary(t *testing.T, path string) {
 
 // startDaemon runs a server in the foreground, unprivileged, and stops it
 // when the test ends; its log is printed when the test failed.
-func startDaemon(t *testing.T, name string, args ...string) *daemonLog {
+func startDaemon(t testing.TB, name string, args ...string) *daemonLog {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	lf := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
@@ -329,6 +329,10 @@ notify:
 		}
 	}
 	t.Logf("POST /zones/example.test/notify: %s", body)
+	nodetest.Eventually(t, 5*time.Second, "the NOTIFY is in the audit trail with each answer", func() bool {
+		_, audit := apiCall(t, p, "GET", "/audit")
+		return strings.Contains(audit, `"notify"`) && strings.Contains(audit, fmt.Sprintf("serial %d: 127.0.0.1:%d NOERROR", next, nsdPort))
+	})
 
 	// A secondary with the wrong secret gets nothing and says why.
 	bad := startKnot(t, badPort, tcp, badSecret)
