@@ -76,11 +76,11 @@ func (j *Journal) Observe(t *authority.Table) []Served {
 	var out []Served
 	seen := make(map[string]bool, len(zones))
 	for _, tz := range zones {
-		if !tz.Synced() {
-			continue // not served yet: keep the journal as it was
-		}
 		name := tz.Name()
 		seen[name] = true
+		if !tz.Synced() {
+			continue // answering SERVFAIL for now: keep the journal as it was
+		}
 		j.mu.Lock()
 		zj := j.zones[name]
 		var prev authority.TransferZone
