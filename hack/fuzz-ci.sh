@@ -13,6 +13,8 @@ targets=(
 	"./dataplane/transport FuzzDoHParity"
 	"./internal/blockpage FuzzBlockPageForm"
 	"./internal/api FuzzApplyBody"
+	"./dataplane/xfr FuzzXFRRequest"
+	"./dataplane/xfr FuzzJournal"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"
