@@ -1030,6 +1030,7 @@ export const routes = Object.freeze({
   "blocklist-entries-create": {"method":"POST","path":"/blocklists/{namespace}/{name}/sources/{source}/entries","permission":"blocklists.write","scope":"cluster","summary":"Add structured entries to a source"},
   "blocklist-entries-patch": {"method":"PATCH","path":"/blocklists/{namespace}/{name}/sources/{source}/entries","permission":"blocklists.write","scope":"cluster","summary":"Enable, disable or delete entries and rules by id"},
   "blocklist-refresh": {"method":"POST","path":"/blocklists/{namespace}/{name}/refresh","permission":"blocklists.write","scope":"cluster","summary":"Fetch the list's sources again now"},
+  "blockpage-ca": {"method":"GET","path":"/blockpage/ca.crt","permission":"public","scope":"cluster","summary":"The block page's generated CA certificate (PEM)"},
   "cache-flush": {"method":"POST","path":"/cache/flush","permission":"cache.flush","scope":"cluster","summary":"Flush the cache, or one name"},
   "catalogue-categories": {"method":"GET","path":"/catalogue/categories","permission":"info.read","scope":"cluster","summary":"Catalogue categories by order"},
   "catalogue-icon": {"method":"GET","path":"/catalogue/icons/{file}","permission":"public","scope":"cluster","summary":"Icon of a service (image/svg+xml)","query":[{"name":"variant","enum":["light","onDark"],"doc":"onDark: the variant for dark backgrounds"},{"name":"dark","doc":"same as variant=onDark"}]},
