@@ -78,4 +78,10 @@ go test -run '^$' -bench 'TransportRatio|IdleConns' -benchtime 1x -timeout 30m .
 # (UDP, DoT, DoH over HTTP/2; UDP with the query log on and off).
 echo "== hack/bench-transports.sh (dnsperf)" | tee -a "$out"
 SVC=bin/svc hack/bench-transports.sh | tee -a "$out"
+# Dashboard (issue #19): first paint of the overview and the query log in
+# Chromium on a 10-million-row query log (filled through the query log's
+# writer, cached in ~/.cache/service-dashboard-bench for 6 hours), the
+# server's time per call and the first load's gzipped size.
+echo "== test/dashboard (first paint, 10M rows)" | tee -a "$out"
+go test -run '^$' -bench 'FirstPaint10M' -benchtime 1x -timeout 30m ./test/dashboard | grep -v 'level=' | tee -a "$out"
 echo "results: $out"

@@ -20,6 +20,7 @@ type QueryLog interface {
 	Clients(ctx context.Context, req querylog.ClientsRequest) (*querylog.ClientsPage, error)
 	ClientTimeseries(ctx context.Context, req querylog.TimeseriesRequest) (*querylog.ClientTimeseriesBody, error)
 	Summary(ctx context.Context, window time.Duration) (*querylog.Summary, error)
+	Series(ctx context.Context, window, step time.Duration) ([]querylog.SeriesPoint, error)
 	Top(ctx context.Context, req querylog.TopRequest) (*querylog.TopBody, error)
 	StreamHandler(opts querylog.StreamOptions) http.Handler
 }
@@ -117,6 +118,7 @@ type timeseriesOut struct {
 
 type summaryIn struct {
 	Window string `query:"window" maxLength:"16" default:"24h" doc:"duration back from now, e.g. 24h or 7d"`
+	Step   string `query:"step" maxLength:"16" doc:"also the queries and blocked over time in buckets of this width (whole minutes, at most 1000 buckets), from the rollups"`
 }
 
 type summaryOut struct{ Body *querylog.Summary }
@@ -277,6 +279,15 @@ func (s *Server) registerQueryLogRoutes() {
 			sum, err := ql.Summary(ctx, w)
 			if err != nil {
 				return nil, queryLogErr(err)
+			}
+			if in.Step != "" {
+				step, perr := time.ParseDuration(strings.TrimSpace(in.Step))
+				if perr != nil {
+					return nil, errInvalid("step: want a duration such as 15m or 1h")
+				}
+				if sum.Series, err = ql.Series(ctx, w, step); err != nil {
+					return nil, queryLogErr(err)
+				}
 			}
 			return &summaryOut{Body: sum}, nil
 		})

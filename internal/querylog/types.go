@@ -108,8 +108,11 @@ type Summary struct {
 	AvgLatencyMS float64          `json:"avg_latency_ms"`
 	ByStatus     map[string]int64 `json:"by_status"`
 	ByClass      map[string]int64 `json:"by_status_class"`
-	Node         string           `json:"node"`
-	TookMS       float64          `json:"took_ms"`
+	// Series is the window in buckets of the request's step (only when a
+	// step was asked for).
+	Series []SeriesPoint `json:"series,omitempty" doc:"queries and blocked per bucket of step, oldest first (only with step)"`
+	Node   string        `json:"node"`
+	TookMS float64       `json:"took_ms"`
 }
 
 // TopItem is one row of `stats top`.

@@ -34,7 +34,7 @@ const adminPassword = "correct horse battery staple"
 
 // chromium finds the browser hack/install-browser.sh installs. Without one
 // the test is skipped, except under CI, where it must run.
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("CHROMIUM"); p != "" {
 		return p
@@ -53,7 +53,7 @@ func chromium(t *testing.T) string {
 
 // axeSource is axe-core from web/node_modules (npm ci in web/, pinned by
 // web/package-lock.json; hack/install-browser.sh runs it).
-func axeSource(t *testing.T) string {
+func axeSource(t testing.TB) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "web", "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
@@ -85,7 +85,7 @@ func startServer(t *testing.T, opts ...nodetest.Option) *server {
 // browser is one headless Chromium with one tab; its console errors,
 // uncaught exceptions and requests to other origins fail the test.
 type browser struct {
-	t      *testing.T
+	t      testing.TB
 	ctx    context.Context
 	origin string
 	axe    string
@@ -94,7 +94,7 @@ type browser struct {
 	problems []string
 }
 
-func newBrowser(t *testing.T, origin string, width, height int) *browser {
+func newBrowser(t testing.TB, origin string, width, height int) *browser {
 	t.Helper()
 	exe := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],

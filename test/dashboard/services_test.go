@@ -18,13 +18,13 @@ import (
 // apiClient is a signed-in REST client (cookie session and CSRF header),
 // for the setup a test needs beside the browser.
 type apiClient struct {
-	t    *testing.T
+	t    testing.TB
 	base string
 	c    *http.Client
 	csrf string
 }
 
-func signIn(t *testing.T, s *server, user, password string) *apiClient {
+func signIn(t testing.TB, s *server, user, password string) *apiClient {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	a := &apiClient{t: t, base: s.URL + "/api/v1", c: &http.Client{Jar: jar, Timeout: 20 * time.Second}}

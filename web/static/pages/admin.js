@@ -7,6 +7,7 @@ import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call, can, errorText } from '../api.js';
 import { html, href, ErrorMsg, Msg, useTitle, markReady, fmtTime, fmtInt } from '../ui.js';
 import { BindingsPanel } from './bindings.js';
+import { UsersPanel } from './users.js';
 
 const TABS = [
   { id: 'settings', title: 'Settings', needs: 'settings-schema' },
@@ -161,20 +162,8 @@ function SettingsTab({ me, route }) {
 
 // ---- Users -----------------------------------------------------------------
 
-function UsersTab() {
-  const u = useLoad(() => call('iam-users'), []);
-  if (u.err) return html`<${ErrorMsg} error=${u.err} />`;
-  if (!u.data) return html`<p class="muted">Loading…</p>`;
-  return html`<div class="panel table-wrap"><table><caption class="sr-only">Local users</caption>
-    <thead><tr><th>User</th><th>Groups</th><th>State</th><th class="opt">Last login</th><th class="opt">Password changed</th></tr></thead>
-    <tbody>${(u.data.items || []).map((x) => html`<tr data-user=${x.name}>
-      <td>${x.name}${x.displayName ? html` <span class="muted">(${x.displayName})</span>` : ''}${x.builtinAdmin ? html` <span class="badge">built-in admin</span>` : ''}</td>
-      <td>${(x.groups || []).join(', ')}</td>
-      <td>${x.disabled ? html`<span class="badge blocked">disabled</span>` : html`<span class="badge allowed">active</span>`}${x.mustChangePassword ? html` <span class="badge error">must change password</span>` : ''}</td>
-      <td class="opt">${x.lastLoginAt ? fmtTime(x.lastLoginAt) : 'never'}</td>
-      <td class="opt">${x.passwordChangedAt ? fmtTime(x.passwordChangedAt) : ''}</td></tr>`)}</tbody>
-  </table>
-  <p class="small muted">Local users are created and their passwords reset on the node: <code>svc admin reset-password NAME --create</code> (the API has no route to create a user). Roles come from role bindings (the “Access” tab).</p></div>`;
+function UsersTab({ me }) {
+  return html`<${UsersPanel} me=${me} />`;
 }
 
 // ---- Tokens ----------------------------------------------------------------
