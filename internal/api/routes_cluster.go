@@ -60,7 +60,7 @@ type NotifySent struct {
 
 // ClusterInfo describes the cluster as this node sees it.
 type ClusterInfo struct {
-	Driver    string  `json:"driver" doc:"store driver: file (sqlite) or kube"`
+	Driver    string  `json:"driver" doc:"store driver: sqlite or kube"`
 	Epoch     int64   `json:"epoch" minimum:"0"`
 	Nodes     int64   `json:"nodes"`
 	ReadOnly  bool    `json:"readOnly"`
@@ -79,6 +79,11 @@ type NodeInfo struct {
 	Ready   *bool  `json:"ready,omitempty" doc:"absent when unknown"`
 	Leader  bool   `json:"leader,omitempty"`
 	Address string `json:"address,omitempty"`
+	// SnapshotAgeSeconds is how old the node's view of the store is.
+	SnapshotAgeSeconds *float64 `json:"snapshotAgeSeconds,omitempty" doc:"age of the node's view of the store; absent when unknown"`
+	Serial             uint64   `json:"serial,omitempty" doc:"generation of the data-plane snapshot the node serves"`
+	Role               string   `json:"role,omitempty" doc:"all, operator or dataplane"`
+	Error              string   `json:"error,omitempty" doc:"why a peer did not answer (ready is then absent)"`
 }
 
 // NotifyResult answers POST /zones/{zone}/notify.

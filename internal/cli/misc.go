@@ -255,6 +255,11 @@ type nodeInfo struct {
 	Ready   *bool  `json:"ready,omitempty"`
 	Leader  bool   `json:"leader,omitempty"`
 	Address string `json:"address,omitempty"`
+	// SnapshotAgeSeconds, Serial, Role and Error as GET /nodes answers them.
+	SnapshotAgeSeconds *float64 `json:"snapshotAgeSeconds,omitempty"`
+	Serial             uint64   `json:"serial,omitempty"`
+	Role               string   `json:"role,omitempty"`
+	Error              string   `json:"error,omitempty"`
 }
 
 func newNodesCmd(a *app) *cobra.Command {
@@ -271,13 +276,26 @@ func newNodesCmd(a *app) *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(a.stdout, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tREADY\tLEADER\tVERSION\tADDRESS")
+			fmt.Fprintln(tw, "NAME\tREADY\tLEADER\tROLE\tSERIAL\tSNAPSHOT-AGE\tVERSION\tADDRESS")
 			for _, n := range page.Items {
-				r := "-"
+				r, age, serial, role := "-", "-", "-", n.Role
 				if n.Ready != nil {
 					r = strconv.FormatBool(*n.Ready)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\n", n.Name, r, n.Leader, n.Version, n.Address)
+				if n.SnapshotAgeSeconds != nil {
+					age = (time.Duration(*n.SnapshotAgeSeconds * float64(time.Second))).Round(time.Second).String()
+				}
+				if n.Serial > 0 {
+					serial = strconv.FormatUint(n.Serial, 10)
+				}
+				if role == "" {
+					role = "-"
+				}
+				addr := n.Address
+				if n.Error != "" {
+					addr += " (" + n.Error + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%s\n", n.Name, r, n.Leader, role, serial, age, n.Version, addr)
 			}
 			return tw.Flush()
 		},

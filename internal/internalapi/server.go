@@ -29,6 +29,11 @@ type NodeStatus struct {
 	// SnapshotAgeSeconds is how old the node's view of the store is.
 	SnapshotAgeSeconds float64 `json:"snapshotAgeSeconds"`
 	Ready              bool    `json:"ready"`
+	// Version is the node's build; Serial the generation of the snapshot
+	// it serves (0 before the first); Role all, operator or dataplane.
+	Version string `json:"version,omitempty"`
+	Serial  uint64 `json:"serial,omitempty"`
+	Role    string `json:"role,omitempty"`
 }
 
 // ZoneSource lists the zones a node serves.

@@ -15,6 +15,7 @@ import (
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/internalapi"
 	"github.com/svcdns/svc/internal/version"
 )
 
@@ -156,21 +157,44 @@ func (d dnsService) BlockingState(context.Context) (api.BlockingState, error) {
 type clusterInfo struct {
 	driver, node, address string
 	ready                 func() bool
+	// self is this node's status; peers (SERVICE_INTERNAL_PEERS) are asked
+	// for theirs over the internal listener with client (nil: none).
+	self   func() internalapi.NodeStatus
+	client *internalapi.Client
+	peers  []string
 }
 
-func (c clusterInfo) ClusterInfo(context.Context) (api.ClusterInfo, error) {
-	d := c.driver
-	if d == "sqlite" {
-		d = "file"
-	}
-	info := api.ClusterInfo{Driver: d, Nodes: 1, Node: c.node}
+func (c clusterInfo) ClusterInfo(ctx context.Context) (api.ClusterInfo, error) {
+	info := api.ClusterInfo{Driver: c.driver, Nodes: 1, Node: c.node}
 	if c.driver == "sqlite" {
-		info.Leader = c.node // one process is the whole cluster
+		info.Leader = c.node // each SQLite node owns its store
+	}
+	if c.client != nil && len(c.peers) > 0 {
+		ns, _ := c.Nodes(ctx)
+		info.Nodes = int64(len(ns))
 	}
 	return info, nil
 }
 
-func (c clusterInfo) Nodes(context.Context) ([]api.NodeInfo, error) {
+// Nodes lists this node, then each peer as it answers for itself.
+func (c clusterInfo) Nodes(ctx context.Context) ([]api.NodeInfo, error) {
 	ready := c.ready()
-	return []api.NodeInfo{{Name: c.node, Version: version.Get().Version, Ready: &ready, Leader: c.driver == "sqlite", Address: c.address}}, nil
+	me := api.NodeInfo{Name: c.node, Version: version.Get().Version, Ready: &ready, Leader: c.driver == "sqlite", Address: c.address}
+	if c.self != nil {
+		st := c.self()
+		age := st.SnapshotAgeSeconds
+		me.SnapshotAgeSeconds, me.Serial, me.Role = &age, st.Serial, st.Role
+	}
+	out := []api.NodeInfo{me}
+	if c.client == nil || len(c.peers) == 0 {
+		return out, nil
+	}
+	for _, n := range peerNodes(ctx, c.client, c.peers) {
+		if n.Name == c.node {
+			continue // a headless Service also names this pod
+		}
+		n.Leader = c.driver == "sqlite" && n.Error == ""
+		out = append(out, n)
+	}
+	return out, nil
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"time"
 
 	"github.com/svcdns/svc/internal/internalapi"
 )
@@ -13,12 +12,10 @@ type internalDeps struct {
 	snaps *snapshotter
 	ops   *Ops
 	store *openedStore
+	role  string
 }
 
-func (d internalDeps) Status(context.Context) internalapi.NodeStatus {
-	_, age := d.store.fresh(time.Now())
-	return internalapi.NodeStatus{Node: d.node, SnapshotAgeSeconds: age.Seconds(), Ready: d.ops.readiness().Ready}
-}
+func (d internalDeps) Status(context.Context) internalapi.NodeStatus { return selfStatus(d) }
 
 func (d internalDeps) Zones(context.Context) ([]internalapi.Zone, error) {
 	var out []internalapi.Zone

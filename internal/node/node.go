@@ -496,14 +496,13 @@ func (p *proc) startAPI(ctx context.Context) error {
 		// Chain step 5: peers and the edge balancer read with the internal token.
 		apiOpts.InternalToken = p.creds.Token
 	}
-	ops := p.ops
 	apiSrv, err := api.New(ctx, apiOpts, api.Deps{
 		Store: st, Settings: settingsService{p.mgr}, DNS: dnsService{dp: p.dp, toggle: blk.toggle, node: p.nodeName},
 		Messages: messages{objs: p.objs, node: p.nodeName}, Kinds: p.validator, Admitter: p.validator,
 		Bearer: bearers, OIDC: idps, Logger: logger.With("component", "api"),
 		QueryLog: p.qlog, Catalogue: catalogueData{blk.cat}, Policies: policyStates{blk},
 		BlockListRules: listRules{blk}, BlockListRefresher: listRefresher{blk},
-		Cluster:    clusterInfo{driver: cfg.Store.Driver, node: p.nodeName, address: cfg.Listeners.API.Address, ready: func() bool { return ops.readiness().Ready }},
+		Cluster:    p.clusterView(),
 		Visibility: visibility{snaps: p.snaps, settings: p.mgr.Current},
 		Doctor:     doctorSource{p},
 		Notifier:   p.xfr,
@@ -553,7 +552,7 @@ func (p *proc) startInternal(ctx context.Context) error {
 		return fmt.Errorf("internal listener %s: %w", a, err)
 	}
 	p.addrs.Internal = ln.Addr().String()
-	d := internalDeps{node: p.nodeName, snaps: p.snaps, ops: p.ops, store: p.st}
+	d := internalDeps{node: p.nodeName, snaps: p.snaps, ops: p.ops, store: p.st, role: p.role}
 	deps := internalapi.Deps{Status: d, Zones: d, Lists: p.blk.fetcher, Logger: p.logger.With("component", "internal")}
 	if !p.kubeMode {
 		// Multi-node SQLite mode: peers push cluster settings here, and a
