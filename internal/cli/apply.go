@@ -171,6 +171,36 @@ func (a *app) printApplyResults(results []api.ApplyResult) error {
 	return nil
 }
 
+// printRefusals reports a refused multi-object apply per object: POST
+// /apply checks every object first and stores none when one is refused
+// (error.objects lists the refusals), so the rest are "not applied".
+func (a *app) printRefusals(objs []map[string]any, ae *APIError) {
+	refused := map[string]api.ApplyResult{}
+	for _, r := range ae.Objects {
+		refused[r.Kind+"/"+r.Namespace+"/"+r.Name] = r
+	}
+	for _, o := range objs {
+		kind, _ := o["kind"].(string)
+		md, _ := o["metadata"].(map[string]any)
+		name, _ := md["name"].(string)
+		ns, _ := md["namespace"].(string)
+		ref := strings.ToLower(kind) + "/" + name
+		r, ok := refused[kind+"/"+ns+"/"+name]
+		if !ok {
+			r, ok = refused[kind+"//"+name]
+		}
+		if !ok {
+			fmt.Fprintf(a.stdout, "%s not applied (nothing is applied when an object is refused)\n", ref)
+			continue
+		}
+		fmt.Fprintf(a.stdout, "%s error: %s", ref, r.Error)
+		if r.Hint != "" {
+			fmt.Fprintf(a.stdout, " (hint: %s)", r.Hint)
+		}
+		fmt.Fprintln(a.stdout)
+	}
+}
+
 func newApplyCmd(a *app) *cobra.Command {
 	var files []string
 	var recursive bool
@@ -194,6 +224,12 @@ func newApplyCmd(a *app) *cobra.Command {
 			}
 			a.defaultNamespaces(objs)
 			res, err := a.applyObjects(cmd.Context(), objs)
+			var ae *APIError
+			if errors.As(err, &ae) && len(ae.Objects) > 0 && a.g.Output != outJSON && a.g.Output != outYAML {
+				// All or nothing: one line per object, the refused ones with
+				// why, the others saying they were not applied either.
+				a.printRefusals(objs, ae)
+			}
 			if err != nil {
 				return err
 			}
