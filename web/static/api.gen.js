@@ -794,6 +794,13 @@
  */
 
 /**
+ * @typedef {Object} SeriesPoint
+ * @property {number} blocked
+ * @property {number} total
+ * @property {string} ts bucket start
+ */
+
+/**
  * @typedef {Object} ServiceAccountInfo
  * @property {boolean} disabled
  * @property {string} name
@@ -817,6 +824,7 @@
  * @property {Object<string, number>} by_status_class
  * @property {string} from
  * @property {string} node
+ * @property {(Array<SeriesPoint>|null)} [series] queries and blocked per bucket of step, oldest first (only with step)
  * @property {number} took_ms
  * @property {number} total
  * @property {string} until
@@ -1114,7 +1122,7 @@ export const routes = Object.freeze({
   "settings-get": {"method":"GET","path":"/settings","permission":"settings.read","scope":"cluster","summary":"Effective settings"},
   "settings-patch": {"method":"PATCH","path":"/settings","permission":"settings.write","scope":"cluster","summary":"Merge-patch cluster settings"},
   "settings-schema": {"method":"GET","path":"/settings/_schema","permission":"settings.read","scope":"cluster","summary":"Metadata of every settings key"},
-  "stats-summary": {"method":"GET","path":"/stats/summary","permission":"querylogs.read","scope":"cluster","summary":"Totals of a window by status and class","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
+  "stats-summary": {"method":"GET","path":"/stats/summary","permission":"querylogs.read","scope":"cluster","summary":"Totals of a window by status and class","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"step","doc":"also the queries and blocked over time in buckets of this width (whole minutes, at most 1000 buckets), from the rollups"}]},
   "stats-top": {"method":"GET","path":"/stats/top","permission":"querylogs.read","scope":"cluster","summary":"Top domains, clients, upstreams, lists or zones of a window","query":[{"name":"dim","enum":["domains","clients","upstreams","lists","zones"]},{"name":"top","doc":"rows"},{"name":"blocked","doc":"rank by blocked count; only names with blocks"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
   "unblockrequests-approve": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/approve","permission":"unblockrequests.write","scope":"cluster","summary":"Approve a pending unblock request"},
   "unblockrequests-deny": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/deny","permission":"unblockrequests.write","scope":"cluster","summary":"Deny a pending unblock request"},
