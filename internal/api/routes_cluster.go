@@ -81,7 +81,7 @@ type NodeInfo struct {
 	Address string `json:"address,omitempty"`
 	// SnapshotAgeSeconds is how old the node's view of the store is.
 	SnapshotAgeSeconds *float64 `json:"snapshotAgeSeconds,omitempty" doc:"age of the node's view of the store; absent when unknown"`
-	Serial             uint64   `json:"serial,omitempty" doc:"generation of the data-plane snapshot the node serves"`
+	Serial             uint64   `json:"serial,omitempty" doc:"store revision of the data-plane snapshot the node serves (X-Service-Revision of its writes)"`
 	Role               string   `json:"role,omitempty" doc:"all, operator or dataplane"`
 	Error              string   `json:"error,omitempty" doc:"why a peer did not answer (ready is then absent)"`
 }

@@ -610,7 +610,7 @@
  * @property {string} name
  * @property {boolean} [ready] absent when unknown
  * @property {string} [role] all, operator or dataplane
- * @property {number} [serial] generation of the data-plane snapshot the node serves
+ * @property {number} [serial] store revision of the data-plane snapshot the node serves (X-Service-Revision of its writes)
  * @property {number} [snapshotAgeSeconds] age of the node's view of the store; absent when unknown
  * @property {string} [version]
  */
