@@ -441,6 +441,21 @@ func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, erro
 // Rcode names the answer's response code.
 func (r QueryResult) Rcode() string { return RcodeString(r.Msg.Rcode) }
 
+// EDE is the answer's first Extended DNS Error (RFC 8914): its code, the
+// code's name and the extra text; ok false when the answer has none.
+func (r QueryResult) EDE() (code int, name, text string, ok bool) {
+	opt := r.Msg.IsEdns0()
+	if opt == nil {
+		return 0, "", "", false
+	}
+	for _, o := range opt.Option {
+		if e, isEDE := o.(*dns.EDNS0_EDE); isEDE {
+			return int(e.InfoCode), dns.ExtendedErrorCodeToString[e.InfoCode], e.ExtraText, true
+		}
+	}
+	return 0, "", "", false
+}
+
 // Sections returns the answer, authority and additional records in
 // presentation format (the OPT pseudo-record left out).
 func (r QueryResult) Sections() (answer, authority, additional []string) {

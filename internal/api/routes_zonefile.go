@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -118,15 +117,16 @@ func (s *Server) importZone(ctx context.Context, in *importIn) (*importOut, erro
 	switch {
 	case err == nil:
 		origin = zoneDNSName(stored)
-		if in.Origin != "" && !strings.EqualFold(dns.Fqdn(in.Origin), origin) {
-			return nil, newErr(http.StatusBadRequest, KeyInvalid, fmt.Sprintf("origin: %s, but zone %s is %s", dns.Fqdn(in.Origin), in.Zone, origin),
+		if in.Origin != "" && !strings.EqualFold(zonefile.Absolute(in.Origin), origin) {
+			return nil, newErr(http.StatusBadRequest, KeyInvalid, fmt.Sprintf("origin: %s, but zone %s is %s", zonefile.Absolute(in.Origin), in.Zone, origin),
 				"leave origin out for an existing zone, or import into another zone name")
 		}
 	case errors.Is(err, store.ErrNotFound) && in.Origin != "":
-		if _, ok := dns.IsDomainName(in.Origin); !ok || strings.ContainsAny(in.Origin, " \t\\") {
+		o, ok := zonefile.Origin(in.Origin)
+		if !ok {
 			return nil, errInvalid("origin: %q is not a DNS name; write the zone's name, e.g. example.com.", in.Origin)
 		}
-		created, origin = true, strings.ToLower(dns.Fqdn(in.Origin))
+		created, origin = true, o
 		stored = &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": validation.APIVersion, "kind": store.KindDNSZone,
 			"metadata": map[string]any{"name": in.Zone},
@@ -177,7 +177,7 @@ func zoneDNSName(z *unstructured.Unstructured) string {
 			name = "."
 		}
 	}
-	return strings.ToLower(dns.Fqdn(name))
+	return strings.ToLower(zonefile.Absolute(name))
 }
 
 // planImport builds the zone change and the record sets of an import.

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -235,13 +234,8 @@ func (d dnsService) Query(ctx context.Context, req api.DNSQueryRequest) (api.DNS
 	out.Status = res.Reason.String()
 	out.StatusClass = res.Status.String()
 	out.List, out.Rule, out.Upstream, out.Policy = res.List, res.Rule, res.Upstream, res.Policy
-	if opt := m.IsEdns0(); opt != nil {
-		for _, o := range opt.Option {
-			if e, ok := o.(*dns.EDNS0_EDE); ok {
-				out.EDE = &api.DNSEDE{Code: int(e.InfoCode), Name: dns.ExtendedErrorCodeToString[e.InfoCode], Text: e.ExtraText}
-				break
-			}
-		}
+	if code, ename, text, ok := res.EDE(); ok {
+		out.EDE = &api.DNSEDE{Code: code, Name: ename, Text: text}
 	}
 	out.LatencyMS = float64(res.Latency.Microseconds()) / 1000
 	out.Flags = api.DNSFlags{AA: m.Authoritative, TC: m.Truncated, RD: m.RecursionDesired, RA: m.RecursionAvailable, AD: m.AuthenticatedData, CD: m.CheckingDisabled}

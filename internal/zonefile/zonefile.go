@@ -18,7 +18,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/api/v1alpha1"
-	"github.com/svcdns/svc/controllers/zones"
 	"github.com/svcdns/svc/dataplane/authority"
 )
 
@@ -55,6 +54,18 @@ type Zone struct {
 }
 
 func fqdn(name string) string { return dns.Fqdn(strings.TrimSpace(name)) }
+
+// Origin is name as a zone origin: absolute and lower case. ok is false
+// when name is not a DNS name (the API names the field and the fix).
+func Origin(name string) (origin string, ok bool) {
+	if _, valid := dns.IsDomainName(name); !valid || strings.ContainsAny(name, " \t\\") {
+		return "", false
+	}
+	return strings.ToLower(dns.Fqdn(name)), true
+}
+
+// Absolute is name with the final dot, as written (no validation).
+func Absolute(name string) string { return dns.Fqdn(name) }
 
 // Parse reads a zone file relative to origin through authority.ParseZoneFile,
 // the one zone-file reader: it refuses, with the line, names outside origin,
@@ -143,7 +154,7 @@ func (e Endpoint) Object() map[string]any {
 }
 
 // Export writes zone as it is served to every client: $ORIGIN, the SOA with
-// the serial the data plane gives this content (zones.Serials: status.serial
+// the serial the data plane gives this content (authority.Serials: status.serial
 // when the status writer recorded this content, spec.soa.serial when set),
 // the apex NS, then every record in canonical order with absolute names and
 // explicit TTLs (authority.Table.ZoneFile). Records that are not served
@@ -159,7 +170,7 @@ func Export(zone v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet, now time.Time) 
 		}
 	}
 	zs := []v1alpha1.DNSZone{*zone.DeepCopy()}
-	(&zones.Serials{}).Assign(zs, members)
+	(&authority.Serials{}).Assign(zs, members)
 	tab, problems := authority.Compile(zs, members, now)
 	text, err := tab.ZoneFile(zone.Name)
 	if err != nil {
