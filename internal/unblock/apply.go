@@ -87,12 +87,34 @@ func decided(r *v1alpha1.UnblockRequest) error {
 	return &Error{Key: "conflict", Msg: msg, Hint: "only pending requests are decided; add an allow entry to a list instead, or let the requester file a new request", Err: ErrDecided}
 }
 
+// decideAttempts is how often a decision is tried when the request's
+// version moved under it: the reconciler writes a new request's expiry just
+// after it is filed, and an administrator deciding at that moment must not
+// get a conflict for it. A request decided meanwhile is refused by decided.
+const decideAttempts = 3
+
+// retryDecision runs once until it succeeds, fails for another reason than
+// a version conflict, or decideAttempts ran.
+func retryDecision(once func() (*v1alpha1.UnblockRequest, error)) (*v1alpha1.UnblockRequest, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := once()
+		if err == nil || attempt == decideAttempts || !(errors.Is(err, store.ErrPrecondition) || errors.Is(err, store.ErrConflict)) {
+			return out, err
+		}
+	}
+}
+
 // Approve carries out an approval: the allow entries are written (and the
 // list attached to the policies that need it) before the request records
 // the decision, so an approved request always has its entries. A request
-// that changed meanwhile (another administrator decided) is a conflict and
-// the entries are taken back.
+// that changed meanwhile is read again (it may have been decided by another
+// administrator: then refused) and, still pending, approved; the entries of
+// the attempt that lost are taken back.
 func (s *Service) Approve(ctx context.Context, ns, name string, a Approval) (*v1alpha1.UnblockRequest, error) {
+	return retryDecision(func() (*v1alpha1.UnblockRequest, error) { return s.approveOnce(ctx, ns, name, a) })
+}
+
+func (s *Service) approveOnce(ctx context.Context, ns, name string, a Approval) (*v1alpha1.UnblockRequest, error) {
 	r, err := s.Get(ctx, ns, name)
 	if err != nil {
 		return nil, err
@@ -189,8 +211,13 @@ func scopeText(p Plan) string {
 	return "everyone"
 }
 
-// Deny records a denial: who, when and why.
+// Deny records a denial: who, when and why (read again and retried when
+// the request's version moved under it, as Approve).
 func (s *Service) Deny(ctx context.Context, ns, name, comment, by string) (*v1alpha1.UnblockRequest, error) {
+	return retryDecision(func() (*v1alpha1.UnblockRequest, error) { return s.denyOnce(ctx, ns, name, comment, by) })
+}
+
+func (s *Service) denyOnce(ctx context.Context, ns, name, comment, by string) (*v1alpha1.UnblockRequest, error) {
 	r, err := s.Get(ctx, ns, name)
 	if err != nil {
 		return nil, err

@@ -464,6 +464,31 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 		t.Fatalf("refresh on the data plane: %s", a)
 	}
 
+	// --- unblock requests (UnblockRequest and BlockList writes): one is
+	// approved for everyone, which writes an allow entry into the
+	// namespace's list "unblocked", and the blocked name is answered; the
+	// other is denied.
+	ur := func(name string) map[string]any {
+		return map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "UnblockRequest", "metadata": map[string]any{"name": name, "namespace": "team"},
+			"spec": map[string]any{"domain": "ads.example", "reason": "needed for work", "list": "team/ads"}}
+	}
+	api.results("apply unblock requests", api.write("POST /apply", "/apply", []any{ur("ads-ok"), ur("ads-no")}, ""))
+	api.write("POST /unblockrequests/{namespace}/{name}/approve", "/unblockrequests/team/ads-ok/approve", map[string]any{"scope": "everyone"}, "")
+	if !onAPIServer(c, "BlockList", "team", "unblocked") {
+		t.Fatal("the approval's allow list is not on the apiserver")
+	}
+	nodetest.Eventually(t, 15*time.Second, "approved name answered", func() bool { return !blocked(dp, "ads.example") })
+	api.write("POST /unblockrequests/{namespace}/{name}/deny", "/unblockrequests/team/ads-no/deny", map[string]any{"comment": "not this one"}, "")
+
+	// --- local users (LocalUser Secrets): create, change groups, disable,
+	// enable, reset the password, delete.
+	api.write("POST /iam/users", "/iam/users", map[string]any{"name": "rbac-user", "password": "rbac user password 1", "groups": []any{"team-ops"}}, "")
+	api.write("PATCH /iam/users/{name}", "/iam/users/rbac-user", map[string]any{"groups": []any{"team-ops", "auditors"}}, "")
+	api.write("POST /iam/users/{name}/disable", "/iam/users/rbac-user/disable", nil, "")
+	api.write("POST /iam/users/{name}/enable", "/iam/users/rbac-user/enable", nil, "")
+	api.write("POST /iam/users/{name}/reset-password", "/iam/users/rbac-user/reset-password", map[string]any{"revokeTokens": true}, "")
+	api.write("DELETE /iam/users/{name}", "/iam/users/rbac-user", nil, "")
+
 	// --- every kind through /objects: create (PUT), merge-patch, delete,
 	// batch-delete; each lands on (and leaves) the apiserver.
 	for _, k := range servedKinds {
