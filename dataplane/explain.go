@@ -3,9 +3,6 @@ package dataplane
 import (
 	"context"
 	"fmt"
-	"net/netip"
-
-	"github.com/miekg/dns"
 )
 
 // Explanation is why the pipeline would answer a name the way it does, as
@@ -33,26 +30,14 @@ func (e Explanation) Blocked() bool { return e.Decided && e.Status == StatusBloc
 // so the block page can ask "why was this client blocked from this name"
 // for every page view without polluting the query log or statistics.
 func (s *Server) Explain(ctx context.Context, req QueryRequest) (Explanation, error) {
-	if len(req.Name) == 0 || len(req.Name) > 255 {
-		return Explanation{}, fmt.Errorf("query name must be 1 to 255 characters")
-	}
 	if err := ctx.Err(); err != nil {
 		return Explanation{}, err
 	}
-	if req.Type == 0 {
-		req.Type = dns.TypeA
-	}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(req.Name), req.Type)
-	m.SetEdns0(uint16(s.cfg.MaxUDPSize), req.DNSSEC)
-	in, err := m.Pack()
+	q, err := s.syntheticQuery(req)
 	if err != nil {
-		return Explanation{}, fmt.Errorf("query %q: %w", req.Name, err)
+		return Explanation{}, err
 	}
-	q := s.begin(netip.AddrPortFrom(req.Client, 0), req.Transport)
 	defer putQuery(q)
-	q.ClientID = req.ClientID
-	q.in = append(q.in[:0], in...)
 	decided, err := s.explainStages(q)
 	if err != nil {
 		return Explanation{}, fmt.Errorf("query %q: %w", req.Name, err)

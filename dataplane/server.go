@@ -397,23 +397,11 @@ type QueryResult struct {
 // Query runs one query through the pipeline, as a client of the given
 // transport would see it.
 func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, error) {
-	if len(req.Name) == 0 || len(req.Name) > 255 {
-		return QueryResult{}, fmt.Errorf("query name must be 1 to 255 characters")
-	}
-	if req.Type == 0 {
-		req.Type = dns.TypeA
-	}
-	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(req.Name), req.Type)
-	m.SetEdns0(uint16(s.cfg.MaxUDPSize), req.DNSSEC)
-	in, err := m.Pack()
+	q, err := s.syntheticQuery(req)
 	if err != nil {
-		return QueryResult{}, fmt.Errorf("query %q: %w", req.Name, err)
+		return QueryResult{}, err
 	}
-	q := s.begin(netip.AddrPortFrom(req.Client, 0), req.Transport)
 	defer putQuery(q)
-	q.ClientID = req.ClientID
-	q.in = append(q.in[:0], in...)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -436,6 +424,28 @@ func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, erro
 		return res, fmt.Errorf("unpack answer: %w", err)
 	}
 	return res, nil
+}
+
+// syntheticQuery builds the query an API request asks for (Query, Explain)
+// as a client of req.Transport would send it; the caller puts it back.
+func (s *Server) syntheticQuery(req QueryRequest) (*Query, error) {
+	if len(req.Name) == 0 || len(req.Name) > 255 {
+		return nil, fmt.Errorf("query name must be 1 to 255 characters")
+	}
+	if req.Type == 0 {
+		req.Type = dns.TypeA
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(req.Name), req.Type)
+	m.SetEdns0(uint16(s.cfg.MaxUDPSize), req.DNSSEC)
+	in, err := m.Pack()
+	if err != nil {
+		return nil, fmt.Errorf("query %q: %w", req.Name, err)
+	}
+	q := s.begin(netip.AddrPortFrom(req.Client, 0), req.Transport)
+	q.ClientID = req.ClientID
+	q.in = append(q.in[:0], in...)
+	return q, nil
 }
 
 // Rcode names the answer's response code.
