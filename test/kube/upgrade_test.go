@@ -281,7 +281,10 @@ func setChartVersion(t *testing.T, dir, version string) {
 // waitFor polls cond every 100 ms for up to 30 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	// 90 s: deleting a CRD waits for the apiserver's finalizer to remove
+	// every object of the kind, which took over 30 s once in CI with every
+	// package's tests running beside it.
+	deadline := time.Now().Add(90 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
