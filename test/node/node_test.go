@@ -373,7 +373,7 @@ func TestNodeDataRoutes(t *testing.T) {
 		{"/policies/default/home/state", `"active":true`},
 		{"/blocklists/default/ads/sources/mine/entries", "ads.example"},
 		{"/nodes", `"ready":true`},
-		{"/cluster", `"driver":"file"`},
+		{"/cluster", `"driver":"sqlite"`},
 	} {
 		code, body := apiCall(t, tn, "GET", tc.path, "")
 		if code != 200 || !strings.Contains(body, tc.want) {
