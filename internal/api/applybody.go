@@ -148,6 +148,9 @@ func decodeTopObject(s *bodyScanner, raws *[]json.RawMessage, keep func(int, []b
 		if err != nil {
 			return readErr(0, err)
 		}
+		if !json.Valid(v) {
+			return errInvalid("body: %s: not valid JSON", key)
+		}
 		size += len(v) + 2
 		if size > store.MaxObjectBytes && !isList {
 			// Not yet known to be a List: bound what is held.
@@ -167,7 +170,10 @@ func decodeTopObject(s *bodyScanner, raws *[]json.RawMessage, keep func(int, []b
 	if isList {
 		b := []byte("[]")
 		if len(items) > 0 {
-			b, _ = json.Marshal(items)
+			var err error
+			if b, err = json.Marshal(items); err != nil {
+				return errInvalid("items: %v", err)
+			}
 		}
 		fields["items"] = b
 	}
