@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/test/freeport"
+	"github.com/svcdns/svc/test/refdns"
 )
 
 func ep(name, typ string, targets ...string) v1alpha1.Endpoint {
@@ -80,44 +80,6 @@ func compileZone(t *testing.T) *authority.Table {
 	return tab
 }
 
-func requireBinary(t *testing.T, path string) {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing: run hack/install-test-deps.sh (%v)", path, err)
-	}
-}
-
-// startDaemon runs a server in the foreground as a child and stops it when
-// the test ends.
-func startDaemon(t *testing.T, name string, args ...string) {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), filepath.Base(name)+".log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("%s log:\n%s", name, b)
-		}
-		logf.Close()
-	})
-}
-
 func waitReady(t *testing.T, addr, what string) {
 	t.Helper()
 	c := &dns.Client{Timeout: 300 * time.Millisecond}
@@ -134,43 +96,22 @@ func waitReady(t *testing.T, addr, what string) {
 }
 
 func startNSD(t *testing.T, zonefile string) string {
-	requireBinary(t, "/usr/sbin/nsd")
+	refdns.Require(t, "/usr/sbin/nsd")
 	dir := t.TempDir()
 	port := freeport.UDPTCP(t)
-	conf := fmt.Sprintf(`server:
-	ip-address: 127.0.0.1@%[2]d
-	port: %[2]d
-	do-ip6: no
-	username: ""
-	chroot: ""
-	zonesdir: "%[1]s"
-	pidfile: "%[1]s/nsd.pid"
-	database: ""
-	xfrdfile: "%[1]s/xfrd.state"
-	zonelistfile: "%[1]s/zone.list"
-	xfrdir: "%[1]s"
-	server-count: 1
-	minimal-responses: yes
-	refuse-any: no
-	verbosity: 1
-remote-control:
-	control-enable: no
-zone:
-	name: example.com
-	zonefile: "%[3]s"
-`, dir, port, zonefile)
+	conf := refdns.NSDConf(dir, port, 1, nil, fmt.Sprintf("zone:\n\tname: example.com\n\tzonefile: \"%s\"\n", zonefile))
 	cf := filepath.Join(dir, "nsd.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, "/usr/sbin/nsd", "-d", "-c", cf)
+	refdns.Start(t, "/usr/sbin/nsd", "-d", "-c", cf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitReady(t, addr, "nsd")
 	return addr
 }
 
 func startKnot(t *testing.T, zonefile string) string {
-	requireBinary(t, "/usr/sbin/knotd")
+	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
 	port := freeport.UDPTCP(t)
 	conf := fmt.Sprintf(`server:
@@ -199,7 +140,7 @@ zone:
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, "/usr/sbin/knotd", "-c", cf)
+	refdns.Start(t, "/usr/sbin/knotd", "-c", cf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitReady(t, addr, "knotd")
 	return addr

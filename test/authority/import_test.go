@@ -15,6 +15,7 @@ import (
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/nodetest"
 	"github.com/svcdns/svc/test/proc"
+	"github.com/svcdns/svc/test/refdns"
 )
 
 // svcBin is the svc binary built once for the package (proc.MainWithSvc).
@@ -45,7 +46,7 @@ type importCase struct {
 // must equal the file in the same form.
 func TestImportServesLikeNSD(t *testing.T) {
 	for _, tool := range []string{"/usr/sbin/nsd", "/usr/bin/named-compilezone", "/usr/bin/ldns-read-zone"} {
-		requireBinary(t, tool)
+		refdns.Require(t, tool)
 	}
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.test.zone")
@@ -163,31 +164,12 @@ func startNSDZones(t *testing.T, cases []importCase) string {
 		}
 		fmt.Fprintf(&zones, "zone:\n\tname: %s\n\tzonefile: \"%s\"\n", c.origin, abs)
 	}
-	conf := fmt.Sprintf(`server:
-	ip-address: 127.0.0.1@%[2]d
-	port: %[2]d
-	do-ip6: no
-	username: ""
-	chroot: ""
-	zonesdir: "%[1]s"
-	pidfile: "%[1]s/nsd.pid"
-	database: ""
-	xfrdfile: "%[1]s/xfrd.state"
-	zonelistfile: "%[1]s/zone.list"
-	xfrdir: "%[1]s"
-	server-count: 1
-	minimal-responses: yes
-	refuse-any: no
-	rrl-ratelimit: 0
-	verbosity: 1
-remote-control:
-	control-enable: no
-%[3]s`, dir, port, zones.String())
+	conf := refdns.NSDConf(dir, port, 1, []string{"rrl-ratelimit: 0"}, zones.String())
 	cf := filepath.Join(dir, "nsd.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, "/usr/sbin/nsd", "-d", "-c", cf)
+	refdns.Start(t, "/usr/sbin/nsd", "-d", "-c", cf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for _, c := range cases {
 		waitSerial(t, addr, c.origin, c.serial)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/refdns"
 )
 
 // benchRecords is the zone size of BenchmarkAXFRVersusKnot
@@ -29,7 +30,7 @@ func benchRecords() int {
 // (miekg/dns, verifying every message): ns/op is the node's, knot-ns/op
 // Knot's, ratio the node's time over Knot's.
 func BenchmarkAXFRVersusKnot(b *testing.B) {
-	requireBinary(b, "/usr/sbin/knotd")
+	refdns.Require(b, "/usr/sbin/knotd")
 	n := benchRecords()
 	dir := b.TempDir()
 	// the service: record sets of 1000 endpoints each
@@ -145,7 +146,7 @@ zone:
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	startDaemon(b, "/usr/sbin/knotd", "-c", cf)
+	refdns.Start(b, "/usr/sbin/knotd", "-c", cf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	nodetest.Eventually(b, 60*time.Second, "knot serves the zone", func() bool { return serialOf(addr) == 1 })
 	return addr

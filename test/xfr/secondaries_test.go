@@ -7,12 +7,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,115 +18,42 @@ import (
 
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/refdns"
 )
-
-// daemonLog is a secondary's log file, read while it runs.
-type daemonLog struct {
-	path string
-	mu   sync.Mutex
-}
-
-func (l *daemonLog) text() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, _ := os.ReadFile(l.path)
-	return string(b)
-}
-
-func (l *daemonLog) contains(s string) bool { return strings.Contains(l.text(), s) }
-
-func requireBinary(t testing.TB, path string) {
-	t.Helper()
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("%s is missing: run hack/install-test-deps.sh (%v)", path, err)
-	}
-}
-
-// startDaemon runs a server in the foreground, unprivileged, and stops it
-// when the test ends; its log is printed when the test failed.
-func startDaemon(t testing.TB, name string, args ...string) *daemonLog {
-	t.Helper()
-	cmd := exec.Command(name, args...)
-	lf := filepath.Join(t.TempDir(), filepath.Base(name)+".log")
-	logf, err := os.Create(lf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	dl := &daemonLog{path: lf}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-		if t.Failed() {
-			t.Logf("%s log:\n%s", name, dl.text())
-		}
-	})
-	return dl
-}
 
 // secondary is NSD or Knot configured as a secondary of the primary.
 type secondary struct {
 	name string
 	addr string // 127.0.0.1:port
-	log  *daemonLog
+	log  *refdns.Daemon
 }
 
 func startNSD(t *testing.T, port int, primaryTCP, secret string) *secondary {
 	t.Helper()
-	requireBinary(t, "/usr/sbin/nsd")
+	refdns.Require(t, "/usr/sbin/nsd")
 	dir := t.TempDir()
 	ph, pp := hostPort(primaryTCP)
-	conf := fmt.Sprintf(`server:
-	ip-address: 127.0.0.1@%[2]d
-	port: %[2]d
-	do-ip6: no
-	username: ""
-	chroot: ""
-	zonesdir: "%[1]s"
-	pidfile: "%[1]s/nsd.pid"
-	database: ""
-	xfrdfile: "%[1]s/xfrd.state"
-	zonelistfile: "%[1]s/zone.list"
-	xfrdir: "%[1]s"
-	server-count: 1
-	minimal-responses: yes
-	refuse-any: no
-	verbosity: 2
-	logfile: ""
-remote-control:
-	control-enable: no
-key:
-	name: %[5]s
+	conf := refdns.NSDConf(dir, port, 2, []string{`logfile: ""`}, fmt.Sprintf(`key:
+	name: %[4]s
 	algorithm: hmac-sha256
-	secret: "%[6]s"
+	secret: "%[5]s"
 zone:
 	name: example.test
 	zonefile: "%[1]s/example.test.zone"
-	allow-notify: 127.0.0.1 %[5]s
-	request-xfr: %[3]s@%[4]s %[5]s
-`, dir, port, ph, pp, keyName, secret)
+	allow-notify: 127.0.0.1 %[4]s
+	request-xfr: %[2]s@%[3]s %[4]s
+`, dir, ph, pp, keyName, secret))
 	cf := filepath.Join(dir, "nsd.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := startDaemon(t, "/usr/sbin/nsd", "-d", "-c", cf)
+	l := refdns.Start(t, "/usr/sbin/nsd", "-d", "-c", cf)
 	return &secondary{name: "nsd", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
 }
 
 func startKnot(t *testing.T, port int, primaryTCP, secret string) *secondary {
 	t.Helper()
-	requireBinary(t, "/usr/sbin/knotd")
+	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
 		t.Fatal(err)
@@ -174,7 +99,7 @@ zone:
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	l := startDaemon(t, "/usr/sbin/knotd", "-c", cf)
+	l := refdns.Start(t, "/usr/sbin/knotd", "-c", cf)
 	return &secondary{name: "knot", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
 }
 
@@ -294,13 +219,13 @@ notify:
 	nodetest.Eventually(t, 5*time.Second, "NOTIFY answered NOERROR by NSD and Knot", func() bool {
 		return metric(t, p, `service_notify_sent_total{result="NOERROR",zone="example.test."}`) >= 2
 	})
-	if !knot.log.contains("notify, incoming") {
+	if !knot.log.Contains("notify, incoming") {
 		t.Errorf("knot did not log the NOTIFY")
 	}
-	if !knot.log.contains("IXFR, incoming") {
+	if !knot.log.Contains("IXFR, incoming") {
 		t.Errorf("knot did not log an IXFR")
 	}
-	if !strings.Contains(strings.ToLower(nsd.log.text()), "notify") {
+	if !strings.Contains(strings.ToLower(nsd.log.Log()), "notify") {
 		t.Errorf("nsd did not log the NOTIFY")
 	}
 	for _, s := range []*secondary{nsd, knot} {
@@ -337,7 +262,7 @@ notify:
 	// A secondary with the wrong secret gets nothing and says why.
 	bad := startKnot(t, badPort, tcp, badSecret)
 	nodetest.Eventually(t, 15*time.Second, "knot with a wrong secret logs the refusal", func() bool {
-		l := bad.log.text()
+		l := bad.log.Log()
 		return strings.Contains(l, "BADSIG") || strings.Contains(l, "TSIG") || strings.Contains(l, "NOTAUTH")
 	})
 	if serialOf(bad.addr) != 0 {
