@@ -215,22 +215,7 @@ func TestStatusWhenStoreLags(t *testing.T) {
 	ctx := t.Context()
 	st := openStore(t)
 	lag := &laggingStore{Store: st, hidden: map[string]time.Time{}}
-	op, err := operator.New(env.Config, operator.Options{
-		LeaseName: "service-operator-lag", Store: lag,
-		LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	octx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- op.Run(octx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-op.Elected():
-	case <-time.After(30 * time.Second):
-		t.Fatal("operator not elected")
-	}
+	runElected(t, operator.Options{LeaseName: "service-operator-lag", Store: lag})
 
 	lagZone := storetest.Zone("lag.example", "")
 	_ = unstructured.SetNestedField(lagZone.Object, "All", "spec", "recordSetNamespaces", "from") // admits namespace web
@@ -285,22 +270,8 @@ func TestTriggerQueuesOnTheControllersQueue(t *testing.T) {
 		mu.Unlock()
 		return 0, nil
 	})
-	op, err := operator.New(env.Config, operator.Options{
-		LeaseName: "trigger-test", LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
-		Controllers: []operator.Controller{{Kind: "Policy", Reconciler: rec, Trigger: trig}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	octx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- op.Run(octx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-op.Elected():
-	case <-time.After(30 * time.Second):
-		t.Fatal("operator not elected")
-	}
+	runElected(t, operator.Options{LeaseName: "trigger-test",
+		Controllers: []operator.Controller{{Kind: "Policy", Reconciler: rec, Trigger: trig}}})
 	for range 50 {
 		if !trig.Enqueue("web", "kids") {
 			t.Fatal("trigger refused with a running controller")
@@ -321,4 +292,25 @@ func TestTriggerQueuesOnTheControllersQueue(t *testing.T) {
 		t.Errorf("50 triggers ran %d reconciles: the queue did not fold duplicates", calls["web/kids"])
 	}
 	t.Logf("50 triggers for one policy: %d reconciles, at most %d at once", calls["web/kids"], maxRunning)
+}
+
+// runElected runs an operator with short lease timings until the test ends
+// and waits (at most 30 s) until it leads.
+func runElected(t *testing.T, opts operator.Options) *operator.Operator {
+	t.Helper()
+	opts.LeaseDuration, opts.RenewDeadline, opts.RetryPeriod = 3*time.Second, 2*time.Second, 500*time.Millisecond
+	op, err := operator.New(env.Config, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- op.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-op.Elected():
+	case <-time.After(30 * time.Second):
+		t.Fatal("operator not elected")
+	}
+	return op
 }
