@@ -32,6 +32,7 @@ import (
 	"github.com/svcdns/svc/internal/blockpage"
 	"github.com/svcdns/svc/internal/node"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 const (
@@ -359,31 +360,12 @@ func apiDo(t *testing.T, n *blockPageNode, method, path, body string, out any) {
 
 var tokenRE = regexp.MustCompile(`name="token" value="([^"]+)"`)
 
-// chromium finds Debian's browser (hack/install-browser.sh); without one the
-// browser step is skipped, except under CI.
-func chromium(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("Chromium is not installed and CI is set: run hack/install-browser.sh")
-	}
-	t.Skip("Chromium is not installed (hack/install-browser.sh)")
-	return ""
-}
-
 // browserStory: Chromium, sent to the block page for ads.example by a
 // host-resolver rule (what the DNS answer does for a real browser), with
 // JavaScript off, sees the title, the policy, the list and the rule, and
 // files an unblock request with the form.
 func browserStory(t *testing.T, n *blockPageNode) {
-	exe := chromium(t)
+	exe := proc.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox,

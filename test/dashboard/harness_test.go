@@ -28,28 +28,10 @@ import (
 
 	"github.com/svcdns/svc/internal/node"
 	"github.com/svcdns/svc/test/nodetest"
+	"github.com/svcdns/svc/test/proc"
 )
 
 const adminPassword = "correct horse battery staple"
-
-// chromium finds the browser hack/install-browser.sh installs. Without one
-// the test is skipped, except under CI, where it must run.
-func chromium(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("Chromium is not installed and CI is set: run hack/install-browser.sh (make test-deps)")
-	}
-	t.Skip("Chromium is not installed (hack/install-browser.sh installs it; under CI the test fails instead)")
-	return ""
-}
 
 // axeSource is axe-core from web/node_modules (npm ci in web/, pinned by
 // web/package-lock.json; hack/install-browser.sh runs it).
@@ -96,7 +78,7 @@ type browser struct {
 
 func newBrowser(t testing.TB, origin string, width, height int) *browser {
 	t.Helper()
-	exe := chromium(t)
+	exe := proc.Chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.NoSandbox, // tests run as root on CI and dev machines

@@ -101,3 +101,23 @@ func MainWithSvc(m *testing.M, bin *string) int {
 	}
 	return m.Run()
 }
+
+// Chromium finds the browser hack/install-browser.sh installs ($CHROMIUM,
+// else chromium, chromium-browser or google-chrome on PATH). Without one
+// the test is skipped, except under CI, where it fails.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("Chromium is not installed and CI is set: run hack/install-browser.sh (make test-deps)")
+	}
+	t.Skip("Chromium is not installed (hack/install-browser.sh installs it; under CI the test fails instead)")
+	return ""
+}
