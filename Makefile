@@ -64,6 +64,7 @@ test: test-deps
 
 test-deps:
 	hack/install-dns-clients.sh
+	hack/build-external-dns.sh
 	hack/install-browser.sh
 
 ## screenshots: every dashboard page (desktop and 360 px) into docs/dashboard/,

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -80,6 +81,10 @@ func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) e
 				}
 				uc := pc.(*net.UDPConn)
 				growReadBuffer(uc)
+				// Set before the loop starts, so no early query misses it.
+				if err := enablePktInfo(uc); err != nil {
+					s.log.Warn("udp listener: answers leave from the routed address, not the query's", "address", bound, "err", err)
+				}
 				conns = append(conns, uc)
 				bound = uc.LocalAddr().String()
 			}
@@ -186,6 +191,7 @@ func (s *Server) closeLocked() {
 func (s *Server) serveUDP(c *net.UDPConn) {
 	defer s.wg.Done()
 	r := newUDPReplier(s, c)
+	r.pkt = wantsPktInfo(c)
 	if !s.cfg.DisableUDPBatch && s.serveUDPBatch(c, r) {
 		return
 	}
@@ -196,10 +202,30 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 // and write buffers, so the common query allocates nothing.
 func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
 	lc := udpLoop{reply: r}
+	// Control messages only on wildcard sockets: one bound to an address
+	// answers from it anyway.
+	var oobIn, oobOut []byte
+	if r.pkt {
+		oobIn, oobOut = new(oobBuf).bytes(), new(oobBuf).bytes()
+	}
 	for {
 		q := getQuery()
 		buf := q.in[:cap(q.in)]
-		n, addr, err := c.ReadFromUDPAddrPort(buf)
+		var (
+			n     int
+			addr  netip.AddrPort
+			err   error
+			local pktInfo
+		)
+		if r.pkt {
+			var oobn, flags int
+			n, oobn, flags, addr, err = c.ReadMsgUDPAddrPort(buf, oobIn)
+			if err == nil && flags&msgCtrunc == 0 {
+				local = parsePktInfo(oobIn[:oobn])
+			}
+		} else {
+			n, addr, err = c.ReadFromUDPAddrPort(buf)
+		}
 		if err != nil {
 			putQuery(q)
 			if errors.Is(err, net.ErrClosed) {
@@ -208,15 +234,39 @@ func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
 			continue
 		}
 		lc.begin(s, time.Now())
-		out, detached := s.udpPacket(c, &lc, q, n, addr)
+		out, detached := s.udpPacket(c, &lc, q, n, addr, local)
 		if detached {
 			continue
 		}
 		if out != nil {
-			_, _ = c.WriteToUDPAddrPort(out, addr)
+			if local.ok {
+				_, _, _ = c.WriteMsgUDPAddrPort(out, oobOut[:putPktInfo(oobOut, local)], addr)
+			} else {
+				_, _ = c.WriteToUDPAddrPort(out, addr)
+			}
 		}
 		putQuery(q)
 	}
+}
+
+// pktInfo is where a datagram arrived on a wildcard socket: its destination
+// address (and interface, for link-local IPv6). The answer is sent from
+// it, as NSD, Knot and Unbound do, since a client's connected socket (every
+// stub resolver's) drops an answer from any other address, such as the
+// host's primary address that routing would pick for a VIP or 127.0.0.2.
+type pktInfo struct {
+	addr    [16]byte // an IPv4 address in the first 4 bytes unless v6
+	ifindex uint32   // kept only where the address needs it (link-local)
+	v6      bool     // an IPV6_PKTINFO (IPv4-mapped on dual-stack sockets)
+	ok      bool
+}
+
+// oobBuf holds one datagram's control messages; uint64 words keep the
+// cmsghdr aligned.
+type oobBuf [8]uint64
+
+func (o *oobBuf) bytes() []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(o)), len(o)*8)
 }
 
 // udpLoop is what one read loop loads once per batch instead of per query.
@@ -243,16 +293,19 @@ func (l *udpLoop) begin(s *Server, now time.Time) {
 // reported it). It returns the bytes to send back (nil: nothing), or
 // detached=true when the query went on to its own goroutine, which then
 // owns q and writes the answer itself.
-func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr netip.AddrPort) (out []byte, detached bool) {
+//
+// local is the query's destination on a wildcard socket (see pktInfo): a
+// detached query's answer is sent from it too.
+func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr netip.AddrPort, local pktInfo) (out []byte, detached bool) {
 	buf := q.in[:cap(q.in)]
-	client := addr
+	client, clientID := addr, "" // clientID: from svc edge's PROXY TLV
 	if client.Addr().Is4In6() {
 		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	}
 	if l.proxy {
 		// PROXY v2 from trusted peers: the header names the real client,
 		// which every later stage (rate limit, identify, log) sees.
-		real, payload, perr := s.cfg.ProxyProtocol.Datagram(client, buf[:n])
+		real, id, payload, perr := s.cfg.ProxyProtocol.DatagramID(client, buf[:n])
 		if perr != nil {
 			s.proxyReject(client, perr)
 			return nil, false
@@ -260,7 +313,7 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 		if len(payload) != n {
 			n = copy(buf, payload)
 		}
-		client = real
+		client, clientID = real, id
 	}
 	ecsChecked, ecsClient := false, false
 	if l.ecs && s.ecsTrusted(client.Addr()) {
@@ -284,6 +337,7 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 	}
 	q.in = buf[:n]
 	q.Client, q.Transport, q.Node = client, TransportUDP, s.cfg.Node
+	q.ClientID = clientID
 	q.ecsChecked, q.ecsClient = ecsChecked, ecsClient
 	q.Start = l.now
 	q.snap = l.snap
@@ -293,7 +347,7 @@ func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr net
 		// The query needs an upstream: a worker finishes it and writes the
 		// answer, so this loop keeps reading.
 		s.wg.Add(1)
-		if s.dispatch(job{q: q, r: l.reply, addr: addr}) {
+		if s.dispatch(job{q: q, r: l.reply, addr: addr, local: local}) {
 			return nil, true
 		}
 		s.wg.Done()
@@ -324,7 +378,7 @@ func (s *Server) finishUDP(j *job) {
 	s.run(q)
 	s.workers.release(j.prefix, j.cost)
 	if b := s.encode(q); b != nil {
-		r.reply(q, b, addr)
+		r.reply(q, b, addr, j.local)
 		return
 	}
 	putQuery(q)
@@ -378,6 +432,10 @@ func (s *Server) serveTCP(conn net.Conn) {
 		client = a.AddrPort()
 		client = netip.AddrPortFrom(client.Addr().Unmap(), client.Port())
 	}
+	clientID := "" // a DoT/DoH client ID svc edge carries in its PROXY header
+	if pc, ok := conn.(*proxyproto.Conn); ok {
+		clientID = pc.ClientID()
+	}
 	tc := &tcpConn{conn: conn, inflight: make(chan struct{}, s.cfg.TCPMaxInflight)}
 	var lenb [2]byte
 	defer tc.pending.Wait()
@@ -388,6 +446,7 @@ func (s *Server) serveTCP(conn net.Conn) {
 		}
 		n := int(binary.BigEndian.Uint16(lenb[:]))
 		q := s.begin(client, TransportTCP)
+		q.ClientID = clientID
 		if cap(q.in) < n {
 			q.in = make([]byte, n)
 		}

@@ -397,6 +397,10 @@ func stageBlocking(s *Server, q *Query) stageResult {
 		return stageDone
 	case VerdictBlock:
 		q.Status, q.Reason = StatusBlocked, ReasonBlockList
+		if !q.slow {
+			q.fastBlock(d)
+			return stageDone
+		}
 		q.resp = q.blockResponse(d)
 		q.Rcode = q.resp.Rcode
 		if q.EDNS.Present {
@@ -404,7 +408,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 			if code == 0 {
 				code = dns.ExtendedErrorCodeBlocked
 			}
-			q.ede = &dns.EDNS0_EDE{InfoCode: code, ExtraText: d.EDEText}
+			q.ede = &dns.EDNS0_EDE{InfoCode: code, ExtraText: d.ExtraText()}
 		}
 		return stageDone
 	}
@@ -451,10 +455,7 @@ func (q *Query) chaseAnswer(m *dns.Msg) stageResult {
 }
 
 func (q *Query) blockResponse(d Decision) *dns.Msg {
-	ttl := d.TTL
-	if ttl <= 0 {
-		ttl = q.snap.in.BlockTTL
-	}
+	ttl := q.blockTTL(d)
 	switch d.Mode {
 	case BlockNXDomain:
 		return q.newResponse(dns.RcodeNameError, false)
@@ -476,6 +477,63 @@ func (q *Query) blockResponse(d Decision) *dns.Msg {
 		m.Answer = []dns.RR{&dns.AAAA{Hdr: hdr, AAAA: v6.AsSlice()}}
 	}
 	return m
+}
+
+func (q *Query) blockTTL(d Decision) time.Duration {
+	if d.TTL <= 0 {
+		return q.snap.in.BlockTTL
+	}
+	return d.TTL
+}
+
+// fastBlock makes the block answer of d for encodeFast: the bytes
+// blockResponse and encodeSlow make (FuzzFastSlowParity, the block golden
+// cases), without a dns.Msg, its presentation name or miekg/dns packing,
+// which made a blocked answer dearer than a cached one (issue #27 item 2).
+func (q *Query) fastBlock(d Decision) {
+	q.fast, q.counts = fastAuth, [3]uint16{}
+	q.authWire = q.blockRR[:0]
+	switch d.Mode {
+	case BlockNXDomain:
+		q.Rcode = dns.RcodeNameError
+	case BlockRefused:
+		q.Rcode = dns.RcodeRefused
+	default:
+		q.Rcode = dns.RcodeSuccess
+		v4, v6 := netipZero4, netipZero6
+		if d.Mode == BlockCustomIP || d.Mode == BlockPage {
+			v4, v6 = d.IPv4, d.IPv6
+		}
+		var ip []byte
+		switch {
+		case q.Type == dns.TypeA && v4.Is4():
+			a := v4.As4()
+			ip = a[:]
+		case q.Type == dns.TypeAAAA && v6.Is6():
+			a := v6.As16()
+			ip = a[:]
+		}
+		if ip != nil {
+			// The owner is a pointer to the question, as miekg/dns
+			// compresses it.
+			b := append(q.blockRR[:0], 0xC0, wire.HeaderLen)
+			b = binary.BigEndian.AppendUint16(b, q.Type)
+			b = binary.BigEndian.AppendUint16(b, dns.ClassINET)
+			b = binary.BigEndian.AppendUint32(b, uint32(q.blockTTL(d)/time.Second))
+			b = binary.BigEndian.AppendUint16(b, uint16(len(ip)))
+			q.authWire = append(b, ip...)
+			q.counts[0] = 1
+		}
+	}
+	if q.EDNS.Present {
+		q.fastEDE, q.edeCode, q.edeText = true, d.EDECode, d.EDEText
+		if d.EDERule {
+			q.edeRule = d.Rule
+		}
+		if q.edeCode == 0 {
+			q.edeCode = dns.ExtendedErrorCodeBlocked
+		}
+	}
 }
 
 // cache answers from earlier upstream answers.

@@ -235,6 +235,14 @@ type Query struct {
 	NoLog      bool
 	// ede is the Extended DNS Error added to the OPT of a block answer.
 	ede *dns.EDNS0_EDE
+	// The fast block answer (issue #27 item 2): its one record, if any
+	// (authWire points into blockRR), and its EDE, written by encodeFast
+	// as encodeSlow writes ede, without a dns.Msg.
+	blockRR [blockRRLen]byte
+	fastEDE bool
+	edeCode uint16
+	edeText string
+	edeRule string // appended to edeText after ruleSep when not empty (Decision.EDERule)
 	// chase holds a rewrite's records ending in a CNAME whose target
 	// (chaseLower, lower-case wire) the cache and upstream stages resolve.
 	chase      []dns.RR

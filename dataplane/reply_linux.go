@@ -28,11 +28,13 @@ type udpReplier struct {
 	queue    []queuedReply
 	spare    []queuedReply
 	flushing bool
+	pkt      bool // a wildcard socket: answers carry their source (pktInfo)
 
 	// The flusher's sendmmsg state; only the flusher touches it.
 	hdrs  [udpBatch]unix.Mmsghdr
 	iovs  [udpBatch]unix.Iovec
 	names [udpBatch]unix.RawSockaddrInet6
+	oobs  [udpBatch]oobBuf
 	n     int
 	sent  int
 	err   error
@@ -40,8 +42,9 @@ type udpReplier struct {
 }
 
 type queuedReply struct {
-	q    *Query
-	addr netip.AddrPort
+	q     *Query
+	addr  netip.AddrPort
+	local pktInfo
 }
 
 func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier {
@@ -51,18 +54,24 @@ func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier {
 	return r
 }
 
-// reply sends q's answer b (in q.out) to addr, now or with the next batch,
-// then releases q and its s.wg count.
-func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort) {
+// reply sends q's answer b (in q.out) to addr, from local when set, now or
+// with the next batch, then releases q and its s.wg count.
+func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInfo) {
 	if r.rc == nil {
-		_, _ = r.c.WriteToUDPAddrPort(b, addr)
+		if local.ok {
+			var o oobBuf
+			oob := o.bytes()
+			_, _, _ = r.c.WriteMsgUDPAddrPort(b, oob[:putPktInfo(oob, local)], addr)
+		} else {
+			_, _ = r.c.WriteToUDPAddrPort(b, addr)
+		}
 		putQuery(q)
 		r.s.wg.Done()
 		return
 	}
 	q.out = b
 	r.mu.Lock()
-	r.queue = append(r.queue, queuedReply{q, addr})
+	r.queue = append(r.queue, queuedReply{q, addr, local})
 	if r.flushing {
 		r.mu.Unlock()
 		return
@@ -120,6 +129,12 @@ func (r *udpReplier) flush(batch []queuedReply) {
 		h.Namelen = nl
 		h.Iov = &r.iovs[r.n]
 		h.SetIovlen(1)
+		h.Control, h.Controllen = nil, 0
+		if e.local.ok {
+			oob := r.oobs[r.n].bytes()
+			h.Control = &oob[0]
+			h.SetControllen(putPktInfo(oob, e.local))
+		}
 		r.n++
 	}
 	r.sent = 0

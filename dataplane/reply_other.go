@@ -9,14 +9,16 @@ import (
 
 // udpReplier writes each detached answer with its own syscall here.
 type udpReplier struct {
-	s *Server
-	c *net.UDPConn
+	s   *Server
+	c   *net.UDPConn
+	pkt bool
 }
 
 func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier { return &udpReplier{s: s, c: c} }
 
-// reply sends b to addr, then releases q and its s.wg count.
-func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort) {
+// reply sends b to addr, then releases q and its s.wg count. local is
+// never set here (see udp_other.go).
+func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInfo) {
 	_, _ = r.c.WriteToUDPAddrPort(b, addr)
 	putQuery(q)
 	r.s.wg.Done()

@@ -147,6 +147,9 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 	if q.EDNS.Present {
 		opt := len(out)
 		out = wire.AppendOPT(out, uint16(s.cfg.MaxUDPSize), uint8(rcode>>4), q.EDNS.DO)
+		if q.fastEDE && !truncated {
+			out = appendEDE(out, opt, q.edeCode, q.edeText, q.edeRule)
+		}
 		if q.EDNS.ECS.Present {
 			out = wire.AppendECS(out, opt, q.EDNS.ECS, q.ecsScope())
 		}
@@ -154,6 +157,29 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 	}
 	wire.PutHeader(out, h)
 	return out
+}
+
+// blockRRLen is the longest record of a fast block answer: an AAAA whose
+// owner is a pointer to the question.
+const blockRRLen = 2 + 2 + 2 + 4 + 2 + 16
+
+// appendEDE appends an Extended DNS Error option (RFC 8914) to the OPT
+// record starting at opt, as miekg/dns packs EDNS0_EDE; its text is text,
+// then ruleSep and rule when rule is not empty (Decision.ExtraText).
+func appendEDE(b []byte, opt int, code uint16, text, rule string) []byte {
+	n := 2 + len(text)
+	if rule != "" {
+		n += len(ruleSep) + len(rule)
+	}
+	rdlen := binary.BigEndian.Uint16(b[opt+9:])
+	binary.BigEndian.PutUint16(b[opt+9:], rdlen+4+uint16(n))
+	b = append(b, 0, byte(dns.EDNS0EDE), byte(n>>8), byte(n))
+	b = binary.BigEndian.AppendUint16(b, code)
+	b = append(b, text...)
+	if rule != "" {
+		b = append(append(b, ruleSep...), rule...)
+	}
+	return b
 }
 
 // encodeSlow packs q.resp with miekg/dns, then sets ID, flags and the

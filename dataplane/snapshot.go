@@ -77,11 +77,27 @@ type Decision struct {
 	// 17 Filtered for a policy's own decision. EDECode 0 on a block means 15.
 	EDECode uint16
 	EDEText string
+	// EDERule: the text is EDEText, " rule " and Rule (when Rule is not
+	// empty), joined only when an answer carries it, so that a Blocker can
+	// give a text prefix its table owns and a block allocates nothing.
+	EDERule bool
 	// ChaseCNAME asks the pipeline to resolve the target of the CNAME that
 	// ends Answer (VerdictRewrite) through the upstream stage and append the
 	// target's records (safe search, CNAME rewrites).
 	ChaseCNAME bool
 }
+
+// ExtraText is the Extended DNS Error text of the decision (EDEText, with
+// the rule when EDERule is set). It allocates when EDERule is set.
+func (d Decision) ExtraText() string {
+	if !d.EDERule || d.Rule == "" {
+		return d.EDEText
+	}
+	return d.EDEText + ruleSep + d.Rule
+}
+
+// ruleSep joins EDEText and Rule when EDERule is set.
+const ruleSep = " rule "
 
 // Blocker decides on blocking for a name; nil turns blocking off.
 type Blocker interface {

@@ -111,12 +111,13 @@ func FuzzServeWire(f *testing.F) {
 // message where only compression differs) for every packet miekg/dns can
 // parse. CI runs it for a fixed time (hack/fuzz-ci.sh).
 func FuzzFastSlowParity(f *testing.F) {
-	for _, tc := range goldenCases {
+	for _, tc := range append(append([]goldenCase(nil), goldenCases...), blockCases...) {
 		f.Add(tc.packet(f))
 	}
 	f.Add([]byte{})
 	f.Add(make([]byte, 12))
-	snap := NewSnapshot(SnapshotInput{Authority: testTable(f)})
+	// The block answers of testBlocker are made on the fast path too.
+	snap := NewSnapshot(SnapshotInput{Authority: testTable(f), Blocker: testBlocker(f), BlockingEnabled: true})
 	newServer := func(slow bool) *Server {
 		cfg := testConfig()
 		cfg.DisableFastPath = slow

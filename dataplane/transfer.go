@@ -31,6 +31,29 @@ type AnswerSigner interface {
 	SignAnswer(req, resp []byte) []byte
 }
 
+// TSIGChecker is implemented by a Transfers handler that can verify the
+// TSIG of a message the pipeline answers itself (an incoming NOTIFY), so
+// that a forged or stale one is refused before it is answered.
+type TSIGChecker interface {
+	// CheckTSIG returns the key req names and the TSIG error (BADKEY,
+	// BADSIG, BADTIME; FORMERR for a malformed TSIG), ("", 0) when req
+	// carries no TSIG.
+	CheckTSIG(req []byte) (key string, code int)
+}
+
+// checkTSIG verifies req's TSIG when a checker is installed; without one
+// nothing can be verified and (key "", 0) is returned.
+func (s *Server) checkTSIG(req []byte) (string, int) {
+	p := s.transfers.Load()
+	if p == nil {
+		return "", 0
+	}
+	if c, ok := (*p).(TSIGChecker); ok {
+		return c.CheckTSIG(req)
+	}
+	return "", 0
+}
+
 // signAnswer signs the answer to a query that may carry a TSIG.
 func (s *Server) signAnswer(req, resp []byte) []byte {
 	p := s.transfers.Load()

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"syscall"
@@ -32,6 +33,12 @@ type batchLoop struct {
 	names [udpBatch]unix.RawSockaddrInet6 // large enough for IPv4 too
 	qs    [udpBatch]*Query
 
+	// On wildcard sockets only: each datagram's destination, received
+	// and sent back as the answer's source (see pktInfo).
+	pkt     bool
+	oobs    [udpBatch]oobBuf
+	outOobs [udpBatch]oobBuf
+
 	out     [udpBatch]unix.Mmsghdr // answers to send
 	outIovs [udpBatch]unix.Iovec
 	nout    int
@@ -48,7 +55,7 @@ func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool {
 	if err != nil {
 		return false
 	}
-	b := &batchLoop{s: s, c: c, rc: rc}
+	b := &batchLoop{s: s, c: c, rc: rc, pkt: r.pkt}
 	b.readFn = b.recv
 	b.sendFn = b.send
 	for i := range b.qs {
@@ -89,13 +96,17 @@ func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool {
 				b.arm(i, q)
 				continue
 			}
-			out, detached := s.udpPacket(c, &lc, q, int(b.hdrs[i].Len), peer)
+			var local pktInfo
+			if b.pkt && b.hdrs[i].Hdr.Flags&unix.MSG_CTRUNC == 0 {
+				local = parsePktInfo(b.oobs[i].bytes()[:b.hdrs[i].Hdr.Controllen])
+			}
+			out, detached := s.udpPacket(c, &lc, q, int(b.hdrs[i].Len), peer, local)
 			if detached {
 				b.arm(i, getQuery())
 				continue
 			}
 			if out != nil {
-				b.queue(i, out)
+				b.queue(i, out, local)
 			}
 		}
 		b.flush()
@@ -118,11 +129,16 @@ func (b *batchLoop) arm(i int, q *Query) {
 	h.Namelen = uint32(unsafe.Sizeof(b.names[i]))
 	h.Iov = &b.iovs[i]
 	h.SetIovlen(1)
+	if b.pkt {
+		h.Control = &b.oobs[i].bytes()[0]
+		h.SetControllen(len(b.oobs[i]) * 8)
+	}
 	b.hdrs[i].Len = 0
 }
 
-// queue adds an answer to slot i's peer to the send batch.
-func (b *batchLoop) queue(i int, out []byte) {
+// queue adds an answer to slot i's peer to the send batch, from local
+// when set.
+func (b *batchLoop) queue(i int, out []byte, local pktInfo) {
 	k := b.nout
 	b.outIovs[k].Base = &out[0]
 	b.outIovs[k].SetLen(len(out))
@@ -131,6 +147,12 @@ func (b *batchLoop) queue(i int, out []byte) {
 	h.Namelen = b.hdrs[i].Hdr.Namelen
 	h.Iov = &b.outIovs[k]
 	h.SetIovlen(1)
+	h.Control, h.Controllen = nil, 0
+	if local.ok {
+		oob := b.outOobs[k].bytes()
+		h.Control = &oob[0]
+		h.SetControllen(putPktInfo(oob, local))
+	}
 	b.nout++
 }
 
@@ -152,6 +174,9 @@ func (b *batchLoop) flush() {
 func (b *batchLoop) recv(fd uintptr) bool {
 	for i := range udpBatch {
 		b.hdrs[i].Hdr.Namelen = uint32(unsafe.Sizeof(b.names[i]))
+		if b.pkt {
+			b.hdrs[i].Hdr.SetControllen(len(b.oobs[i]) * 8)
+		}
 	}
 	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), udpBatch, 0, 0, 0)
 	switch errno {
@@ -224,4 +249,109 @@ func growReadBuffer(c *net.UDPConn) {
 			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpReadBuffer/2)
 		}
 	})
+}
+
+// msgCtrunc flags a datagram whose control messages did not fit.
+const msgCtrunc = unix.MSG_CTRUNC
+
+// wantsPktInfo reports whether c is bound to a wildcard address, the only
+// sockets whose answers need an explicit source (see pktInfo).
+func wantsPktInfo(c *net.UDPConn) bool {
+	a, ok := c.LocalAddr().(*net.UDPAddr)
+	return ok && a.AddrPort().Addr().IsUnspecified()
+}
+
+// enablePktInfo asks the kernel for each datagram's destination on a
+// wildcard socket. Go binds "udp" wildcards (0.0.0.0 too) as dual-stack
+// IPv6 sockets, where IPV6_RECVPKTINFO also reports IPv4 destinations,
+// IPv4-mapped; a plain IPv4 socket takes IP_PKTINFO.
+func enablePktInfo(c *net.UDPConn) error {
+	if !wantsPktInfo(c) {
+		return nil
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("pktinfo: %w", err)
+	}
+	var serr error
+	err = rc.Control(func(fd uintptr) {
+		dom, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
+		if err != nil {
+			serr = fmt.Errorf("socket domain: %w", err)
+			return
+		}
+		if dom == unix.AF_INET6 {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		} else {
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		}
+		if serr != nil {
+			serr = fmt.Errorf("setsockopt pktinfo: %w", serr)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("pktinfo: %w", err)
+	}
+	return serr
+}
+
+// parsePktInfo finds the IP_PKTINFO or IPV6_PKTINFO message in oob without
+// allocating. A multicast destination is not a usable source: its answer
+// leaves as routing decides.
+func parsePktInfo(oob []byte) pktInfo {
+	var p pktInfo
+	for len(oob) >= unix.SizeofCmsghdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		l := int(h.Len)
+		if l < unix.SizeofCmsghdr || l > len(oob) {
+			break
+		}
+		data := oob[unix.CmsgLen(0):l]
+		switch {
+		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(data) >= unix.SizeofInet4Pktinfo:
+			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&data[0]))
+			// Spec_dst is the local address the kernel matched: the
+			// destination itself for unicast.
+			p = pktInfo{ok: true}
+			copy(p.addr[:4], pi.Spec_dst[:])
+		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(data) >= unix.SizeofInet6Pktinfo:
+			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&data[0]))
+			a := netip.AddrFrom16(pi.Addr)
+			if a.IsMulticast() {
+				return pktInfo{}
+			}
+			p = pktInfo{addr: pi.Addr, v6: true, ok: true}
+			if a.IsLinkLocalUnicast() {
+				p.ifindex = pi.Ifindex
+			}
+		}
+		if s := unix.CmsgSpace(l - unix.CmsgLen(0)); s < len(oob) {
+			oob = oob[s:]
+		} else {
+			break
+		}
+	}
+	return p
+}
+
+// putPktInfo writes p into oob as the control message that makes the
+// kernel send from p's address, and returns its length (0: none).
+func putPktInfo(oob []byte, p pktInfo) int {
+	if !p.ok {
+		return 0
+	}
+	clear(oob)
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+	if !p.v6 {
+		h.Level, h.Type = unix.IPPROTO_IP, unix.IP_PKTINFO
+		h.SetLen(unix.CmsgLen(unix.SizeofInet4Pktinfo))
+		pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))
+		copy(pi.Spec_dst[:], p.addr[:4])
+		return unix.CmsgSpace(unix.SizeofInet4Pktinfo)
+	}
+	h.Level, h.Type = unix.IPPROTO_IPV6, unix.IPV6_PKTINFO
+	h.SetLen(unix.CmsgLen(unix.SizeofInet6Pktinfo))
+	pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&oob[unix.CmsgLen(0)]))
+	pi.Addr, pi.Ifindex = p.addr, p.ifindex
+	return unix.CmsgSpace(unix.SizeofInet6Pktinfo)
 }

@@ -10,3 +10,12 @@ func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool { return fals
 
 // growReadBuffer asks for a 4 MiB receive buffer (see udp_linux.go).
 func growReadBuffer(c *net.UDPConn) { _ = c.SetReadBuffer(4 << 20) }
+
+// No destination-address control messages here: a wildcard socket's
+// answers leave from the address routing picks (see pktInfo).
+const msgCtrunc = 0
+
+func wantsPktInfo(c *net.UDPConn) bool     { return false }
+func enablePktInfo(c *net.UDPConn) error   { return nil }
+func parsePktInfo(oob []byte) pktInfo      { return pktInfo{} }
+func putPktInfo(oob []byte, p pktInfo) int { return 0 }

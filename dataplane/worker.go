@@ -68,8 +68,11 @@ type job struct {
 	q    *Query
 	r    *udpReplier
 	addr netip.AddrPort
-	tc   *tcpConn
-	cb   WireCallback // ServeWireNow's detached queries
+	// local: the UDP query's destination on a wildcard socket, the
+	// answer's source.
+	local pktInfo
+	tc    *tcpConn
+	cb    WireCallback // ServeWireNow's detached queries
 	// What dispatch charged to the pending budget, released when the job
 	// ends.
 	prefix clientPrefix

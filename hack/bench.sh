@@ -23,6 +23,15 @@ run ./dataplane 'ServeWire|UDPSocketVsMiekg'
 echo "== test/bench (UDP throughput)" | tee -a "$out"
 go build -o .run/svcbench ./test/bench
 .run/svcbench -duration "${BENCH_UDP_DURATION:-2s}" -rounds "${BENCH_UDP_ROUNDS:-5}" | tee -a "$out"
+# The workload table of issue #27 item 5: authoritative, cache hit, 1M-name
+# block list and cache miss for the service and, where installed, Knot,
+# NSD, Unbound, dnsdist and CoreDNS in the same run (dnsperf, server on
+# CPU 0, dnsperf on CPU 1), with each side's CPU share, answers per server
+# core-second as ratios to the service's, SERVFAIL and lost counts, p99 of
+# the cache misses and each server's RSS at rest.
+echo "== hack/bench-peers.sh (workloads x peers)" | tee -a "$out"
+go build -o .run/svc-peers ./cmd/svc
+SVC=.run/svc-peers hack/bench-peers.sh | tee -a "$out"
 # Cache-miss flood (issue #20 item 1): 20 s of uncached names from one client
 # at a silent upstream while a second client (another /24) asks 1 q/s at a
 # responsive group; the server's peak RSS, its RSS after, kernel drops and
@@ -78,10 +87,22 @@ go test -run '^$' -bench 'TransportRatio|IdleConns' -benchtime 1x -timeout 30m .
 # (UDP, DoT, DoH over HTTP/2; UDP with the query log on and off).
 echo "== hack/bench-transports.sh (dnsperf)" | tee -a "$out"
 SVC=bin/svc hack/bench-transports.sh | tee -a "$out"
+# Zone transfers (issue #22): a full AXFR of the same 1,000,000-record zone
+# from the service's transfer server and from Knot 3 as a primary, each in
+# its own process, with one TSIG-verifying client: time per transfer, RSS
+# after the load and peak RSS during the transfers of both, as ratios.
+echo "== test/xfr (AXFR of ${XFR_BENCH_RECORDS:-1000000} records vs Knot)" | tee -a "$out"
+XFR_BENCH_RECORDS="${XFR_BENCH_RECORDS:-1000000}" go test -run '^$' -bench 'AXFRVersusKnot' -benchmem -benchtime "${XFR_BENCH_TIME:-2x}" -timeout 60m ./test/xfr | tee -a "$out"
 # Dashboard (issue #19): first paint of the overview and the query log in
 # Chromium on a 10-million-row query log (filled through the query log's
 # writer, cached in ~/.cache/service-dashboard-bench for 6 hours), the
 # server's time per call and the first load's gzipped size.
 echo "== test/dashboard (first paint, 10M rows)" | tee -a "$out"
 go test -run '^$' -bench 'FirstPaint10M' -benchtime 1x -timeout 30m ./test/dashboard | grep -v 'level=' | tee -a "$out"
+# Edge (issue #25): one node asked the same cached name directly and through
+# svc edge run (dnsdist, resolver pool, nothing cached at the edge) in the
+# same run, 8 concurrent UDP clients each way for BENCH_EDGE_DURATION:
+# queries per second both ways and the latency the edge adds (p50, p99).
+echo "== test/edge (edge vs direct)" | tee -a "$out"
+BENCH_EDGE_DURATION="${BENCH_EDGE_DURATION:-5s}" go test -run '^$' -bench 'EdgeVsDirect' -benchtime 1x -timeout 10m ./test/edge | grep -v 'level=' | tee -a "$out"
 echo "results: $out"

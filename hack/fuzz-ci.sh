@@ -15,6 +15,8 @@ targets=(
 	"./internal/api FuzzApplyBody"
 	"./dataplane/xfr FuzzXFRRequest"
 	"./dataplane/xfr FuzzJournal"
+	"./internal/externaldns FuzzDecodeChanges"
+	"./internal/publish FuzzPlan"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"

@@ -166,6 +166,15 @@ type BlockListEntry struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=300
 	Request string `json:"request,omitempty"`
+	// Groups confines the entry to clients of these ClientGroups
+	// ("namespace/name" or a name in the list's namespace), whichever policy
+	// serves them; empty applies it to every client the list reaches.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=507
+	Groups []string `json:"groups,omitempty"`
 }
 
 // BlockListStatus is written by the block list reconciler.

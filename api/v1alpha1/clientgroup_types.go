@@ -8,13 +8,57 @@ import (
 // address, client ID or client name matches. Policies, zone query access,
 // record views and unblock requests refer to groups by name.
 //
+// The status subresource is an addition to the interface spec's table (it
+// lists none for ClientGroup): the controller writes member counts, the
+// policies that select the group and a Ready condition (docs/policies.md).
+//
 // +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Namespaced,categories=service-dns,shortName=cg;clientgroup
+// +kubebuilder:printcolumn:name="MEMBERS",type=integer,JSONPath=`.status.members`
+// +kubebuilder:printcolumn:name="POLICIES",type=string,JSONPath=`.status.policies`
+// +kubebuilder:printcolumn:name="READY",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="AGE",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClientGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
 	Spec ClientGroupSpec `json:"spec"`
+	// +optional
+	Status ClientGroupStatus `json:"status,omitempty"`
+}
+
+// ClientGroupStatus is what the ClientGroup controller observed.
+type ClientGroupStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Members counts the members that identify clients: valid addresses and
+	// prefixes, client IDs and names (invalid members are not counted).
+	// +optional
+	Members int64 `json:"members,omitempty"`
+	// Addresses, ClientIDs and Names count the valid members of each list.
+	// +optional
+	Addresses int64 `json:"addresses,omitempty"`
+	// +optional
+	ClientIDs int64 `json:"clientIDs,omitempty"`
+	// +optional
+	Names int64 `json:"names,omitempty"`
+	// Invalid counts members that match nobody (e.g. a malformed address).
+	// +optional
+	Invalid int64 `json:"invalid,omitempty"`
+	// Policies are the Policies ("namespace/name", sorted, at most 100) whose
+	// clientGroupRefs name the group.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	Policies []string `json:"policies,omitempty"`
+	// Conditions: Ready (False with reason InvalidMembers or TooManyGroups
+	// when members are ignored) and Referenced (False, reason NoPolicy, when
+	// no Policy names the group).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // ClientGroupSpec lists the members of a group. Every list is optional; a group

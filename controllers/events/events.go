@@ -89,6 +89,16 @@ func (r *Reporter) OK(obj runtime.Object, reason, message string) {
 	}
 }
 
+// Normal records a Normal Event as it is: for transitions the caller
+// detects itself (a condition that changed in stored status), which a
+// restart does not repeat.
+func (r *Reporter) Normal(obj runtime.Object, reason, message string) {
+	if r == nil || r.rec == nil {
+		return
+	}
+	r.rec.Eventf(obj, nil, Normal, reason, r.action, "%s", clip(message))
+}
+
 // Forget drops what was recorded for a deleted object.
 func (r *Reporter) Forget(kind, namespace, name string) {
 	if r == nil || r.rec == nil {

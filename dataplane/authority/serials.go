@@ -22,7 +22,13 @@ import (
 //     the zone's record sets), and on a zone never given a serial also the
 //     zone's own resourceVersion;
 //   - within one process a serial never falls, even before the status writer
-//     caught up (removals raise it by one).
+//     caught up (removals raise it by one);
+//   - a serial the user set (spec.soa.serial, e.g. from an imported zone
+//     file) is a floor, not a fixed value: the zone is first served with it,
+//     and afterwards with max(user serial, the serial the rules above give)
+//     in RFC 1982 arithmetic, so every change still raises the served serial
+//     and secondaries pull it. Raising spec.soa.serial moves the zone up to
+//     it; lowering it is ignored (serials never fall).
 //
 // The zone's own resourceVersion is left out once a serial was recorded,
 // because status writes move it without changing content, and two processes
@@ -38,8 +44,8 @@ type Assigned struct {
 	Digest string
 }
 
-// Assign sets spec.soa.serial on the zones (copies owned by the caller) whose
-// serial is left to the service, and returns what each zone got.
+// Assign sets spec.soa.serial on the zones (copies owned by the caller) to
+// the serial each is served with, and returns what each zone got.
 func (s *Serials) Assign(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet) map[string]Assigned {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -57,11 +63,10 @@ func (s *Serials) Assign(zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRecordSet)
 		seen[z.Name] = true
 		members := byZone[z.Name]
 		digest := ContentDigest(z, members)
-		if z.Spec.SOA != nil && z.Spec.SOA.Serial != 0 {
-			out[z.Name] = Assigned{Serial: uint32(z.Spec.SOA.Serial), Digest: digest} // set by the user
-			continue
-		}
 		a := assign(z, members, digest, s.last[z.Name])
+		if z.Spec.SOA != nil && z.Spec.SOA.Serial != 0 {
+			a = floor(a, uint32(z.Spec.SOA.Serial), z, s.last[z.Name])
+		}
 		s.last[z.Name] = a
 		out[z.Name] = a
 		if z.Spec.SOA == nil {
@@ -85,7 +90,7 @@ func assign(z *v1alpha1.DNSZone, members []*v1alpha1.DNSRecordSet, digest string
 	// The recorded serial of this content wins, also over the one this
 	// process picked before the status writer caught up (which may have seen
 	// fewer resourceVersions), unless that would lower what it served.
-	if z.Status.SerialDigest == digest && recorded > 0 && uint32(recorded) >= prev.Serial {
+	if z.Status.SerialDigest == digest && recorded > 0 && !serialLess(uint32(recorded), prev.Serial) {
 		return Assigned{Serial: uint32(recorded), Digest: digest}
 	}
 	if prev.Digest == digest && prev.Serial != 0 {
@@ -102,11 +107,35 @@ func assign(z *v1alpha1.DNSZone, members []*v1alpha1.DNSRecordSet, digest string
 			derived = n
 		}
 	}
-	serial := uint32(max(derived, 1))
-	if prev.Serial != 0 && serial <= prev.Serial {
-		serial = prev.Serial + 1
+	serial := nonZero(uint32(derived))
+	if prev.Serial != 0 && !serialLess(prev.Serial, serial) {
+		serial = nonZero(prev.Serial + 1)
 	}
 	return Assigned{Serial: serial, Digest: digest}
+}
+
+// floor applies the user's serial: a zone never served before (no serial
+// recorded, none picked by this process) gets it as it is; later the
+// greater of it and the assigned one (RFC 1982), so a change served after
+// an import still raises the serial.
+func floor(a Assigned, user uint32, z *v1alpha1.DNSZone, prev Assigned) Assigned {
+	if (z.Status.Serial <= 0 && prev.Serial == 0) || serialLess(a.Serial, user) {
+		a.Serial = user
+	}
+	return a
+}
+
+// serialLess is RFC 1982 serial number arithmetic (3.2): a < b.
+func serialLess(a, b uint32) bool {
+	return a != b && (a < b && b-a < 1<<31 || a > b && a-b > 1<<31)
+}
+
+// nonZero skips serial 0 when a serial wraps: 0 means "not assigned" here.
+func nonZero(s uint32) uint32 {
+	if s == 0 {
+		return 1
+	}
+	return s
 }
 
 // ContentDigest identifies what a zone serves: the zone's UID and generation

@@ -168,10 +168,14 @@ func (t *table) equal(off uint32, name string) bool {
 	return true
 }
 
-// nameAt returns the stored name of a record (off the hot path).
+// nameAt returns the stored name of a record without copying it: a
+// block's rule text is this name for hosts and domains lines, and copying
+// it made every blocked answer allocate (issue #27 item 2). The string
+// points into the record chunk, which is never written once build returns
+// (the table is immutable) and which it keeps alive.
 func (t *table) nameAt(off uint32) string {
 	c, p := t.rec(off)
-	return string(c[p+2 : p+2+int(c[p])])
+	return unsafe.String(&c[p+2], int(c[p]))
 }
 
 // sizeBytes is the retained size of the table's backing arrays.

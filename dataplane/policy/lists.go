@@ -32,6 +32,9 @@ func (ListCompiler) CompileSource(ctx context.Context, src v1alpha1.BlockListSou
 	spec := blocklist.SourceSpec{Name: src.Name, Format: blocklist.Format(src.Format), Subdomains: src.Subdomains,
 		Enabled: src.Enabled, Exclude: src.Exclude}
 	for _, e := range src.Entries {
+		if Scoped(e) {
+			continue // compiled per client-group set by Compile (scoped.go)
+		}
 		spec.Entries = append(spec.Entries, blocklist.Entry{Value: e.Value, Type: blocklist.EntryType(e.Type), Enabled: e.Enabled})
 	}
 	s, err := blocklist.CompileSource(ctx, spec, body)

@@ -189,7 +189,7 @@ func TestAllowOnly(t *testing.T) {
 	}
 	d := tab.Decide(wireName(t, "other.example"), dns.TypeA, dataplane.ClientInfo{})
 	if d.Verdict != dataplane.VerdictBlock || d.List != "" || EDECode(d) != dns.ExtendedErrorCodeFiltered ||
-		EDEText(d) != "policy default/strict reason allowOnly" {
+		EDEText(d) != "policy default/strict reason allowOnly" || d.ExtraText() != EDEText(d) || d.EDECode != dns.ExtendedErrorCodeFiltered {
 		t.Fatalf("allowOnly: %+v %q", d, EDEText(d))
 	}
 }
@@ -276,13 +276,27 @@ func TestIdentify(t *testing.T) {
 func TestDecideAllocs(t *testing.T) {
 	now := time.Now()
 	tab := build(t, Input{
-		Lists: []List{list(t, "ads", "", "", "||ads.example^"), list(t, "ok", "allow", "", "||ok.example^")},
+		Lists: []List{list(t, "ads", "", "", "||ads.example^"), list(t, "ok", "allow", "", "||ok.example^"),
+			list(t, "hosts", "", "nxdomain", "0.0.0.0 tracker.example", "plain.example")},
 		Policies: []v1alpha1.Policy{pol("p", 0, func(s *v1alpha1.PolicySpec) {
-			s.BlockListRefs, s.AllowListRefs = []string{"ads"}, []string{"ok"}
+			s.BlockListRefs, s.AllowListRefs = []string{"ads", "hosts"}, []string{"ok"}
 			s.BlockedCategories = []string{"social", "video"}
 			s.SafeSearch = true
 		})},
 	}, &now)
+	// Blocks by hosts and domains lines allocate nothing either (issue #27
+	// item 2): the rule is the stored name and the EDE text is the
+	// policy's, joined with the rule only when an answer carries it.
+	for _, n := range []string{"tracker.example", "plain.example"} {
+		q := wireName(t, n)
+		d := tab.Decide(q, dns.TypeA, dataplane.ClientInfo{})
+		if d.Verdict != dataplane.VerdictBlock || d.Rule != n || d.ExtraText() != "policy default/p list default/hosts rule "+n {
+			t.Fatalf("Decide(%s) = %+v, text %q", n, d, d.ExtraText())
+		}
+		if a := testing.AllocsPerRun(200, func() { tab.Decide(q, dns.TypeA, dataplane.ClientInfo{}) }); a != 0 {
+			t.Errorf("blocking %s allocates %v", n, a)
+		}
+	}
 	for _, n := range []string{"www.example.com", "a.b.c.d.ok.example", "www.google.de"} {
 		q := wireName(t, n)
 		if a := testing.AllocsPerRun(200, func() { tab.Decide(q, dns.TypeA, dataplane.ClientInfo{}) }); a != 0 {
@@ -314,7 +328,7 @@ func TestGlobalListsAndDecisionExtras(t *testing.T) {
 	// unreferenced lists apply to clients no policy matches, as (global)
 	d := tab.Decide(wireName(t, "x.malware.example"), dns.TypeA, other)
 	if d.Verdict != dataplane.VerdictBlock || d.Policy != GlobalPolicy || d.List != "default/malware" || d.Mode != dataplane.BlockNXDomain ||
-		d.EDECode != dns.ExtendedErrorCodeBlocked || d.EDEText != "policy (global) list default/malware rule ||malware.example^" {
+		d.EDECode != dns.ExtendedErrorCodeBlocked || d.ExtraText() != "policy (global) list default/malware rule ||malware.example^" {
 		t.Fatalf("global block: %+v", d)
 	}
 	if d := tab.Decide(wireName(t, "ok.malware.example"), dns.TypeA, other); d.Verdict != dataplane.VerdictAllow || d.List != "default/fine" {
@@ -327,7 +341,7 @@ func TestGlobalListsAndDecisionExtras(t *testing.T) {
 	if d := tab.Decide(wireName(t, "malware.example"), dns.TypeA, kids); d.Verdict != dataplane.VerdictBlock || d.Policy != "default/kids" || d.List != "default/malware" {
 		t.Fatalf("kids and global list: %+v", d)
 	}
-	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, kids); d.EDEText != "policy default/kids list default/ads rule ||ads.example^" {
+	if d := tab.Decide(wireName(t, "ads.example"), dns.TypeA, kids); d.ExtraText() != "policy default/kids list default/ads rule ||ads.example^" {
 		t.Fatalf("kids block: %+v", d)
 	}
 	// CNAME answers ask to be chased; address rewrites do not

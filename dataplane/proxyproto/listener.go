@@ -54,6 +54,7 @@ type Conn struct {
 
 	once    sync.Once
 	client  netip.AddrPort
+	id      string // the header's client ID
 	err     error
 	first   bool
 	pending []byte // read while looking for the header: the handshake's start
@@ -86,6 +87,7 @@ func (c *Conn) init() {
 		h, err := readRest(c.Conn, &buf)
 		if err == nil {
 			c.client, err = c.policy.Client(c.peer, h)
+			c.id = h.ClientID
 		}
 		if err != nil {
 			c.reject(err)
@@ -109,6 +111,7 @@ func (c *Conn) ReadInside(r io.Reader) error {
 	h, err := Read(r)
 	if err == nil {
 		c.client, err = c.policy.Client(c.peer, h)
+		c.id = h.ClientID
 	}
 	if err != nil {
 		c.reject(err)
@@ -158,6 +161,12 @@ func (c *Conn) RemoteAddr() net.Addr {
 func (c *Conn) Client() netip.AddrPort {
 	c.init()
 	return c.client
+}
+
+// ClientID is the client ID the header carried ("" for none).
+func (c *Conn) ClientID() string {
+	c.init()
+	return c.id
 }
 
 // Peer is the address of the connection's peer (the proxy, if any).

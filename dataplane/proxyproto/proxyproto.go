@@ -26,6 +26,11 @@ var Signature = []byte{0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x4
 // TLVSecret is the type of the TLV that carries the shared secret.
 const TLVSecret = 0xE0
 
+// TLVClientID is the type of the TLV that carries the client ID of a
+// DoT or DoH connection the proxy terminated (svc edge): one DNS label,
+// taken only from a trusted peer, like the addresses.
+const TLVClientID = 0xE1
+
 // MinSecretLen is the shortest secret accepted.
 const MinSecretLen = 32
 
@@ -51,8 +56,10 @@ type Header struct {
 	Source      netip.AddrPort
 	Destination netip.AddrPort
 	Local       bool
-	secret      []byte // aliases the input
-	hasSecret   bool
+	// ClientID is the TLVClientID value when it is one valid label.
+	ClientID  string
+	secret    []byte // aliases the input
+	hasSecret bool
 }
 
 // Parse reads one header from the start of b (a datagram or buffered
@@ -126,8 +133,13 @@ func Parse(b []byte) (Header, int, error) {
 		if len(rest) < 3+l {
 			return h, 0, ErrMalformed
 		}
-		if t == TLVSecret {
+		switch t {
+		case TLVSecret:
 			h.secret, h.hasSecret = rest[3:3+l], true
+		case TLVClientID:
+			if v := rest[3 : 3+l]; validLabel(v) {
+				h.ClientID = string(v)
+			}
 		}
 		rest = rest[3+l:]
 	}
@@ -251,13 +263,15 @@ func (p *Policy) Trusted(peer netip.Addr) bool {
 // Client returns the real client address carried by h from a trusted peer,
 // checking the secret. For a LOCAL header the peer itself is the client.
 func (p *Policy) Client(peer netip.AddrPort, h Header) (netip.AddrPort, error) {
+	if h.Local {
+		// A LOCAL header (dnsdist's health checks) claims no other
+		// client: the peer is served as itself, so no secret is needed.
+		return peer, nil
+	}
 	if !peer.Addr().Unmap().IsLoopback() {
 		if len(p.Secret) == 0 || !h.hasSecret || subtle.ConstantTimeCompare(h.secret, p.Secret) != 1 {
 			return netip.AddrPort{}, ErrBadSecret
 		}
-	}
-	if h.Local {
-		return peer, nil
 	}
 	return netip.AddrPortFrom(h.Source.Addr().Unmap(), h.Source.Port()), nil
 }
@@ -267,21 +281,41 @@ func (p *Policy) Client(peer netip.AddrPort, h Header) (netip.AddrPort, error) {
 // other peer it returns the datagram as is, unless it starts with a header
 // (rejected).
 func (p *Policy) Datagram(peer netip.AddrPort, b []byte) (netip.AddrPort, []byte, error) {
+	c, _, payload, err := p.DatagramID(peer, b)
+	return c, payload, err
+}
+
+// DatagramID is Datagram that also returns the client ID the header
+// carries ("" for none).
+func (p *Policy) DatagramID(peer netip.AddrPort, b []byte) (netip.AddrPort, string, []byte, error) {
 	if !p.Trusted(peer.Addr()) {
 		if len(b) >= 12 && bytes.Equal(b[:12], Signature) {
-			return peer, nil, ErrUntrusted
+			return peer, "", nil, ErrUntrusted
 		}
-		return peer, b, nil
+		return peer, "", b, nil
 	}
 	h, n, err := Parse(b)
 	if err != nil {
-		return peer, nil, err
+		return peer, "", nil, err
 	}
 	c, err := p.Client(peer, h)
 	if err != nil {
-		return peer, nil, err
+		return peer, "", nil, err
 	}
-	return c, b[n:], nil
+	return c, h.ClientID, b[n:], nil
+}
+
+// validLabel: a client ID is one DNS label of letters, digits and hyphens.
+func validLabel(b []byte) bool {
+	if len(b) == 0 || len(b) > 63 {
+		return false
+	}
+	for _, c := range b {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // LooksLikeHeader reports whether b starts like a v2 header (for streams

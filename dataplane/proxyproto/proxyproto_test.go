@@ -73,3 +73,33 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestClientIDAndLocal: svc edge carries a DoT/DoH client ID in
+// TLVClientID (only a valid label counts), and dnsdist's health checks send
+// LOCAL headers without TLVs, which a non-loopback trusted peer may send:
+// they claim no other client.
+func TestClientIDAndLocal(t *testing.T) {
+	src, dst := netip.MustParseAddrPort("203.0.113.5:1234"), netip.MustParseAddrPort("192.0.2.1:53")
+	withTLV := func(typ byte, v string) []byte {
+		h := Append(nil, src, dst, secret)
+		h = append(h, typ, 0, byte(len(v)))
+		h = append(h, v...)
+		l := int(h[14])<<8 | int(h[15])
+		l += 3 + len(v)
+		h[14], h[15] = byte(l>>8), byte(l)
+		return append(h, "dnsquery"...)
+	}
+	p := &Policy{From: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Secret: secret}
+	remote := netip.MustParseAddrPort("10.1.1.1:999")
+	c, id, payload, err := p.DatagramID(remote, withTLV(TLVClientID, "kids-tablet"))
+	if err != nil || c != src || id != "kids-tablet" || string(payload) != "dnsquery" {
+		t.Fatalf("client ID TLV: %v %q %q %v", c, id, payload, err)
+	}
+	if _, id, _, err := p.DatagramID(remote, withTLV(TLVClientID, "not.one/label")); err != nil || id != "" {
+		t.Errorf("invalid client ID kept: %q %v", id, err)
+	}
+	local := append(append([]byte{}, Signature...), 0x20, 0x00, 0x00, 0x00)
+	if c, _, _, err := p.DatagramID(remote, append(local, "q"...)); err != nil || c != remote {
+		t.Errorf("LOCAL from a trusted non-loopback peer without secret: %v %v", c, err)
+	}
+}

@@ -172,7 +172,10 @@ func New(cfg Config, m *Metrics) (*Limiter, error) {
 		l.exempt = append(l.exempt, p.Masked())
 	}
 	for i := range l.shards {
-		l.shards[i].m = make(map[key]bucket, per)
+		// Not sized to per up front: the maps grow with the clients seen
+		// (at most per each), so an idle node does not hold ~7 MiB of
+		// empty buckets (issue #27 item 4).
+		l.shards[i].m = make(map[key]bucket)
 		l.shards[i].max = per
 	}
 	return l, nil

@@ -12,12 +12,13 @@ import (
 )
 
 // TestCoalesceIdenticalQuestions: 40 clients asking the same question while
-// the upstream takes 300 ms cost one upstream query, and every client gets
+// the upstream takes 150 ms (under the first retransmission timeout, 200
+// ms, so each query is one datagram) cost one upstream query, and every client gets
 // the answer under its own ID; a question differing in DO goes out on its
 // own.
 func TestCoalesceIdenticalQuestions(t *testing.T) {
 	var n atomic.Int64
-	addr := startUDP(t, counted(&n, delayed(300*time.Millisecond, answerA("192.0.2.1"))))
+	addr := startUDP(t, counted(&n, delayed(150*time.Millisecond, answerA("192.0.2.1"))))
 	r := newResolver(t, Config{Groups: map[string]GroupConfig{DefaultGroup: {Servers: []string{addr}, Timeout: 2 * time.Second}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -71,7 +72,7 @@ func TestCoalesceIdenticalQuestions(t *testing.T) {
 		}
 	}
 	// 40 identical questions started within a few ms of each other while
-	// the first takes 300 ms: one upstream query (a second one when a
+	// the first takes 150 ms: one upstream query (a second one when a
 	// goroutine was scheduled only after the first answer), plus the DO one.
 	if q := n.Load(); q > 3 {
 		t.Errorf("upstream saw %d queries for 40 identical questions and one other, want 2 (3 at most)", q)

@@ -33,7 +33,9 @@ type metrics struct {
 	latency    *prometheus.HistogramVec
 	errors     *prometheus.CounterVec
 	udpDropped *prometheus.CounterVec
-	coalesced  *prometheus.CounterVec
+	// udpRetransmits counts pooled UDP queries sent again after their RTO.
+	udpRetransmits *prometheus.CounterVec
+	coalesced      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -50,11 +52,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "service_upstream_udp_dropped_total",
 		Help: "Datagrams read on pooled upstream UDP sockets and dropped, by server and reason (unsolicited, late, mismatch, malformed).",
 	}, []string{"server", "reason"})
+	retransmits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "service_upstream_udp_retransmits_total",
+		Help: "Queries on pooled upstream UDP sockets sent again, with the same ID, because no answer came within the retransmission timeout (a datagram lost on the way), by server.",
+	}, []string{"server"})
 	coalesced := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "service_upstream_coalesced_total",
 		Help: "Queries answered by an identical question already in flight to the same group, instead of a query of their own.",
 	}, []string{"group"})
-	m := &metrics{latency: latency, errors: errs, udpDropped: dropped, coalesced: coalesced}
+	m := &metrics{latency: latency, errors: errs, udpDropped: dropped, udpRetransmits: retransmits, coalesced: coalesced}
 	if reg == nil {
 		return m, nil
 	}
@@ -66,6 +72,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.udpDropped, err = registerOrReuse(reg, dropped); err != nil {
+		return nil, err
+	}
+	if m.udpRetransmits, err = registerOrReuse(reg, retransmits); err != nil {
 		return nil, err
 	}
 	if m.coalesced, err = registerOrReuse(reg, coalesced); err != nil {

@@ -150,17 +150,54 @@ func (t *udpTransport) exchangeFresh(ctx context.Context, q []byte, ans *msgBuf)
 	if _, err := c.Write(q); err != nil {
 		return nil, ioErr(ctx, "udp write", err)
 	}
-	for range maxStrayPackets {
+	// Sent again after the RTO like a pooled query (see udpPool.exchange):
+	// the read deadline is the next retransmission, or ctx's deadline.
+	rto := udpInitialRTO
+	if t.pool != nil {
+		rto = t.pool.rto()
+	}
+	end, hasEnd := ctx.Deadline()
+	lastSent := time.Now()
+	resend := lastSent.Add(jitter(rto))
+	for strays, sends, ticks := 0, 1, 0; strays < maxStrayPackets; {
+		dl := resend
+		if hasEnd && (end.Before(dl) || sends >= udpMaxSends) {
+			dl = end
+		}
+		_ = c.SetReadDeadline(dl)
+		if ctx.Err() != nil { // cancelled before the deadline above was set
+			return nil, ioErr(ctx, "udp read", ctx.Err())
+		}
 		// The buffer is taken once a datagram is there, sized to it.
 		buf, err := readDatagram(c, ans)
+		if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() == nil && !time.Now().Before(resend) && sends < udpMaxSends {
+			ticks++
+			if t.pool == nil || t.pool.lost(lastSent.UnixNano(), ticks) {
+				if t.pool != nil {
+					t.pool.retransmits.Inc()
+				}
+				if _, err := c.Write(q); err != nil {
+					return nil, ioErr(ctx, "udp write", err)
+				}
+				sends++
+				lastSent = time.Now()
+			}
+			rto = min(2*rto, udpMaxRTO)
+			resend = time.Now().Add(jitter(rto))
+			continue
+		}
 		if err != nil {
 			return nil, ioErr(ctx, "udp read", err)
 		}
+		strays++
 		n := len(buf)
 		// Skip what is not an answer to this ID: late answers to earlier
 		// queries cannot arrive on a fresh socket, forged ones can.
 		if n < 12 || buf[0] != q[0] || buf[1] != q[1] || buf[2]&0x80 == 0 {
 			continue
+		}
+		if t.pool != nil {
+			t.pool.answered(lastSent.UnixNano())
 		}
 		return buf[:n], nil
 	}

@@ -35,12 +35,25 @@ const (
 	udpRotateAge     = 10 * time.Second
 	// udpIDTries bounds the draws of a free random ID on one socket.
 	udpIDTries = 8
-	// udpAbandoned is how many IDs of given-up queries a socket remembers,
-	// to tell their late answers from unsolicited ones and not to reuse
-	// those IDs while such answers may still come.
-	udpAbandoned = 64
+	// udpAbandoned is how many IDs of given-up or retransmitted queries a
+	// socket remembers, to tell their late answers from unsolicited ones
+	// and not to reuse those IDs while such answers may still come. A set
+	// of 65536 bits beside the ring makes the check O(1).
+	udpAbandoned = 1024
 	// udpMaxWait bounds a pooled query whose context has no deadline.
 	udpMaxWait = 30 * time.Second
+	// A pooled query not answered within the retransmission timeout (RTO)
+	// is sent again with the same ID, the RTO doubling each time, until
+	// the attempt's deadline. The RTO follows the upstream's measured
+	// round trip (RFC 6298: srtt + 4*rttvar), within these bounds; the
+	// minimum is Unbound's (infra-cache-min-rtt) so that queueing delay
+	// under load does not read as loss.
+	udpInitialRTO = 200 * time.Millisecond
+	udpMinRTO     = 50 * time.Millisecond
+	udpMaxRTO     = time.Second
+	// udpMaxSends bounds the sends of one query on a fresh socket, where a
+	// context without a deadline would otherwise resend forever.
+	udpMaxSends = 16
 )
 
 // Reasons of service_upstream_udp_dropped_total: datagrams read from a
@@ -83,6 +96,16 @@ type udpPool struct {
 	rotateAge     time.Duration
 
 	next atomic.Uint32
+	// srtt and rttvar (nanoseconds) estimate the upstream's round trip from
+	// answers to queries sent once (Karn); 0 until the first.
+	srtt, rttvar atomic.Int64
+	// retransmits counts queries sent again after their RTO.
+	retransmits prometheus.Counter
+	// newestAnswered is the last send time (UnixNano) of the most recently
+	// sent query answered: a query sent before it and still waiting was
+	// most likely lost, not queued (RACK, RFC 8985).
+	newestAnswered atomic.Int64
+
 	// slots hold the sockets taking new queries; nil until first used.
 	// Stored under mu.
 	slots  []atomic.Pointer[udpSock]
@@ -108,7 +131,41 @@ func newUDPPool(a Address, d *dialer, m *metrics) *udpPool {
 	for i, r := range dropReasons {
 		p.drops[i] = m.udpDropped.WithLabelValues(a.String(), r)
 	}
+	p.retransmits = m.udpRetransmits.WithLabelValues(a.String())
 	return p
+}
+
+// rto is the retransmission timeout of a query sent now.
+func (p *udpPool) rto() time.Duration {
+	srtt := p.srtt.Load()
+	if srtt == 0 {
+		return udpInitialRTO
+	}
+	return min(max(time.Duration(srtt+4*p.rttvar.Load()), udpMinRTO), udpMaxRTO)
+}
+
+// observe folds one round-trip sample into srtt and rttvar (RFC 6298
+// 2.2-2.3). Concurrent readers may lose an update; an estimate needs no
+// more.
+func (p *udpPool) observe(r time.Duration) {
+	srtt := p.srtt.Load()
+	if srtt == 0 {
+		p.srtt.Store(max(int64(r), 1))
+		p.rttvar.Store(int64(r) / 2)
+		return
+	}
+	d := srtt - int64(r)
+	if d < 0 {
+		d = -d
+	}
+	p.rttvar.Store((3*p.rttvar.Load() + d) / 4)
+	p.srtt.Store(max((7*srtt+int64(r))/8, 1))
+}
+
+// jitter spreads retransmissions of a burst over a quarter of their RTO,
+// so that they do not arrive at the upstream together again.
+func jitter(d time.Duration) time.Duration {
+	return d + rand.N(d/4+1)
 }
 
 // udpSock is one pooled socket and its outstanding queries.
@@ -121,11 +178,13 @@ type udpSock struct {
 	mu      sync.Mutex
 	pending map[uint16]*udpQuery
 	used    int // queries sent, for rotation
-	// abandoned holds the IDs of the last queries given up (ring).
-	abandoned [udpAbandoned]uint16
-	nAband    int  // entries written to abandoned, ever
-	retired   bool // takes no new queries; closes when pending is empty
-	dead      bool // closed
+	// abandoned holds the IDs of the last queries given up (ring), each
+	// once; abandonedSet has their bits.
+	abandoned    [udpAbandoned]uint16
+	abandonedSet [65536 / 64]uint64
+	nAband       int  // entries written to abandoned, ever
+	retired      bool // takes no new queries; closes when pending is empty
+	dead         bool // closed
 
 	// Queries queued for sending (send); wmu guards the w* fields.
 	wmu       sync.Mutex
@@ -219,6 +278,11 @@ type udpQuery struct {
 	err      error
 	mismatch bool // an answer with this ID for another question was dropped
 	done     chan struct{}
+	sent     time.Time   // first sent, for the round-trip estimate
+	lastSent int64       // UnixNano of the latest send, for newestAnswered
+	resent   int         // times sent again after the RTO
+	ticks    int         // RTO expiries, for resend
+	timer    *time.Timer // the RTO; kept with the query in udpQueries
 }
 
 var udpQueries = sync.Pool{New: func() any { return &udpQuery{done: make(chan struct{}, 1)} }}
@@ -247,20 +311,46 @@ func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, 
 	id := binary.BigEndian.Uint16(q)
 	// A failed write is delivered to uq like an answer (failSend).
 	s.send(id, uq, q)
-	select {
-	case <-uq.done:
-	case <-ctx.Done():
-		if s.cancel(id, uq, true) {
-			err := ioErr(ctx, "udp read", ctx.Err())
-			if uq.mismatch && !errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
-			}
-			uq.q, uq.ans = nil, nil
-			udpQueries.Put(uq)
-			return nil, err
-		}
-		<-uq.done // delivered meanwhile: the answer is in ans
+	// A datagram lost on the way (an upstream's full receive buffer under
+	// a burst drops queries silently) is sent again after the RTO instead
+	// of failing the query at the attempt's deadline.
+	rto := p.rto()
+	if uq.timer == nil {
+		uq.timer = time.NewTimer(jitter(rto))
+	} else {
+		uq.timer.Reset(jitter(rto))
 	}
+wait:
+	for {
+		select {
+		case <-uq.done:
+			break wait
+		case <-uq.timer.C:
+			send, waiting := s.resend(id, uq)
+			if send {
+				p.retransmits.Inc()
+				s.send(id, uq, q)
+			}
+			if waiting {
+				rto = min(2*rto, udpMaxRTO)
+				uq.timer.Reset(jitter(rto))
+			}
+		case <-ctx.Done():
+			uq.timer.Stop()
+			if s.cancel(id, uq, true) {
+				err := ioErr(ctx, "udp read", ctx.Err())
+				if uq.mismatch && !errors.Is(err, context.Canceled) {
+					err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
+				}
+				uq.q, uq.ans = nil, nil
+				udpQueries.Put(uq)
+				return nil, err
+			}
+			<-uq.done // delivered meanwhile: the answer is in ans
+			break wait
+		}
+	}
+	uq.timer.Stop()
 	n, err := uq.n, uq.err
 	uq.q, uq.ans = nil, nil
 	udpQueries.Put(uq)
@@ -397,6 +487,8 @@ func (s *udpSock) add(q []byte, ans *msgBuf) (uq *udpQuery, stale bool) {
 	binary.BigEndian.PutUint16(q, id)
 	uq = udpQueries.Get().(*udpQuery)
 	uq.q, uq.ans, uq.n, uq.err, uq.mismatch = q, ans, 0, nil, false
+	uq.sent, uq.resent, uq.ticks = time.Now(), 0, 0
+	uq.lastSent = uq.sent.UnixNano()
 	s.pending[id] = uq
 	s.used++
 	return uq, false
@@ -413,21 +505,67 @@ func (s *udpSock) cancel(id uint16, uq *udpQuery, sent bool) bool {
 	}
 	delete(s.pending, id)
 	if sent {
-		s.abandoned[s.nAband%udpAbandoned] = id
-		s.nAband++
+		s.abandon(id)
 	}
 	s.closeIfDrainedLocked()
 	return true
 }
 
-// wasAbandoned reports whether id belongs to a recently given-up query.
-func (s *udpSock) wasAbandoned(id uint16) bool {
-	for _, a := range s.abandoned[:min(s.nAband, udpAbandoned)] {
-		if a == id {
-			return true
+// resend is called when uq's RTO expired: waiting reports whether uq still
+// waits on s, send whether to send it again now (counted).
+func (s *udpSock) resend(id uint16, uq *udpQuery) (send, waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dead || s.pending[id] != uq {
+		return false, false
+	}
+	uq.ticks++
+	if !s.p.lost(uq.lastSent, uq.ticks) {
+		return false, true
+	}
+	uq.resent++
+	uq.lastSent = time.Now().UnixNano()
+	return true, true
+}
+
+// lost reports whether a query last sent at sent (UnixNano) whose RTO
+// expired ticks times was most likely lost rather than queued behind
+// others at a busy upstream: a query sent after it was answered (RACK), or
+// it expired twice (3 RTOs with the doubling) as a lone query does. Without
+// this, a burst queued at a slow upstream would be sent again whole after
+// the first RTO, doubling the upstream's load when it can least take it.
+func (p *udpPool) lost(sent int64, ticks int) bool {
+	return ticks >= 2 || p.newestAnswered.Load() > sent
+}
+
+// answered records the send time of an answered query for lost.
+func (p *udpPool) answered(sent int64) {
+	for { // bounded by concurrent increases
+		cur := p.newestAnswered.Load()
+		if sent <= cur || p.newestAnswered.CompareAndSwap(cur, sent) {
+			return
 		}
 	}
-	return false
+}
+
+// wasAbandoned reports whether id belongs to a recently given-up query.
+func (s *udpSock) wasAbandoned(id uint16) bool {
+	return s.abandonedSet[id/64]&(1<<(id%64)) != 0
+}
+
+// abandon remembers id (s.mu held), forgetting the oldest when full.
+func (s *udpSock) abandon(id uint16) {
+	if s.wasAbandoned(id) {
+		return
+	}
+	i := s.nAband % udpAbandoned
+	if s.nAband >= udpAbandoned {
+		old := s.abandoned[i]
+		s.abandonedSet[old/64] &^= 1 << (old % 64)
+	}
+	s.abandoned[i] = id
+	s.abandonedSet[id/64] |= 1 << (id % 64)
+	s.nAband++
 }
 
 // retire stops new queries on s; it closes once nothing is outstanding.
@@ -523,6 +661,14 @@ func (s *udpSock) deliver(m []byte) {
 		return
 	}
 	delete(s.pending, id)
+	s.p.answered(uq.lastSent)
+	if uq.resent == 0 {
+		s.p.observe(time.Since(uq.sent))
+	} else {
+		// The answer to which send is unknown (Karn): no sample. Another
+		// answer may still come for this ID: a late one, not unsolicited.
+		s.abandon(id)
+	}
 	uq.n = copy(uq.ans.take(len(m)), m)
 	uq.done <- struct{}{} // buffered, empty: never blocks
 	s.closeIfDrainedLocked()

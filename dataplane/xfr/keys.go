@@ -31,6 +31,12 @@ type Key struct {
 // Keyring holds keys by canonical name.
 type Keyring map[string]Key
 
+// Lookup finds a key by name in any case, with or without the final dot.
+func (r Keyring) Lookup(name string) (Key, bool) {
+	k, ok := r[dns.CanonicalName(name)]
+	return k, ok
+}
+
 var algorithms = map[string]string{"hmac-sha256": dns.HmacSHA256, "hmac-sha512": dns.HmacSHA512}
 
 // LoadKeys reads every key's secret file. A secret file holds the base64

@@ -210,7 +210,7 @@ func (n *Notifier) send(ctx context.Context, zone string, soa *dns.SOA, tg targe
 	}
 	alg := ""
 	if tg.key != "" {
-		k, ok := n.keys()[dns.CanonicalName(tg.key)]
+		k, ok := n.keys().Lookup(tg.key)
 		if !ok {
 			res.Error = fmt.Sprintf("TSIG key %q is not in tsigKeys", tg.key)
 			n.cfg.Metrics.notified(zone, 0, errors.New(res.Error))

@@ -270,20 +270,11 @@ func (s *Server) SignAnswer(req, resp []byte) []byte {
 		return resp
 	}
 	name := dns.CanonicalName(ts.Hdr.Name)
-	k, ok := s.Keys()[name]
-	code := 0
-	switch {
-	case !ok || dns.CanonicalName(ts.Algorithm) != k.Algorithm:
-		code = dns.RcodeBadKey
-	default:
-		if err := dns.TsigVerify(req, k.Secret, "", false); errors.Is(err, dns.ErrTime) {
-			code = dns.RcodeBadTime
-		} else if err != nil {
-			code = dns.RcodeBadSig
-		}
-	}
+	k, ok, code := s.check(req, ts)
 	if code != 0 {
-		s.log.Warn("signed query: TSIG check failed", "error", dns.RcodeToString[code], "key", name, "qname", qname(m))
+		if m.Opcode != dns.OpcodeNotify { // the pipeline logged the NOTIFY's failure with its client
+			s.log.Warn("signed query: TSIG check failed", "error", dns.RcodeToString[code], "key", name, "qname", qname(m))
+		}
 		r := new(dns.Msg)
 		r.SetRcode(m, dns.RcodeNotAuth)
 		r.Extra = nil
@@ -309,6 +300,44 @@ func (s *Server) SignAnswer(req, resp []byte) []byte {
 		return resp
 	}
 	return b
+}
+
+// check verifies the TSIG ts of the message req (RFC 8945 5.2: the key,
+// then the MAC, then the time): the key when this node has it, and the
+// TSIG error (BADKEY, BADSIG, BADTIME; 0 when it verifies).
+func (s *Server) check(req []byte, ts *dns.TSIG) (Key, bool, int) {
+	k, ok := s.Keys().Lookup(ts.Hdr.Name)
+	if !ok || dns.CanonicalName(ts.Algorithm) != k.Algorithm {
+		return k, ok, dns.RcodeBadKey
+	}
+	if err := dns.TsigVerify(req, k.Secret, "", false); errors.Is(err, dns.ErrTime) {
+		return k, ok, dns.RcodeBadTime
+	} else if err != nil {
+		return k, ok, dns.RcodeBadSig
+	}
+	return k, ok, 0
+}
+
+// CheckTSIG verifies the TSIG of a message the pipeline answers itself, an
+// incoming NOTIFY (dataplane.TSIGChecker): the key it names and the TSIG
+// error, or FORMERR for a malformed TSIG; ("", 0) when it carries none.
+// The answer itself is made by SignAnswer (signed, or the TSIG error).
+func (s *Server) CheckTSIG(req []byte) (string, int) {
+	m := new(dns.Msg)
+	if err := m.Unpack(req); err != nil {
+		return "", dns.RcodeFormatError
+	}
+	ts := m.IsTsig()
+	if ts == nil {
+		return "", 0
+	}
+	if !wellFormed(ts) {
+		return "", dns.RcodeFormatError
+	}
+	// dns.TsigVerify rewrites the header it is given (ARCOUNT, ID), and the
+	// pipeline still needs req to sign the answer: verify a copy.
+	_, _, code := s.check(slices.Clone(req), ts)
+	return dns.CanonicalName(ts.Hdr.Name), code
 }
 
 // wellFormed: a TSIG of class ANY naming an algorithm (RFC 8945 4.2);

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,11 +51,18 @@ type node struct {
 	dp  *dataplane.Server
 	srv *xfr.Server
 	tcp string
+	udp string
 }
 
 func startNode(t testing.TB, tab *authority.Table, msgSize int) *node {
 	t.Helper()
-	dp, err := dataplane.New(dataplane.Config{Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"tcp"}}}}, dataplane.Options{})
+	return startNodeOpts(t, tab, msgSize, dataplane.Options{})
+}
+
+// startNodeOpts is startNode with the data plane's options (a logger).
+func startNodeOpts(t testing.TB, tab *authority.Table, msgSize int, opts dataplane.Options) *node {
+	t.Helper()
+	dp, err := dataplane.New(dataplane.Config{Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp", "tcp"}}}}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +82,7 @@ func startNode(t testing.TB, tab *authority.Table, msgSize int) *node {
 		_ = dp.Shutdown(sctx)
 	})
 	n.tcp = dp.TCPAddrs()[0].String()
+	n.udp = dp.UDPAddrs()[0].String()
 	return n
 }
 
@@ -242,6 +251,73 @@ func TestNotifyAnswered(t *testing.T) {
 			t.Errorf("NOTIFY %s: %s opcode %d aa=%v, want %s", tc.zone, dns.RcodeToString[r.Rcode], r.Opcode, r.Authoritative, dns.RcodeToString[tc.rcode])
 		}
 	}
+}
+
+// TestNotifyTSIGVerified: a signed NOTIFY is verified before it is
+// answered (RFC 8945 5.2): the right key gets NOERROR signed (the client
+// verifies the answer's MAC), a wrong secret NOTAUTH/BADSIG, an unknown key
+// NOTAUTH/BADKEY, a stale time NOTAUTH/BADTIME, over UDP and TCP; each
+// failure is logged with the client, zone, key and error.
+func TestNotifyTSIGVerified(t *testing.T) {
+	var logs syncBuffer
+	n := startNodeOpts(t, zone(t, 1, 1), 0, dataplane.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	other := base64.StdEncoding.EncodeToString([]byte("another secret of 32 bytes......"))
+	for _, proto := range []string{"udp", "tcp"} {
+		addr := map[string]string{"udp": n.udp, "tcp": n.tcp}[proto]
+		for _, tc := range []struct {
+			name, key, secret string
+			at                time.Time
+			want              string
+		}{
+			{"right key", keyName, secret, time.Now(), "NOERROR"},
+			{"wrong secret", keyName, other, time.Now(), "NOTAUTH/BADSIG"},
+			{"unknown key", "k2.", secret, time.Now(), "NOTAUTH/BADKEY"},
+			{"an hour old", keyName, secret, time.Now().Add(-time.Hour), "NOTAUTH/BADTIME"},
+		} {
+			m := new(dns.Msg)
+			m.SetNotify("example.test.")
+			m.SetTsig(tc.key, dns.HmacSHA256, 300, tc.at.Unix())
+			c := &dns.Client{Net: proto, TsigSecret: map[string]string{tc.key: tc.secret}, Timeout: 2 * time.Second}
+			r, _, err := c.Exchange(m, addr)
+			if r == nil {
+				t.Fatalf("%s %s: no answer (%v)", proto, tc.name, err)
+			}
+			got := dns.RcodeToString[r.Rcode]
+			ts := r.IsTsig()
+			if ts != nil && ts.Error != 0 {
+				got += "/" + dns.RcodeToString[int(ts.Error)]
+			}
+			if got != tc.want || r.Opcode != dns.OpcodeNotify {
+				t.Errorf("%s NOTIFY, %s: %s (opcode %d), want %s", proto, tc.name, got, r.Opcode, tc.want)
+			}
+			if tc.want == "NOERROR" && (ts == nil || err != nil) {
+				t.Errorf("%s NOTIFY, %s: answer not signed or its MAC does not verify (%v)", proto, tc.name, err)
+			}
+		}
+	}
+	for _, e := range []string{"BADSIG", "BADKEY", "BADTIME"} {
+		if !strings.Contains(logs.String(), `msg="NOTIFY refused: TSIG check failed" client=127.0.0.1:`) || !strings.Contains(logs.String(), "error="+e) {
+			t.Errorf("no log line for %s:\n%s", e, logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes buffer the server's goroutines may log into.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // BenchmarkAXFR transfers a 100,000-record zone over a real TCP socket,

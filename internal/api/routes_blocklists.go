@@ -68,20 +68,45 @@ type DomainEntry struct {
 	Modified  *time.Time `json:"modified,omitempty"`
 	CreatedBy string     `json:"createdBy,omitempty"`
 	Request   string     `json:"request,omitempty"`
+	Groups    []string   `json:"groups,omitempty" doc:"entries only: the ClientGroups (namespace/name) the entry applies to; empty applies it to every client the list reaches"`
 	List      string     `json:"list" doc:"namespace/name of the BlockList"`
 	Source    string     `json:"source"`
+	Action    string     `json:"action" enum:"block,allow" doc:"block: the list blocks (spec.mode block); allow: it exempts from blocking"`
 }
 
-// DomainEntries is a page of the entries of a source.
+// DomainEntries is a page of entries: of one source, or across the lists
+// of an action and namespace (GET /entries).
 type DomainEntries struct {
-	Items      []DomainEntry `json:"items"`
-	Total      int64         `json:"total" doc:"entries and rules of the source before filters"`
-	Matched    int64         `json:"matched" doc:"after filters"`
-	Lists      []string      `json:"lists" doc:"namespace/name of the lists listed"`
-	Unattached []string      `json:"unattached" doc:"when no Policy references the list: the namespace's policies managed by a file or integration (the API cannot attach the list to them)"`
-	TookMS     float64       `json:"took_ms"`
-	Continue   string        `json:"continue"`
-	RulesKnown bool          `json:"rulesKnown" doc:"false: the rules of the source body are unknown on this node (not fetched yet, or no rule reader); only entries and exclude values are listed"`
+	Items      []DomainEntry      `json:"items"`
+	Total      int64              `json:"total" doc:"entries (and rules) of the action(s) and namespace(s), or of the source, before filters"`
+	Matched    int64              `json:"matched" doc:"after filters"`
+	Lists      []DomainListInfo   `json:"lists" doc:"the lists the view covers"`
+	Unattached []DomainUnattached `json:"unattached" doc:"policies that should reference a listed list (it is not global and no Policy names it) but are managed by a file or integration, so the API cannot attach it"`
+	TookMS     float64            `json:"took_ms"`
+	Continue   string             `json:"continue"`
+	RulesKnown bool               `json:"rulesKnown" doc:"false: the rules of some source body are unknown on this node (not fetched yet, or no rule reader), or were not asked for; entries and exclude values are listed"`
+}
+
+// DomainListInfo is one list a DomainEntries view covers.
+type DomainListInfo struct {
+	List      string `json:"list" doc:"namespace/name"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Action    string `json:"action" enum:"block,allow"`
+	Global    bool   `json:"global" doc:"spec.global (omitted means true): the list reaches every client without a Policy naming it"`
+	Enabled   bool   `json:"enabled" doc:"false: switched off by the annotation service.io/enabled"`
+	Entries   int64  `json:"entries" doc:"items of this list in the view before filters"`
+	Sources   int64  `json:"sources" doc:"sources of the list"`
+	ManagedBy string `json:"managedBy,omitempty" doc:"the manager when not the API (file:<path>, integration:<name>): the API cannot change the list"`
+}
+
+// DomainUnattached is a policy that should reference a list but that the
+// API cannot change.
+type DomainUnattached struct {
+	Policy    string `json:"policy" doc:"namespace/name"`
+	List      string `json:"list" doc:"namespace/name of the list no Policy names"`
+	ManagedBy string `json:"managedBy" doc:"file:<path> or integration:<name>"`
+	Hint      string `json:"hint"`
 }
 
 func (d *DomainEntries) setTook(ms float64) { d.TookMS = ms }
@@ -98,7 +123,7 @@ type DomainEntriesCreate struct {
 	Type    string   `json:"type,omitempty" enum:"exact,wildcard,regex" doc:"default exact"`
 	Comment string   `json:"comment,omitempty" maxLength:"500"`
 	Enabled *bool    `json:"enabled,omitempty" doc:"default true"`
-	Groups  []string `json:"groups,omitempty" maxItems:"100" doc:"not supported on block-list sources: a list applies to the client groups of the policies referencing it"`
+	Groups  []string `json:"groups,omitempty" maxItems:"100" doc:"ClientGroups as namespace/name or a name in the list's namespace; the entries apply to clients of these groups only, whichever policy serves them; empty applies them to everyone the list reaches"`
 }
 
 // SourceParams address one source of a BlockList.
@@ -159,9 +184,10 @@ func (s *Server) registerBlockListRoutes() {
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed, http.StatusUnprocessableEntity}},
 		clusterPerm("blocklists.write"), s.patchEntries)
 	register(s, huma.Operation{OperationID: "blocklist-entries-create", Method: http.MethodPost, Path: path, Summary: "Add structured entries to a source", Tags: tags, DefaultStatus: http.StatusCreated,
-		Description: "Values already present with the same type are left as they are. Entries get origin `api`, `created`/`modified` now and `createdBy` the caller.",
+		Description: "Values already present with the same type and groups are left as they are. Entries get origin `api`, `created`/`modified` now and `createdBy` the caller. `groups` confines them to the clients of those ClientGroups.",
 		Errors:      []int{http.StatusNotFound, http.StatusConflict, http.StatusPreconditionFailed}},
 		clusterPerm("blocklists.write"), s.createEntries)
+	s.registerEntriesRoutes()
 	register(s, huma.Operation{OperationID: "blocklist-refresh", Method: http.MethodPost, Path: "/blocklists/{namespace}/{name}/refresh", Summary: "Fetch the list's sources again now", Tags: tags, DefaultStatus: http.StatusAccepted,
 		Errors: []int{http.StatusNotFound}},
 		clusterPerm("blocklists.write"), func(ctx context.Context, in *listRefreshIn) (*listRefreshOut, error) {
@@ -190,11 +216,18 @@ func entryID(prefix string, parts ...string) string {
 
 func ruleID(rule string) string { return entryID("r-", "rule", ruleKey(rule)) }
 
-func structuredID(typ, value string) string {
+// structuredID identifies an entry by type, value and groups: the same
+// value for other groups is another entry.
+func structuredID(typ, value string, groups []string) string {
 	if typ == "" {
 		typ = "exact"
 	}
-	return entryID("e-", "entry", typ, strings.ToLower(value))
+	if len(groups) == 0 {
+		return entryID("e-", "entry", typ, strings.ToLower(value))
+	}
+	gs := slices.Clone(groups)
+	slices.Sort(gs)
+	return entryID("e-", "entry", typ, strings.ToLower(value), strings.Join(gs, ","))
 }
 
 // findSource returns the index of the named source in spec.sources.
@@ -238,10 +271,12 @@ func timeField(m map[string]any, k string) *time.Time {
 }
 
 // sourceEntries lists the entries, rules and stale exclude values of a source.
-func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructured, m map[string]any) ([]DomainEntry, bool, error) {
+// withRules false leaves the rules of the body out (known is then false).
+func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructured, m map[string]any, withRules bool) ([]DomainEntry, bool, error) {
 	ns, name := obj.GetNamespace(), obj.GetName()
 	list := ns + "/" + name
 	srcName, _ := m["name"].(string)
+	action := listAction(obj)
 	var out []DomainEntry
 	seen := map[string]bool{}
 	ents, _ := m["entries"].([]any)
@@ -252,7 +287,8 @@ func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructur
 		if typ == "" {
 			typ = "exact"
 		}
-		id := structuredID(typ, val)
+		groups := strList(e["groups"])
+		id := structuredID(typ, val, groups)
 		if seen[id] {
 			continue
 		}
@@ -262,7 +298,7 @@ func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructur
 			en = b
 		}
 		d := DomainEntry{ID: id, Kind: "entry", Value: val, Type: typ, Enabled: en, List: list, Source: srcName,
-			Created: timeField(e, "created"), Modified: timeField(e, "modified")}
+			Created: timeField(e, "created"), Modified: timeField(e, "modified"), Groups: groups, Action: action}
 		d.Comment, _ = e["comment"].(string)
 		d.Origin, _ = e["origin"].(string)
 		d.CreatedBy, _ = e["createdBy"].(string)
@@ -275,7 +311,7 @@ func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructur
 		excluded[ruleKey(x)] = true
 	}
 	known := false
-	if s.deps.BlockListRules != nil {
+	if s.deps.BlockListRules != nil && withRules {
 		src := sourceOf(ns, name, m)
 		if src.URL != "" || len(src.Inline) > 0 || src.ConfigMapRef != nil {
 			rules, ok, err := s.deps.BlockListRules.SourceRules(ctx, src)
@@ -289,7 +325,7 @@ func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructur
 					continue
 				}
 				seen[id] = true
-				out = append(out, DomainEntry{ID: id, Kind: "rule", Value: r, Enabled: !excluded[ruleKey(r)], List: list, Source: srcName})
+				out = append(out, DomainEntry{ID: id, Kind: "rule", Value: r, Enabled: !excluded[ruleKey(r)], List: list, Source: srcName, Action: action})
 			}
 		} else {
 			known = true // a source of entries only has no body
@@ -301,32 +337,64 @@ func (s *Server) sourceEntries(ctx context.Context, obj *unstructured.Unstructur
 			continue
 		}
 		seen[id] = true
-		out = append(out, DomainEntry{ID: id, Kind: "rule", Value: x, Enabled: false, Stale: known, List: list, Source: srcName})
+		out = append(out, DomainEntry{ID: id, Kind: "rule", Value: x, Enabled: false, Stale: known, List: list, Source: srcName, Action: action})
 	}
 	return out, known, nil
 }
 
 // unattached lists, when no Policy references the list, the policies of its
 // namespace owned by a file or integration.
-func (s *Server) unattached(ctx context.Context, ns, name string) ([]string, error) {
+func (s *Server) unattached(ctx context.Context, ns, name string) ([]DomainUnattached, error) {
 	res, err := s.deps.Store.List(ctx, store.ListOptions{Kind: kindPolicy, Namespace: ns})
 	if err != nil {
 		return nil, err
 	}
-	out := []string{}
-	for _, p := range res.Items {
+	return unattachedOf(res.Items, ns, name), nil
+}
+
+// unattachedOf is unattached over the policies of the list's namespace.
+func unattachedOf(pols []*unstructured.Unstructured, ns, name string) []DomainUnattached {
+	out := []DomainUnattached{}
+	for _, p := range pols {
+		if p.GetNamespace() != ns {
+			continue
+		}
 		for _, f := range []string{"blockListRefs", "allowListRefs"} {
 			refs, _, _ := unstructured.NestedStringSlice(p.Object, "spec", f)
 			if slices.Contains(refs, name) || slices.Contains(refs, ns+"/"+name) {
-				return []string{}, nil
+				return []DomainUnattached{}
 			}
 		}
 		if m := p.GetAnnotations()[store.ManagerAnnotation]; m != "" && m != string(store.ManagerAPI) {
-			out = append(out, p.GetNamespace()+"/"+p.GetName())
+			out = append(out, DomainUnattached{Policy: p.GetNamespace() + "/" + p.GetName(), List: ns + "/" + name, ManagedBy: m,
+				Hint: "add " + name + " to spec.blockListRefs or spec.allowListRefs where " + m + " defines the policy, or make the list global"})
 		}
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Policy < out[j].Policy })
+	return out
+}
+
+// listAction is block or allow from spec.mode.
+func listAction(obj *unstructured.Unstructured) string {
+	if m, _, _ := unstructured.NestedString(obj.Object, "spec", "mode"); m == "allow" {
+		return "allow"
+	}
+	return "block"
+}
+
+// listInfo describes a list of a view holding n of its items.
+func listInfo(obj *unstructured.Unstructured, n int) DomainListInfo {
+	srcs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources")
+	d := DomainListInfo{List: obj.GetNamespace() + "/" + obj.GetName(), Namespace: obj.GetNamespace(), Name: obj.GetName(),
+		Action: listAction(obj), Global: true, Enabled: obj.GetAnnotations()["service.io/enabled"] != "false",
+		Entries: int64(n), Sources: int64(len(srcs))}
+	if g, found, _ := unstructured.NestedBool(obj.Object, "spec", "global"); found {
+		d.Global = g
+	}
+	if m := obj.GetAnnotations()[store.ManagerAnnotation]; m != "" && m != string(store.ManagerAPI) {
+		d.ManagedBy = m
+	}
+	return d
 }
 
 func encodeOffset(n int) string {
@@ -352,7 +420,7 @@ func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured
 	}
 	srcs, _, _ := unstructured.NestedSlice(obj.Object, "spec", "sources")
 	m, _ := srcs[i].(map[string]any)
-	all, known, err := s.sourceEntries(ctx, obj, m)
+	all, known, err := s.sourceEntries(ctx, obj, m, true)
 	if err != nil {
 		return nil, fromError(err)
 	}
@@ -381,7 +449,7 @@ func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured
 		limit = 500
 	}
 	out := &DomainEntries{Items: []DomainEntry{}, Total: int64(len(all)), Matched: int64(len(matched)),
-		Lists: []string{obj.GetNamespace() + "/" + obj.GetName()}, RulesKnown: known}
+		Lists: []DomainListInfo{listInfo(obj, len(all))}, RulesKnown: known}
 	if off < len(matched) {
 		end := min(off+limit, len(matched))
 		out.Items = append(out.Items, matched[off:end]...)
@@ -389,7 +457,7 @@ func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured
 			out.Continue = encodeOffset(end)
 		}
 	}
-	out.Unattached = []string{}
+	out.Unattached = []DomainUnattached{}
 	if g, found, _ := unstructured.NestedBool(obj.Object, "spec", "global"); found && !g {
 		// a global list (spec.global omitted or true) applies to every
 		// client without a reference: nothing to attach
@@ -456,7 +524,7 @@ func (s *Server) mutateSource(ctx context.Context, p SourceParams, ifMatch, acti
 func (s *Server) patchEntries(ctx context.Context, in *entriesPatchIn) (*entriesOut, error) {
 	now := s.clock().UTC().Format(time.RFC3339)
 	obj, err := s.mutateSource(ctx, in.SourceParams, in.IfMatch, "entries-"+in.Body.Op, func(obj *unstructured.Unstructured, m map[string]any) error {
-		all, _, err := s.sourceEntries(ctx, obj, m)
+		all, _, err := s.sourceEntries(ctx, obj, m, true)
 		if err != nil {
 			return fromError(err)
 		}
@@ -489,7 +557,7 @@ func (s *Server) patchEntries(ctx context.Context, in *entriesPatchIn) (*entries
 			e, _ := v.(map[string]any)
 			val, _ := e["value"].(string)
 			typ, _ := e["type"].(string)
-			if !want[structuredID(typ, val)] {
+			if !want[structuredID(typ, val, strList(e["groups"]))] {
 				kept = append(kept, v)
 				continue
 			}
@@ -580,60 +648,12 @@ func canonicalEntry(typ, v string) (string, *Error) {
 
 func (s *Server) createEntries(ctx context.Context, in *entriesCreateIn) (*entriesOut, error) {
 	b := in.Body
-	if len(b.Groups) > 0 {
-		return nil, errInvalid("groups: not supported on block-list source entries; a list applies to the client groups of the policies that reference it")
+	ne, e := s.prepareEntries(ctx, in.Namespace, b)
+	if e != nil {
+		return nil, e
 	}
-	typ := b.Type
-	if typ == "" {
-		typ = "exact"
-	}
-	values := make([]string, 0, len(b.Values))
-	for _, v := range b.Values {
-		c, e := canonicalEntry(typ, v)
-		if e != nil {
-			return nil, e
-		}
-		values = append(values, c)
-	}
-	who := ""
-	if p := state(ctx).principal; p != nil {
-		who = p.Name
-		if len(who) > 300 {
-			who = who[:300]
-		}
-	}
-	now := s.clock().UTC().Format(time.RFC3339)
 	obj, err := s.mutateSource(ctx, in.SourceParams, in.IfMatch, "entries-add", func(_ *unstructured.Unstructured, m map[string]any) error {
-		ents, _ := m["entries"].([]any)
-		have := map[string]bool{}
-		for _, v := range ents {
-			e, _ := v.(map[string]any)
-			val, _ := e["value"].(string)
-			t, _ := e["type"].(string)
-			have[structuredID(t, val)] = true
-		}
-		for _, v := range values {
-			id := structuredID(typ, v)
-			if have[id] {
-				continue
-			}
-			have[id] = true
-			e := map[string]any{"value": v, "origin": "api", "created": now, "modified": now}
-			if typ != "exact" {
-				e["type"] = typ
-			}
-			if b.Enabled != nil && !*b.Enabled {
-				e["enabled"] = false
-			}
-			if b.Comment != "" {
-				e["comment"] = b.Comment
-			}
-			if who != "" {
-				e["createdBy"] = who
-			}
-			ents = append(ents, e)
-		}
-		m["entries"] = ents
+		addStructured(m, ne, b)
 		return nil
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,6 +103,17 @@ type servicesOut struct {
 	Body *ListBody[CatalogueService]
 }
 
+// CatalogueIcon names where a service's icon is served.
+type CatalogueIcon struct {
+	ID     string `json:"id" doc:"service id"`
+	Path   string `json:"path" doc:"/api/v1/catalogue/icons/{id}.svg"`
+	OnDark string `json:"onDark,omitempty" doc:"path of the variant for dark backgrounds"`
+}
+
+type iconsOut struct {
+	Body *ListBody[CatalogueIcon]
+}
+
 type iconIn struct {
 	File    string `path:"file" maxLength:"80" doc:"service id followed by .svg"`
 	Variant string `query:"variant" enum:"light,onDark" doc:"onDark: the variant for dark backgrounds"`
@@ -171,6 +183,27 @@ func (s *Server) registerCatalogueRoutes() {
 				}
 			}
 			return &servicesOut{Body: &ListBody[CatalogueService]{Items: out}}, nil
+		})
+	register(s, huma.Operation{OperationID: "catalogue-icons", Method: http.MethodGet, Path: "/catalogue/icons", Summary: "Icons of the catalogue services, by service id", Tags: tags,
+		Description: "One CatalogueIcon per service: `path` serves the icon, `onDark` the variant for dark backgrounds (both public)."},
+		clusterPerm("info.read"), func(ctx context.Context, _ *emptyIn) (*iconsOut, error) {
+			c, err := s.catalogue()
+			if err != nil {
+				return nil, err
+			}
+			all, err := c.CatalogueServices(ctx)
+			if err != nil {
+				return nil, fromError(err)
+			}
+			out := make([]CatalogueIcon, 0, len(all))
+			for _, sv := range all {
+				if sv.Icon == "" {
+					continue
+				}
+				out = append(out, CatalogueIcon{ID: sv.ID, Path: sv.Icon, OnDark: sv.IconOnDark})
+			}
+			slices.SortFunc(out, func(a, b CatalogueIcon) int { return strings.Compare(a.ID, b.ID) })
+			return &iconsOut{Body: &ListBody[CatalogueIcon]{Items: out}}, nil
 		})
 	register(s, huma.Operation{OperationID: "catalogue-icon", Method: http.MethodGet, Path: "/catalogue/icons/{file}", Summary: "Icon of a service (image/svg+xml)", Tags: tags,
 		Description: "Path `/catalogue/icons/{id}.svg`; `?variant=onDark` (or `?dark=true`) serves the variant for dark backgrounds. " +

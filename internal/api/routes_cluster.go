@@ -83,7 +83,10 @@ type NodeInfo struct {
 	SnapshotAgeSeconds *float64 `json:"snapshotAgeSeconds,omitempty" doc:"age of the node's view of the store; absent when unknown"`
 	Serial             uint64   `json:"serial,omitempty" doc:"store revision of the data-plane snapshot the node serves (X-Service-Revision of its writes)"`
 	Role               string   `json:"role,omitempty" doc:"all, operator or dataplane"`
-	Error              string   `json:"error,omitempty" doc:"why a peer did not answer (ready is then absent)"`
+	Error              string   `json:"error,omitempty" doc:"why a peer did not answer (ready is then absent), or on Kubernetes why the node is not ready (stopped, Lease expired, failing checks)"`
+	// HeartbeatAgeSeconds is set on Kubernetes: the node's status is as of
+	// its last Lease renewal.
+	HeartbeatAgeSeconds *float64 `json:"heartbeatAgeSeconds,omitempty" doc:"Kubernetes: seconds since the node last renewed its Lease (its status is as of then); absent for the serving node and outside Kubernetes"`
 }
 
 // NotifyResult answers POST /zones/{zone}/notify.

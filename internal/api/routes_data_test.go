@@ -389,7 +389,7 @@ func TestBlockListEntries(t *testing.T) {
 	r := view.do("GET", path, nil)
 	var de DomainEntries
 	_ = json.Unmarshal(r.body, &de)
-	if r.code != 200 || de.Total != 4 || len(de.Items) != 4 || !de.RulesKnown || de.Lists[0] != "default/ads-api" {
+	if r.code != 200 || de.Total != 4 || len(de.Items) != 4 || !de.RulesKnown || de.Lists[0].List != "default/ads-api" {
 		t.Fatalf("entries: %d %s", r.code, r.body)
 	}
 	byValue := map[string]DomainEntry{}

@@ -25,6 +25,26 @@ type flushIn struct {
 	}
 }
 
+// NodeResult is the outcome of an operation on one node.
+type NodeResult struct {
+	Node   string  `json:"node"`
+	OK     bool    `json:"ok"`
+	Error  string  `json:"error,omitempty" doc:"why the operation failed on this node"`
+	TookMS float64 `json:"took_ms" doc:"time the node took"`
+}
+
+// CacheFlushResult answers POST /cache/flush: one NodeResult per node the
+// flush reached (the serving node: each node keeps its own cache).
+type CacheFlushResult struct {
+	Name   string       `json:"name,omitempty" doc:"the name flushed; empty: the whole cache"`
+	Items  []NodeResult `json:"items"`
+	TookMS float64      `json:"took_ms"`
+}
+
+func (c *CacheFlushResult) setTook(ms float64) { c.TookMS = ms }
+
+type flushOut struct{ Body *CacheFlushResult }
+
 type settingsOut struct{ Body map[string]any }
 type schemaOut struct{ Body any }
 
@@ -67,16 +87,20 @@ func (s *Server) registerDNSRoutes() {
 			}
 			return &blockingOut{Body: &res}, nil
 		})
-	register(s, huma.Operation{OperationID: "cache-flush", Method: http.MethodPost, Path: "/cache/flush", Summary: "Flush the cache, or one name", Tags: tags, DefaultStatus: http.StatusNoContent},
-		clusterPerm("cache.flush"), func(ctx context.Context, in *flushIn) (*emptyOut, error) {
+	register(s, huma.Operation{OperationID: "cache-flush", Method: http.MethodPost, Path: "/cache/flush", Summary: "Flush the cache, or one name", Tags: tags,
+		Description: "Flushes the cache of the serving node (each node keeps its own) and answers a NodeResult per node reached."},
+		clusterPerm("cache.flush"), func(ctx context.Context, in *flushIn) (*flushOut, error) {
 			if s.deps.DNS == nil {
 				return nil, errNotImplemented("cache flush")
 			}
 			auditObject(ctx, "cache-flush", "", "", in.Body.Name, "")
+			start := s.clock()
 			if err := s.deps.DNS.FlushCache(ctx, in.Body.Name); err != nil {
 				return nil, fromError(err)
 			}
-			return &emptyOut{}, nil
+			took := float64(s.clock().Sub(start).Microseconds()) / 1000
+			return &flushOut{Body: &CacheFlushResult{Name: in.Body.Name,
+				Items: []NodeResult{{Node: s.opts.NodeName, OK: true, TookMS: took}}}}, nil
 		})
 }
 

@@ -61,6 +61,7 @@ func (p *ClientsPage) setTook(ms float64) { p.TookMS = ms }
 // document them).
 type QueryFilterParams struct {
 	Client      string `query:"client" maxLength:"255" doc:"client key (address, prefix or pseudonym)"`
+	ClientID    string `query:"client_id" maxLength:"255" doc:"client ID the client declared over DoT, DoH or DoQ (exact)"`
 	Domain      string `query:"domain" maxLength:"255" doc:"queried name"`
 	DomainMatch string `query:"domain_match" enum:"exact,substring" doc:"how domain matches (default exact)"`
 	List        string `query:"list" maxLength:"512" doc:"list that decided, e.g. ns/name or service:<id>"`
@@ -92,12 +93,14 @@ func (p *QueryFilterParams) Resolve(ctx huma.Context) []error {
 
 type queriesIn struct {
 	QueryFilterParams
+	NodeParam
 }
 
 type queriesOut struct{ Body *QueryPage }
 type blockedOut struct{ Body *BlockedPage }
 
 type clientsIn struct {
+	NodeParam
 	Window string `query:"window" maxLength:"16" default:"24h" doc:"duration back from now, e.g. 24h or 7d"`
 	Limit  int    `query:"limit" minimum:"0" maximum:"1000" doc:"default 100"`
 }
@@ -105,6 +108,7 @@ type clientsIn struct {
 type clientsOut struct{ Body *ClientsPage }
 
 type timeseriesIn struct {
+	NodeParam
 	From    time.Time `query:"from" doc:"RFC 3339; default until minus 24h"`
 	Until   time.Time `query:"until" doc:"RFC 3339; default now"`
 	Step    string    `query:"step" maxLength:"16" doc:"bucket width, at least 1m, at most 1000 points; default 1h"`
@@ -117,6 +121,7 @@ type timeseriesOut struct {
 }
 
 type summaryIn struct {
+	NodeParam
 	Window string `query:"window" maxLength:"16" default:"24h" doc:"duration back from now, e.g. 24h or 7d"`
 	Step   string `query:"step" maxLength:"16" doc:"also the queries and blocked over time in buckets of this width (whole minutes, at most 1000 buckets), from the rollups"`
 }
@@ -124,6 +129,7 @@ type summaryIn struct {
 type summaryOut struct{ Body *querylog.Summary }
 
 type topIn struct {
+	NodeParam
 	Dim     string `query:"dim" enum:"domains,clients,upstreams,lists,zones" default:"domains"`
 	Top     int    `query:"top" minimum:"1" maximum:"100" default:"10" doc:"rows"`
 	Blocked bool   `query:"blocked" doc:"rank by blocked count; only names with blocks"`
@@ -134,6 +140,7 @@ type topOut struct{ Body *querylog.TopBody }
 
 type streamIn struct {
 	QueryFilterParams
+	NodeParam
 	LastEventID  string `header:"Last-Event-ID" maxLength:"20" doc:"resume after this event id"`
 	LastEventIDQ string `query:"last_event_id" maxLength:"20" doc:"resume after this event id on a first connect (the header wins)"`
 }

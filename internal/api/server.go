@@ -161,6 +161,7 @@ type Deps struct {
 	Cluster            ClusterSource      // nil: /nodes lists this node only
 	Doctor             DoctorSource       // nil: GET /doctor reports diagnoses only
 	Notifier           ZoneNotifier       // nil: notify answers 202 queued false
+	Forwarder          NodeForwarder      // nil: node= names only this node (nodeforward.go)
 	// Visibility, when set, holds write answers until this node's data
 	// plane serves them (consistency.go).
 	Visibility Visibility
@@ -393,7 +394,7 @@ func (s *Server) buildAPI() {
 		"cookie": {Type: "apiKey", In: "cookie", Name: auth.CookieBaseName},
 	}
 	s.api = humago.New(inner, cfg)
-	s.api.UseMiddleware(s.authorize)
+	s.api.UseMiddleware(s.authorize, s.forwardNode)
 	s.registerRoutes()
 	s.registerDocs(inner)
 

@@ -20,7 +20,7 @@ import (
 
 func newDoctorCmd(a *app) *cobra.Command {
 	var skipAPI, skipPorts bool
-	var keepalived, vipRunDir string
+	var keepalived, vipRunDir, edgeConfig string
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check configuration, data directory, ports, API, token, the node's own report and diagnoses",
@@ -63,13 +63,11 @@ func newDoctorCmd(a *app) *cobra.Command {
 				doctor.Ports(rep, doctor.Listeners(cfg), held)
 			}
 			if keepalived != "" {
-				if _, err := os.Stat(keepalived); err != nil {
-					rep.Add("vrrp", doctor.Fail, "%v", err)
-				} else {
-					rep.Add("vrrp", doctor.OK, "%s present", keepalived)
-				}
+				doctorVRRP(cmd.Context(), rep, keepalived, vipRunDir)
 			}
-			_ = vipRunDir
+			if edgeConfig != "" {
+				doctorEdge(cmd.Context(), rep, edgeConfig)
+			}
 			if node != nil {
 				for _, c := range node.Checks {
 					rep.Checks = append(rep.Checks, doctor.Check{Check: "node/" + c.Check, Status: c.Status, Message: c.Message})
@@ -98,6 +96,7 @@ func newDoctorCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&skipPorts, "skip-ports", false, "do not check that listener ports are free")
 	cmd.Flags().StringVar(&keepalived, "keepalived-config", "", "VRRP daemon configuration to check")
 	cmd.Flags().StringVar(&vipRunDir, "vip-run-dir", "/run/service", "run directory of the VIP supervisor")
+	cmd.Flags().StringVar(&edgeConfig, "edge-config", "", "dnsdist configuration rendered by svc edge to check")
 	return cmd
 }
 

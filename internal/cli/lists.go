@@ -19,17 +19,17 @@ import (
 
 // Default lists of `lists allow` and `lists deny`.
 const (
-	defaultAllowList = "ui-allow"
-	defaultDenyList  = "ui-deny"
-	manualSource     = "manual"
+	defaultAllowList = api.DefaultAllowList
+	defaultDenyList  = api.DefaultDenyList
 )
 
 func newListsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{Use: "lists", Short: "Block and allow lists"}
 	for _, mode := range []string{"allow", "deny"} {
 		mode := mode
-		var list string
+		var list, comment string
 		var regex bool
+		var groups []string
 		c := &cobra.Command{
 			Use:   mode + " DOMAIN...",
 			Short: fmt.Sprintf("Add domains to a %s list (default %s)", map[string]string{"allow": "allow", "deny": "block"}[mode], map[string]string{"allow": defaultAllowList, "deny": defaultDenyList}[mode]),
@@ -41,11 +41,13 @@ func newListsCmd(a *app) *cobra.Command {
 						list = defaultAllowList
 					}
 				}
-				return a.addListEntries(cmd.Context(), list, mode, args, regex)
+				return a.addListEntries(cmd.Context(), list, mode, args, regex, groups, comment)
 			},
 		}
 		c.Flags().StringVar(&list, "list", "", "BlockList to change")
 		c.Flags().BoolVar(&regex, "regex", false, "entries are regular expressions")
+		c.Flags().StringSliceVar(&groups, "group", nil, "only for the clients of this ClientGroup (namespace/name or a name in the namespace); repeatable, at most 100; default everyone the list reaches")
+		c.Flags().StringVar(&comment, "comment", "", "note kept with the entries (at most 500 characters)")
 		cmd.AddCommand(c)
 	}
 	cmd.AddCommand(newListsAddCmd(a))
@@ -206,64 +208,74 @@ func ruleMatches(rule, domain string) bool {
 	return r == domain || strings.HasSuffix(domain, "."+r)
 }
 
-// addListEntries adds structured entries to the manual source of a list,
-// creating the list when missing.
-func (a *app) addListEntries(ctx context.Context, list, mode string, domains []string, regex bool) error {
-	_, _, ns, obj, err := a.lookup(ctx, "BlockList", list)
-	if isNotFound(err) {
-		m := "block"
-		if mode == "allow" {
-			m = "allow"
-		}
-		obj = map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "BlockList",
-			"metadata": map[string]any{"name": list, "namespace": ns},
-			"spec":     map[string]any{"mode": m, "sources": []any{}}}
-	} else if err != nil {
+// addListEntries adds structured entries to the manual source of a list
+// through POST /entries, which creates the list when missing. groups
+// confines them to the clients of those ClientGroups.
+func (a *app) addListEntries(ctx context.Context, list, mode string, domains []string, regex bool, groups []string, comment string) error {
+	action := "block"
+	if mode == "allow" {
+		action = "allow"
+	}
+	ns := a.namespace()
+	_, _, _, _, err := a.lookup(ctx, "BlockList", list)
+	existed := err == nil
+	if err != nil && !isNotFound(err) {
 		return err
 	}
-	spec, _ := obj["spec"].(map[string]any)
-	srcs, _ := spec["sources"].([]any)
-	var src map[string]any
-	for _, s := range srcs {
-		if m, ok := s.(map[string]any); ok && m["name"] == manualSource {
-			src = m
-		}
-	}
-	if src == nil {
-		src = map[string]any{"name": manualSource}
-		srcs = append(srcs, src)
-	}
-	ents, _ := src["entries"].([]any)
-	now := time.Now().UTC().Format(time.RFC3339)
-	typ := "exact"
-	if regex {
-		typ = "regex"
-	}
+	// one request per entry type: the route takes one type for its values
+	byType := map[string][]string{}
+	var order []string
 	for _, d := range domains {
-		v := strings.ToLower(strings.TrimSuffix(d, "."))
-		if regex {
-			v = strings.Trim(d, "/")
-		} else if strings.HasPrefix(v, "*.") {
+		typ, v := "exact", strings.ToLower(strings.TrimSuffix(strings.TrimSpace(d), "."))
+		switch {
+		case regex:
+			typ, v = "regex", strings.Trim(strings.TrimSpace(d), "/")
+		case strings.HasPrefix(v, "*."):
 			typ = "wildcard"
 		}
-		dup := false
-		for _, e := range ents {
-			if em, ok := e.(map[string]any); ok && em["value"] == v {
-				dup = true
-			}
+		if v == "" {
+			return fmt.Errorf("empty domain: give names such as ads.example.com, *.example.com, or --regex patterns")
 		}
-		if !dup {
-			ents = append(ents, map[string]any{"value": v, "type": typ, "origin": "api", "created": now})
+		if _, ok := byType[typ]; !ok {
+			order = append(order, typ)
+		}
+		byType[typ] = append(byType[typ], v)
+	}
+	var page api.DomainEntries
+	for _, typ := range order {
+		body := api.DomainEntriesAdd{Action: action, Namespace: ns, List: list,
+			DomainEntriesCreate: api.DomainEntriesCreate{Values: byType[typ], Type: typ, Comment: comment, Groups: groups}}
+		if err := a.call(ctx, request{method: http.MethodPost, path: "/entries", body: body, out: &page}); err != nil {
+			return fmt.Errorf("blocklist/%s: %w", list, err)
 		}
 	}
-	src["entries"] = ents
-	spec["sources"] = srcs
-	obj["spec"] = spec
-	delete(obj, "status")
-	res, err := a.applyObjects(ctx, []map[string]any{obj})
-	if err != nil {
+	if ok, err := writeData(a.stdout, a.g.Output, page); ok {
 		return err
 	}
-	// the apply result's note says to whom the list applies (stderr)
-	return a.printApplyResults(res)
+	result := "created"
+	if existed {
+		result = "updated"
+	}
+	if len(groups) > 0 {
+		var refs []string
+		for _, g := range groups {
+			if !strings.Contains(g, "/") {
+				g = ns + "/" + g
+			}
+			refs = append(refs, g)
+		}
+		fmt.Fprintf(a.stdout, "blocklist/%s %s (entries for client groups %s only)\n", list, result, strings.Join(refs, ", "))
+	} else {
+		fmt.Fprintf(a.stdout, "blocklist/%s %s\n", list, result)
+	}
+	// whom the list reaches now, as apply notes say it (stderr)
+	var auds api.ListBody[api.ListAudience]
+	if err := a.call(ctx, request{method: http.MethodGet, path: "/blocklists/audience", query: url.Values{"namespace": {ns}}, out: &auds}); err == nil {
+		for _, x := range auds.Items {
+			if x.List == ns+"/"+list {
+				fmt.Fprintf(a.stderr, "blocklist/%s applies to %s\n", list, x.AppliesTo)
+			}
+		}
+	}
+	return nil
 }

@@ -20,9 +20,9 @@ import (
 )
 
 type logsOpts struct {
-	client, domain, domainMatch, list, qtype, status, statusClass, upstream, zone, policy, since, until string
-	limit                                                                                               int
-	follow, noHeaders                                                                                   bool
+	client, clientID, domain, domainMatch, list, qtype, status, statusClass, upstream, zone, policy, since, until string
+	limit                                                                                                         int
+	follow, noHeaders                                                                                             bool
 }
 
 // logStatuses and logStatusClasses are the values GET /queries accepts
@@ -51,7 +51,7 @@ func (o *logsOpts) query() (map[string]string, error) {
 	}
 	// The parameter names of GET /queries and /queries/stream
 	// (querylog.ParseFilter).
-	q := map[string]string{"client": o.client, "domain": o.domain, "domain_match": o.domainMatch, "list": o.list,
+	q := map[string]string{"client": o.client, "client_id": o.clientID, "domain": o.domain, "domain_match": o.domainMatch, "list": o.list,
 		"qtype": o.qtype, "status": o.status, "status_class": o.statusClass, "upstream": o.upstream,
 		"zone": o.zone, "policy": o.policy}
 	now := time.Now()
@@ -70,8 +70,9 @@ func (o *logsOpts) query() (map[string]string, error) {
 
 var logColumns = []string{"TIME", "CLIENT", "DOMAIN", "TYPE", "STATUS", "RCODE", "LIST", "UPSTREAM", "MS"}
 
-// wideLogColumns are -o wide's: the policy and the rule that decided.
-var wideLogColumns = append(append([]string{}, logColumns...), "POLICY", "RULE")
+// wideLogColumns are -o wide's: the client ID the client declared (DoT,
+// DoH, DoQ), the policy and the rule that decided.
+var wideLogColumns = append(append([]string{}, logColumns...), "CLIENT-ID", "POLICY", "RULE")
 
 func (a *app) logHeader() []string {
 	if a.g.Output == outWide {
@@ -83,7 +84,7 @@ func (a *app) logHeader() []string {
 func (a *app) logRow(e map[string]any) []string {
 	r := logRow(e)
 	if a.g.Output == outWide {
-		r = append(r, field(e, "policy"), field(e, "rule"))
+		r = append(r, field(e, "client_id"), field(e, "policy"), field(e, "rule"))
 	}
 	return r
 }
@@ -156,6 +157,7 @@ func newLogsCmd(a *app) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.client, "client", "", "client address, ID or name")
+	f.StringVar(&o.clientID, "client-id", "", "client ID the client declared over DoT, DoH or DoQ (exact)")
 	f.StringVar(&o.domain, "domain", "", "queried name")
 	f.StringVar(&o.domainMatch, "domain-match", "", "how --domain matches: exact (default) or substring")
 	f.StringVar(&o.list, "list", "", "list that decided, e.g. ns/name")

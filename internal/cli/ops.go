@@ -27,6 +27,8 @@ func newHealthCmd(a *app) *cobra.Command {
 	var ready bool
 	var timeout time.Duration
 	var requireBackends int
+	var dnsdistAPI, vrrpRunDir string
+	var vrrp bool
 	cmd := &cobra.Command{
 		Use:   "health",
 		Short: "Probe a running instance (ops listener, and the health name over DNS with --dns)",
@@ -62,7 +64,16 @@ func newHealthCmd(a *app) *cobra.Command {
 				}
 				fmt.Fprintf(a.stdout, "dns %s %s: %s\n", dnsAddr, qname, rcode)
 			}
-			_ = requireBackends // only meaningful for the edge supervisor's health
+			if dnsdistAPI != "" {
+				if err := edgeHealth(ctx, a, dnsdistAPI, requireBackends, timeout); err != nil {
+					return err
+				}
+			}
+			if vrrp {
+				if err := vrrpHealth(ctx, a, vrrpRunDir); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 	}
@@ -72,7 +83,10 @@ func newHealthCmd(a *app) *cobra.Command {
 	f.StringVar(&qname, "qname", "health.service.internal.", "health name to query with --dns")
 	f.BoolVar(&ready, "ready", false, "check readiness instead of liveness")
 	f.DurationVar(&timeout, "timeout", 3*time.Second, "time limit of the probe")
-	f.IntVar(&requireBackends, "require-backends", 1, "healthy backends required (edge supervisor)")
+	f.IntVar(&requireBackends, "require-backends", 1, "with --dnsdist-api: backends that must be up")
+	f.StringVar(&dnsdistAPI, "dnsdist-api", "", "also probe a running edge (svc edge run) through dnsdist's API at this address")
+	f.BoolVar(&vrrp, "vrrp", false, "also report the VRRP instances' states (svc vip run)")
+	f.StringVar(&vrrpRunDir, "vip-run-dir", "/run/service", "with --vrrp: run directory of the VIP supervisor")
 	return cmd
 }
 

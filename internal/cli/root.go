@@ -70,6 +70,7 @@ func NewRoot(env Env, stdin io.Reader, stdout, stderr io.Writer) *cobra.Command 
 		newListsCmd(a), newServicesCmd(a), newSafeSearchCmd(a), newAuditCmd(a), newTokenCmd(a), newNodesCmd(a),
 		newHealthCmd(a), newLameduckCmd(a), newDoctorCmd(a), newAdminCmd(a),
 		newLogsCmd(a), newStatsCmd(a), newCompletionCmd(a), newUsersCmd(a), newUnblockCmd(a),
+		newEdgeCmd(a), newVIPCmd(a),
 	)
 	refuseUnknownSubcommands(root)
 	return root

@@ -65,6 +65,11 @@ type Logger struct {
 	buf   []dataplane.QueryRecord
 	idle  bool // the converter waits for a kick
 	spare []dataplane.QueryRecord
+	// max bounds len(buf). buf and spare start small and grow to it by
+	// append: a node that logs a few queries a second does not hold two
+	// full buffers (2 x 4096 records, ~4 MiB) from the start (issue #27
+	// item 4).
+	max int
 }
 
 var _ dataplane.QueryLogger = (*Logger)(nil)
@@ -80,7 +85,7 @@ func NewBuffered(sink Sink, n int) *Logger {
 	}
 	l := &Logger{sink: sink, kick: make(chan struct{}, 1), flushes: make(chan chan struct{}),
 		stop: make(chan struct{}), done: make(chan struct{}),
-		buf: make([]dataplane.QueryRecord, 0, n), spare: make([]dataplane.QueryRecord, 0, n)}
+		buf: make([]dataplane.QueryRecord, 0, min(n, 64)), spare: make([]dataplane.QueryRecord, 0, min(n, 64)), max: n}
 	l.enabled = func() bool { return true }
 	if e, ok := sink.(enabler); ok {
 		l.enabled = e.Enabled
@@ -97,13 +102,13 @@ func (l *Logger) Log(rec dataplane.QueryRecord) {
 	}
 	l.mu.Lock()
 	n := len(l.buf)
-	if n == cap(l.buf) {
+	if n == l.max {
 		l.mu.Unlock()
 		l.drop()
 		return
 	}
 	l.buf = append(l.buf, rec)
-	wake := (n == 0 && l.idle) || n+1 == cap(l.buf)/2
+	wake := (n == 0 && l.idle) || n+1 == l.max/2
 	if wake {
 		l.idle = false
 	}
@@ -203,7 +208,7 @@ func (l *Logger) Close() error {
 // Convert turns a data-plane record into a row.
 func Convert(rec *dataplane.QueryRecord) querylog.Row {
 	r := querylog.Row{
-		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName,
+		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
 		Domain: querylog.NormalizeDomain(rec.Name()), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
 		List: rec.List, Rule: rec.Rule, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,

@@ -129,3 +129,39 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 		t.Fatalf("rows %d + dropped %d != 100, sink counted %d drops", out.rows, lg.Dropped(), out.drops)
 	}
 }
+
+// The client ID the transport found (DoT SNI label, DoH path segment)
+// reaches the query-log row; a query without one has none.
+func TestRowCarriesClientID(t *testing.T) {
+	out := &sink{}
+	lg := dnslog.New(out)
+	defer lg.Close()
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	client := netip.MustParseAddrPort("[::ffff:192.0.2.9]:5353")
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ServeWireID(pkt, client, dataplane.TransportDoT, "kids", nil)
+	s.ServeWire(pkt, client, dataplane.TransportDoH, nil)
+	if err := lg.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	defer out.mu.Unlock()
+	if len(out.rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(out.rows))
+	}
+	if r := out.rows[0]; r.ClientID != "kids" || r.Client != "192.0.2.9" || r.Transport != "dot" {
+		t.Fatalf("DoT row: client %q client ID %q transport %q, want 192.0.2.9, kids, dot", r.Client, r.ClientID, r.Transport)
+	}
+	if r := out.rows[1]; r.ClientID != "" {
+		t.Fatalf("row without a client ID: %q", r.ClientID)
+	}
+}

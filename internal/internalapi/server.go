@@ -34,6 +34,9 @@ type NodeStatus struct {
 	Version string `json:"version,omitempty"`
 	Serial  uint64 `json:"serial,omitempty"`
 	Role    string `json:"role,omitempty"`
+	// Blocking is the node's blocking toggle (svc edge flushes its cache
+	// when it changes); absent where the node does not report it.
+	Blocking *bool `json:"blocking,omitempty"`
 }
 
 // ZoneSource lists the zones a node serves.
@@ -60,6 +63,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Settings takes cluster settings pushed by peers; nil: not served.
 	Settings ClusterSettings
+	// API serves reads of the node's REST API forwarded by a peer
+	// (GET /internal/api/v1/...; forward.go); nil: not served.
+	API http.Handler
 }
 
 // Handler returns the internal API; every request needs the bearer token.
@@ -83,6 +89,9 @@ func Handler(creds *Credentials, deps Deps) http.Handler {
 	mux.HandleFunc("GET /internal/lists/{digest}", func(w http.ResponseWriter, r *http.Request) {
 		serveList(w, r, deps)
 	})
+	if deps.API != nil {
+		mux.Handle("GET /internal/api/v1/", http.StripPrefix("/internal/api/v1", deps.API))
+	}
 	if deps.Settings != nil {
 		mux.HandleFunc("PUT /internal/settings/cluster", func(w http.ResponseWriter, r *http.Request) {
 			serveClusterSettings(w, r, deps)

@@ -162,10 +162,24 @@ type clusterInfo struct {
 	self   func() internalapi.NodeStatus
 	client *internalapi.Client
 	peers  []string
+	// leases lists the nodes on Kubernetes (nil otherwise).
+	leases *nodeLeases
 }
 
 func (c clusterInfo) ClusterInfo(ctx context.Context) (api.ClusterInfo, error) {
 	info := api.ClusterInfo{Driver: c.driver, Nodes: 1, Node: c.node}
+	if c.leases != nil {
+		ns, err := c.Nodes(ctx)
+		if err != nil {
+			return info, err
+		}
+		info.Nodes = int64(len(ns))
+		if info.Leader, info.Epoch, err = c.leases.leader(ctx); err != nil {
+			return info, err
+		}
+		info.ClusterID = c.leases.clusterIDOf(ctx)
+		return info, nil
+	}
 	if c.driver == "sqlite" {
 		info.Leader = c.node // each SQLite node owns its store
 	}
@@ -184,6 +198,20 @@ func (c clusterInfo) Nodes(ctx context.Context) ([]api.NodeInfo, error) {
 		st := c.self()
 		age := st.SnapshotAgeSeconds
 		me.SnapshotAgeSeconds, me.Serial, me.Role = &age, st.Serial, st.Role
+	}
+	if c.leases != nil {
+		out, err := c.leases.nodes(ctx, me)
+		if err != nil {
+			return nil, err
+		}
+		leader, _, err := c.leases.leader(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			out[i].Leader = leader != "" && out[i].Name == leader
+		}
+		return out, nil
 	}
 	out := []api.NodeInfo{me}
 	if c.client == nil || len(c.peers) == 0 {

@@ -237,6 +237,10 @@ func controllers(lists runner.Reconciler, pols *policies.Reconciler, groups *pol
 		}), MinBackoff: listRetryMin},
 		{Kind: policies.Kind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {
 			_, err := pols.Reconcile(ctx, ns, name)
+			// the groups it selects (or selected) list it in their status
+			if gerr := groups.PolicyChanged(ctx, ns, name); err == nil {
+				err = gerr
+			}
 			return 0, err
 		})},
 		{Kind: policies.GroupKind, Reconciler: runner.ReconcilerFunc(func(ctx context.Context, ns, name string) (time.Duration, error) {

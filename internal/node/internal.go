@@ -13,9 +13,19 @@ type internalDeps struct {
 	ops   *Ops
 	store *openedStore
 	role  string
+	// blocking is the blocking toggle, reported so svc edge can flush its
+	// cache when it changes (nil: not reported).
+	blocking func() bool
 }
 
-func (d internalDeps) Status(context.Context) internalapi.NodeStatus { return selfStatus(d) }
+func (d internalDeps) Status(context.Context) internalapi.NodeStatus {
+	st := selfStatus(d)
+	if d.blocking != nil {
+		b := d.blocking()
+		st.Blocking = &b
+	}
+	return st
+}
 
 func (d internalDeps) Zones(context.Context) ([]internalapi.Zone, error) {
 	var out []internalapi.Zone

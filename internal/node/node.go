@@ -52,6 +52,9 @@ type Options struct {
 	// Lease tunes the operator's leader election; zero fields take the
 	// defaults (15s lease, 10s renew deadline, 2s retry). Tests shorten it.
 	Lease LeaseTimings
+	// NodeLease is how long a node's own Lease lasts on Kubernetes (zero:
+	// DefaultNodeLease); it is renewed every quarter of it. Tests shorten it.
+	NodeLease time.Duration
 }
 
 // LeaseTimings are the leader-election durations of the operator.
@@ -68,6 +71,9 @@ type Addrs struct {
 	// BlockPageHTTP and BlockPageHTTPS are the block page listeners
 	// (empty when off or blockPage.enabled is false).
 	BlockPageHTTP, BlockPageHTTPS string
+	// ExternalDNS and ExternalDNSHealth are the external-dns webhook's
+	// listeners (empty when externalDNS.webhook.enabled is false).
+	ExternalDNS, ExternalDNSHealth string
 }
 
 // Run serves until ctx is cancelled or a lameduck period ends (SIGTERM, SIGINT or
@@ -87,8 +93,8 @@ func Run(ctx context.Context, opts Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	p.onStop(cancel)
 	steps := []func(context.Context) error{
-		p.loadSettings, p.shareSettings, p.startOps, p.openState, p.startDataPlane, p.startBlocking, p.startSnapshots,
-		p.startServing, p.startInternal, p.startBlockPage,
+		p.loadSettings, p.shareSettings, p.startOps, p.openState, p.startDataPlane, p.startHeartbeat, p.startBlocking, p.startSnapshots,
+		p.startServing, p.startExternalDNS, p.startPublish, p.startInternal, p.startBlockPage,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
@@ -102,6 +108,11 @@ func Run(ctx context.Context, opts Options) error {
 	// listeners are bound, and a query sent on the first "ready" must be
 	// answered (a probe or a load generator starts right away).
 	p.started.Store(true)
+	var snapReady func() error
+	if p.snaps != nil {
+		snapReady = p.snaps.Ready
+	}
+	go releaseStartupMemory(ctx, p.logger, snapReady)
 	return p.wait(ctx)
 }
 
@@ -135,6 +146,8 @@ type proc struct {
 	snaps     *snapshotter
 	blk       *blocking
 	creds     *internalapi.Credentials
+	leases    *nodeLeases // this node's Lease on Kubernetes (nodelease.go)
+	apiSrv    *api.Server // nil in the operator role
 	apiErr    chan error
 	snapErr   chan error
 }
@@ -506,11 +519,13 @@ func (p *proc) startAPI(ctx context.Context) error {
 		Visibility: visibility{snaps: p.snaps, settings: p.mgr.Current},
 		Doctor:     doctorSource{p},
 		Notifier:   p.xfr,
+		Forwarder:  p.forwarder(),
 	})
 	if err != nil {
 		return fmt.Errorf("api: %w", err)
 	}
 	p.onStop(func() { apiSrv.Close() })
+	p.apiSrv = apiSrv
 	// auth.session.* and auth.tokens.maxLifetime apply without a restart.
 	go func() {
 		for c := range p.mgr.Subscribe(ctx) {
@@ -552,8 +567,18 @@ func (p *proc) startInternal(ctx context.Context) error {
 		return fmt.Errorf("internal listener %s: %w", a, err)
 	}
 	p.addrs.Internal = ln.Addr().String()
+	if p.leases != nil {
+		p.leases.setInternal(p.addrs.Internal) // peers forward node= reads here
+	}
 	d := internalDeps{node: p.nodeName, snaps: p.snaps, ops: p.ops, store: p.st, role: p.role}
+	if p.blk != nil && p.blk.toggle != nil {
+		tg := p.blk.toggle
+		d.blocking = func() bool { return tg.State().Blocking }
+	}
 	deps := internalapi.Deps{Status: d, Zones: d, Lists: p.blk.fetcher, Logger: p.logger.With("component", "internal")}
+	if p.apiSrv != nil {
+		deps.API = forwardedAPI(p.apiSrv) // peers' node= reads (api/nodeforward.go)
+	}
 	if !p.kubeMode {
 		// Multi-node SQLite mode: peers push cluster settings here, and a
 		// PATCH /settings served here reaches them (sharedsettings.go).

@@ -88,6 +88,11 @@ func startOperator(ctx context.Context, cfg *settings.Config, st *openedStore, b
 		Controllers: blk.operatorControllers(ctx, st.rest, lists),
 		Logger:      log.With("component", "operator"),
 	}
+	if pub, err := publishRunnable(cfg, st, namespace(env), log); err != nil {
+		return nil, nil, err
+	} else if pub != nil {
+		opts.Runnables = append(opts.Runnables, pub)
+	}
 	// The first manager is built here so a configuration error stops the
 	// start; later ones are built by the loop.
 	op, err := operator.New(st.rest, opts)

@@ -9,14 +9,19 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -89,7 +94,10 @@ type Options struct {
 	Namespace string
 	// LeaseName names the Lease (default service-operator).
 	LeaseName string
-	// Identity is this replica's holder identity (default: host name + uid).
+	// Identity is this replica's node name (default: host name); the
+	// Lease holder is "<Identity>_<uid>", unique per manager, so GET
+	// /cluster names the leader's node (LeaderNode) and a restarted replica
+	// never mistakes the Lease of its predecessor for its own.
 	Identity string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election
 	// (defaults 15s, 10s, 2s).
@@ -103,6 +111,9 @@ type Options struct {
 	// whose informers are not the manager's.
 	Store  store.Store
 	Logger *slog.Logger
+	// Runnables run while this replica leads, each until its context ends
+	// (the publisher: one writer per cluster).
+	Runnables []func(context.Context) error
 }
 
 // Operator is a manager ready to run.
@@ -137,27 +148,28 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		}
 		return &d
 	}
+	lock, err := electionLock(cfg, opts, *dur(opts.RenewDeadline, 10*time.Second))
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Logger:                        logr.FromSlogHandler(opts.Logger.Handler()),
-		LeaderElection:                true,
-		LeaderElectionID:              opts.LeaseName,
-		LeaderElectionNamespace:       opts.Namespace,
-		LeaderElectionResourceLock:    "leases",
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 dur(opts.LeaseDuration, 15*time.Second),
-		RenewDeadline:                 dur(opts.RenewDeadline, 10*time.Second),
-		RetryPeriod:                   dur(opts.RetryPeriod, 2*time.Second),
-		Metrics:                       metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress:        "0",
+		LeaderElectionResourceLockInterface: lock,
+		Logger:                              logr.FromSlogHandler(opts.Logger.Handler()),
+		LeaderElection:                      true,
+		LeaderElectionID:                    opts.LeaseName,
+		LeaderElectionNamespace:             opts.Namespace,
+		LeaderElectionResourceLock:          "leases",
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       dur(opts.LeaseDuration, 15*time.Second),
+		RenewDeadline:                       dur(opts.RenewDeadline, 10*time.Second),
+		RetryPeriod:                         dur(opts.RetryPeriod, 2*time.Second),
+		Metrics:                             metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress:              "0",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: manager: %w", err)
 	}
-	if opts.Identity != "" {
-		// controller-runtime derives the identity itself; an explicit one is
-		// recorded in logs only.
-		opts.Logger.Info("operator: starting", "identity", opts.Identity)
-	}
+	opts.Logger.Info("operator: starting", "identity", lock.Identity())
 	o := &Operator{mgr: mgr, log: opts.Logger, store: opts.Store}
 	ctrls := opts.Controllers
 	if opts.Store != nil {
@@ -171,6 +183,12 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 	for _, c := range ctrls {
 		if err := o.add(c); err != nil {
 			return nil, err
+		}
+	}
+	for _, r := range opts.Runnables {
+		// A RunnableFunc needs leader election: it starts on election.
+		if err := mgr.Add(manager.RunnableFunc(r)); err != nil {
+			return nil, fmt.Errorf("operator: %w", err)
 		}
 	}
 	return o, nil
@@ -267,4 +285,37 @@ func (o *Operator) Run(ctx context.Context) error {
 		return fmt.Errorf("operator: %w", err)
 	}
 	return nil
+}
+
+// electionLock is the Lease lock of the election, held as
+// "<identity>_<uid>" (what controller-runtime would use, with the node's
+// name instead of the host name). The client's timeout is below the renew
+// deadline so one hung request cannot cost the lead.
+func electionLock(cfg *rest.Config, opts Options, renewDeadline time.Duration) (resourcelock.Interface, error) {
+	id := opts.Identity
+	if id == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return nil, fmt.Errorf("operator: leader identity: %w", err)
+		}
+		id = h
+	}
+	id += "_" + string(uuid.NewUUID())
+	cfg = rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election")
+	cfg.Timeout = max(renewDeadline/2, time.Second)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("operator: election client: %w", err)
+	}
+	return resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, opts.LeaseName, cs.CoreV1(), cs.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+}
+
+// LeaderNode is the node name in a Lease holder identity
+// ("<node>_<uid>"); an identity without the suffix is returned whole.
+func LeaderNode(holder string) string {
+	if i := strings.LastIndex(holder, "_"); i > 0 {
+		return holder[:i]
+	}
+	return holder
 }

@@ -125,12 +125,20 @@ func (r *statusReconciler) syncZone(ctx context.Context, name string) (bool, err
 	if err != nil {
 		return false, err
 	}
-	sets, err := listTyped[v1alpha1.DNSRecordSet](ctx, r.store, store.KindDNSRecordSet, func(u *unstructured.Unstructured) bool {
-		ref, _, _ := unstructured.NestedString(u.Object, "spec", "zoneRef", "name")
-		return ref == name
-	})
+	// Every record set, not only this zone's: the serial rule (r.serials)
+	// remembers what each compiled zone held, and a zone compiled without
+	// its record sets would look changed and get a new serial on every
+	// other zone's reconcile (status.serial then climbed without end as
+	// soon as two zones existed, and the data planes stopped agreeing).
+	allSets, err := listTyped[v1alpha1.DNSRecordSet](ctx, r.store, store.KindDNSRecordSet, nil)
 	if err != nil {
 		return false, err
+	}
+	var sets []v1alpha1.DNSRecordSet
+	for i := range allSets {
+		if allSets[i].Spec.ZoneRef.Name == name {
+			sets = append(sets, allSets[i])
+		}
 	}
 	found := false
 	var own []v1alpha1.DNSZone
@@ -142,7 +150,7 @@ func (r *statusReconciler) syncZone(ctx context.Context, name string) (bool, err
 	}
 	// Every zone is compiled (two objects may declare the same DNS name), but
 	// only this one's status and its record sets' are written.
-	res := zones.Evaluate(&r.serials, allZones, sets, r.now())
+	res := zones.Evaluate(&r.serials, allZones, allSets, r.now())
 	w := zones.Writer{Store: r.store, Now: r.now, Event: r.event}
 	return found, w.Sync(ctx, own, sets, res)
 }

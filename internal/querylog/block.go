@@ -39,7 +39,14 @@ import (
 // batch is stored once. The per-row parts have a fixed width so a read
 // takes one row of a block without decoding the others: decoding a block
 // parses only its value lists.
-const blockVersion = 1
+//
+// Version 2 added the client_id kind. Blocks are written once and kept
+// for the raw retention, so version 1 blocks (one text column fewer, no
+// client IDs) are still read: a query log survives the upgrade.
+const blockVersion = 2
+
+// blockVersion1 is the layout before client_id.
+const blockVersion1 = 1
 
 // Text columns of a block: domain, client, then the dictionary kinds.
 const (
@@ -47,6 +54,9 @@ const (
 	colClient = 1
 	colKinds  = 2
 	nCols     = colKinds + nKinds
+	// nColsV1 are the columns of a version 1 block: the kinds before
+	// kClientID.
+	nColsV1 = colKinds + kClientID
 )
 
 var errBlockCorrupt = errors.New("querylog: corrupt block")
@@ -376,8 +386,12 @@ func (r *blockReader) left() int { return len(r.b) - r.off }
 // resolved through nm (nil: they decode as "", for tests and fuzzing).
 // The block keeps data, which must not change afterwards.
 func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
-	if len(data) == 0 || data[0] != blockVersion {
+	if len(data) == 0 || (data[0] != blockVersion && data[0] != blockVersion1) {
 		return nil, fmt.Errorf("%w: unknown version", errBlockCorrupt)
+	}
+	nc := nCols
+	if data[0] == blockVersion1 {
+		nc = nColsV1 // the columns it lacks read as "" (m == 0)
 	}
 	// data is the caller's and never changes after: the values share it.
 	r := &blockReader{b: data, s: unsafe.String(unsafe.SliceData(data), len(data)), off: 1}
@@ -400,7 +414,7 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 		id       int64
 	}
 	var ids []dictRef
-	for ci := range b.cols {
+	for ci := range nc {
 		c := &b.cols[ci]
 		m := r.uvarint("value count")
 		if r.err != nil || m > uint64(r.left()) {

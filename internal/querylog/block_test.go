@@ -1,6 +1,7 @@
 package querylog
 
 import (
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"testing"
@@ -15,6 +16,11 @@ func TestBlockRoundTrip(t *testing.T) {
 	rows := normalizeRows(layoutRows(500, base), 41)
 	rows[7].Time = rows[7].Time.Add(-time.Hour) // out of order
 	rows[9].Duration = -time.Millisecond
+	for i := range rows {
+		if i%3 == 0 {
+			rows[i].ClientID = []string{"kids", "laptop-7"}[i%2]
+		}
+	}
 	var enc blockEncoder
 	var pb postingBuilder
 	pb.reset()
@@ -58,6 +64,9 @@ func FuzzDecodeBlock(f *testing.F) {
 		f.Add(append([]byte(nil), data...))
 	}
 	f.Add([]byte{blockVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	if v1, err := hex.DecodeString(blockV1Fixture); err == nil {
+		f.Add(v1)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := decodeBlock(1, data, nm)
 		if err != nil {

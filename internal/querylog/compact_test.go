@@ -125,7 +125,7 @@ func (d *dconn) insertCompactRows(nm *names, pb *postingBuilder, rows []Row) err
 		v[0], v[1] = r.ID, r.Time.UnixMicro()
 		v[2] = nm.encode(kStatus, r.Status)
 		v[3], v[4] = nullable(r.Domain), nullable(r.Client)
-		for k := kQType; k < nKinds; k++ {
+		for k := kQType; k <= kTransport; k++ { // the compact layout predates client IDs
 			v[5+k-kQType] = nm.encode(k, *rowField(r, k))
 		}
 		v[16] = r.Duration.Microseconds()

@@ -136,6 +136,7 @@ type Row struct {
 	Node       string
 	Client     string // IP address (after privacy: prefix, pseudonym or empty)
 	ClientName string
+	ClientID   string // self-declared by a DoT/DoH/DoQ client (SNI label, DoH path), "" for none
 	Group      string // the client's first group (clients list only, not stored per row)
 	Domain     string // lower case, no trailing dot ("." for the root)
 	QType      string // e.g. "A"

@@ -195,11 +195,11 @@ func (p *policy) apply(r *Row) bool {
 	case PrivacyNothing:
 		return false
 	case PrivacyAnonymizeClient:
-		r.Client, r.ClientName = p.anonymize(r.Client), ""
+		r.Client, r.ClientName, r.ClientID = p.anonymize(r.Client), "", ""
 	case PrivacyHideDomains:
 		r.Domain, r.Rule = "", ""
 	case PrivacyHideDomainsClients:
-		r.Domain, r.Rule, r.Client, r.ClientName = "", "", "", ""
+		r.Domain, r.Rule, r.Client, r.ClientName, r.ClientID = "", "", "", "", ""
 	}
 	return true
 }

@@ -103,10 +103,10 @@ func TestParseFilter(t *testing.T) {
 		comment string
 	}{
 		{"", true, func(f Filter) bool { return f == Filter{} }, "empty"},
-		{"domain=Ads.Example.&client=10.0.0.1&list=ads&qtype=aaaa&status=Blocked&upstream=u&zone=z&policy=default/kids&limit=10&continue=" + tok, true,
+		{"domain=Ads.Example.&client=10.0.0.1&list=ads&qtype=aaaa&status=Blocked&upstream=u&zone=z&policy=default/kids&client_id=%20kids%20&limit=10&continue=" + tok, true,
 			func(f Filter) bool {
 				return f.Domain == "ads.example" && f.Client == "10.0.0.1" && f.List == "ads" && f.QType == "AAAA" && f.Status == "blocked" &&
-					f.Upstream == "u" && f.Zone == "z" && f.Policy == "default/kids" && f.Limit == 10 && f.Continue == tok
+					f.Upstream == "u" && f.Zone == "z" && f.Policy == "default/kids" && f.ClientID == "kids" && f.Limit == 10 && f.Continue == tok
 			}, "all"},
 		{"domain=ads&domain_match=substring", true, func(f Filter) bool { return f.DomainMatch == MatchSubstring }, "substring"},
 		{"status_class=error&since=2026-01-01T00:00:00Z&until=2026-01-02T00:00:00.5Z", true,
@@ -122,6 +122,8 @@ func TestParseFilter(t *testing.T) {
 		{"since=yesterday", false, nil, "bad time"},
 		{"continue=abc", false, nil, "bad token"},
 		{"client=a&client=b", false, nil, "repeated"},
+		{"client_id=a&client_id=b", false, nil, "repeated client_id"},
+		{"client_id=" + strings.Repeat("a", 256), false, nil, "long client_id"},
 		{"domain=" + strings.Repeat("a", 256), false, nil, "long"},
 	} {
 		v, _ := url.ParseQuery(tc.q)
@@ -137,7 +139,7 @@ func TestParseFilter(t *testing.T) {
 }
 
 func FuzzParseFilter(f *testing.F) {
-	for _, s := range []string{"", "domain=a.b&status=blocked", "since=2026-01-01T00:00:00Z&limit=5", "continue=" + encodeContinue(7), "status_class=allowed&domain_match=substring&domain=%00"} {
+	for _, s := range []string{"", "domain=a.b&status=blocked", "since=2026-01-01T00:00:00Z&limit=5", "continue=" + encodeContinue(7), "status_class=allowed&domain_match=substring&domain=%00", "client_id=kids&client=10.0.0.1"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
@@ -157,8 +159,11 @@ func FuzzParseFilter(f *testing.F) {
 				t.Fatalf("accepted token %q", flt.Continue)
 			}
 		}
-		r := Row{Domain: flt.Domain, Status: flt.Status}
+		r := Row{Domain: flt.Domain, Status: flt.Status, ClientID: flt.ClientID}
 		_ = flt.Match(&r)
+		if flt.ClientID != "" && (flt.Match(&Row{ClientID: flt.ClientID + "x"}) || strings.TrimSpace(flt.ClientID) != flt.ClientID) {
+			t.Fatalf("client_id %q matches another client ID or keeps spaces", flt.ClientID)
+		}
 	})
 }
 
@@ -226,5 +231,27 @@ func TestHourCapMakesTopApproximate(t *testing.T) {
 	w.hourMu.Unlock()
 	if n != 4 { // 3 names + the overflow bucket
 		t.Fatalf("%d domain counters kept, cap 3", n)
+	}
+}
+
+// A zone filter finds the rows of that zone whether or not the user types
+// the trailing dot the rows keep (a transfer's row says "imported.test.").
+func TestZoneFilterIgnoresTrailingDotAndCase(t *testing.T) {
+	for _, c := range []struct {
+		filter, row string
+		want        bool
+	}{
+		{"imported.test", "imported.test.", true},
+		{"imported.test.", "imported.test.", true},
+		{"Imported.TEST", "imported.test.", true},
+		{"imported.test", "imported.test", true},
+		{"test", "imported.test.", false},
+		{".", ".", true},
+		{".", "test.", false},
+	} {
+		f := Filter{Zone: c.filter}
+		if got := f.Match(&Row{Zone: c.row}); got != c.want {
+			t.Errorf("zone=%q on a row of %q: match %v, want %v", c.filter, c.row, got, c.want)
+		}
 	}
 }

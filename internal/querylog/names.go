@@ -24,16 +24,18 @@ const (
 	kUpstream
 	kZone
 	kTransport
+	kClientID // added in block version 2: kinds are appended, never renumbered (names.kind)
 	nKinds
 )
 
 // kindCols are the queries columns of the kinds, in kind order.
-var kindCols = [nKinds]string{"status", "qtype", "rcode", "node", "client_name", "reason", "list", "rule", "policy", "upstream", "zone", "transport"}
+var kindCols = [nKinds]string{"status", "qtype", "rcode", "node", "client_name", "reason", "list", "rule", "policy", "upstream", "zone", "transport", "client_id"}
 
 // kindCap bounds how many names of a kind are kept in the dictionary (and
 // in memory); values past it are stored as text. Rules and client names can
-// be many; the others are enumerations or configuration names.
-var kindCap = [nKinds]int{kRule: 20000, kClientName: 20000}
+// be many, client IDs as many as client names; the others are
+// enumerations or configuration names.
+var kindCap = [nKinds]int{kRule: 20000, kClientName: 20000, kClientID: 20000}
 
 const defaultKindCap = 4096
 
@@ -70,6 +72,8 @@ func rowField(r *Row, k int) *string {
 		return &r.Upstream
 	case kZone:
 		return &r.Zone
+	case kClientID:
+		return &r.ClientID
 	default:
 		return &r.Transport
 	}

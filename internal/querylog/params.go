@@ -11,6 +11,7 @@ import (
 // Query-parameter names of the query-log routes (also the CLI flags).
 const (
 	ParamClient      = "client"
+	ParamClientID    = "client_id"
 	ParamDomain      = "domain"
 	ParamDomainMatch = "domain_match" // exact (default) or substring
 	ParamList        = "list"
@@ -39,7 +40,7 @@ func ParseFilter(q url.Values) (Filter, error) {
 	for name, vs := range q {
 		if len(vs) > 1 {
 			switch name {
-			case ParamClient, ParamDomain, ParamDomainMatch, ParamList, ParamQType, ParamStatus, ParamStatusClass,
+			case ParamClient, ParamClientID, ParamDomain, ParamDomainMatch, ParamList, ParamQType, ParamStatus, ParamStatusClass,
 				ParamUpstream, ParamZone, ParamPolicy, ParamSince, ParamUntil, ParamLimit, ParamContinue:
 				return bad(name, "given more than once")
 			}
@@ -54,7 +55,7 @@ func ParseFilter(q url.Values) (Filter, error) {
 		name string
 		dst  *string
 		max  int
-	}{{ParamClient, &f.Client, 255}, {ParamList, &f.List, 512}, {ParamUpstream, &f.Upstream, 512},
+	}{{ParamClient, &f.Client, 255}, {ParamClientID, &f.ClientID, 255}, {ParamList, &f.List, 512}, {ParamUpstream, &f.Upstream, 512},
 		{ParamZone, &f.Zone, 255}, {ParamPolicy, &f.Policy, 512}, {ParamContinue, &f.Continue, 64}} {
 		if *p.dst, ok = str(p.name, p.max); !ok {
 			return bad(p.name, "too long")

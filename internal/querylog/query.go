@@ -22,6 +22,7 @@ const (
 // Filter selects rows of the query log. Empty fields match everything.
 type Filter struct {
 	Client      string // client key (address, prefix or pseudonym)
+	ClientID    string // the client's declared client ID, exact
 	Domain      string
 	DomainMatch string // exact (default) or substring
 	List        string
@@ -63,10 +64,13 @@ func (f *Filter) Match(r *Row) bool {
 	if f.StatusClass != "" && StatusClass(r.Status) != f.StatusClass {
 		return false
 	}
-	for _, c := range [][2]string{{f.List, r.List}, {f.QType, r.QType}, {f.Status, r.Status}, {f.Upstream, r.Upstream}, {f.Zone, r.Zone}, {f.Policy, r.Policy}} {
+	for _, c := range [][2]string{{f.ClientID, r.ClientID}, {f.List, r.List}, {f.QType, r.QType}, {f.Status, r.Status}, {f.Upstream, r.Upstream}, {f.Policy, r.Policy}} {
 		if c[0] != "" && c[0] != c[1] {
 			return false
 		}
+	}
+	if f.Zone != "" && !sameZone(f.Zone, r.Zone) {
+		return false
 	}
 	if !f.Since.IsZero() && r.Time.Before(f.Since) {
 		return false
@@ -75,6 +79,19 @@ func (f *Filter) Match(r *Row) bool {
 		return false
 	}
 	return true
+}
+
+// sameZone compares zone names as DNS does: case-insensitive, with or
+// without the trailing dot (rows keep the table's "example.test.", users
+// type "example.test").
+func sameZone(a, b string) bool {
+	trim := func(s string) string {
+		if len(s) > 1 {
+			return strings.TrimSuffix(s, ".")
+		}
+		return s
+	}
+	return strings.EqualFold(trim(a), trim(b))
 }
 
 func encodeContinue(id int64) string {
@@ -287,12 +304,13 @@ func (w *Writer) idWindow(ctx context.Context, db rowStore, since, until time.Ti
 }
 
 // scanBounded reports whether the filter has no indexed equality (client,
-// exact domain, status, status class) but filters on something else.
+// exact domain, status, status class) but filters on something else (a
+// client ID has no postings: it usually comes with few, busy clients).
 func (f *Filter) scanBounded() bool {
 	if f.Client != "" || (f.Domain != "" && f.DomainMatch != MatchSubstring) || f.Status != "" || f.StatusClass != "" {
 		return false
 	}
-	return f.Domain != "" || f.List != "" || f.QType != "" || f.Upstream != "" || f.Zone != "" || f.Policy != ""
+	return f.Domain != "" || f.ClientID != "" || f.List != "" || f.QType != "" || f.Upstream != "" || f.Zone != "" || f.Policy != ""
 }
 
 // hasRowsBefore reports whether a block below id has a row at or after since.

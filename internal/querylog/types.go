@@ -10,6 +10,7 @@ type QueryItem struct {
 	Node        string    `json:"node"`
 	Client      string    `json:"client"`
 	ClientName  string    `json:"client_name,omitempty"`
+	ClientID    string    `json:"client_id,omitempty" doc:"the client ID the client declared over DoT, DoH or DoQ (or the edge passed on)"`
 	Domain      string    `json:"domain"`
 	Type        string    `json:"type"`
 	Rcode       string    `json:"rcode"`
@@ -142,8 +143,8 @@ type TopBody struct {
 // Item converts a row to its API form.
 func (r *Row) Item() QueryItem {
 	return QueryItem{
-		ID: r.ID, TS: r.Time.UTC(), Node: r.Node, Client: r.Client, ClientName: r.ClientName, Domain: r.Domain,
-		Type: r.QType, Rcode: r.Rcode, Status: r.Status, StatusClass: StatusClass(r.Status), Reason: r.Reason,
+		ID: r.ID, TS: r.Time.UTC(), Node: r.Node, Client: r.Client, ClientName: r.ClientName, ClientID: r.ClientID,
+		Domain: r.Domain, Type: r.QType, Rcode: r.Rcode, Status: r.Status, StatusClass: StatusClass(r.Status), Reason: r.Reason,
 		List: r.List, Rule: r.Rule, Policy: r.Policy, Upstream: r.Upstream, Zone: r.Zone, Transport: r.Transport,
 		LatencyMS: float64(r.Duration.Microseconds()) / 1000,
 	}

@@ -1,6 +1,7 @@
 package querylog
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,7 +24,7 @@ type Options struct {
 	Registerer prometheus.Registerer // nil: metrics kept but not registered
 	// Now is the clock for retention, maintenance and default windows (nil: time.Now).
 	Now           func() time.Time
-	BufferRows    int           // ring size; default 16384 rows
+	BufferRows    int           // rows waiting at most; default 16384
 	BatchRows     int           // rows per transaction; default 5000
 	FlushInterval time.Duration // default 250ms
 	// MaintainEvery runs retention and the size cap; default 1m, <0 never
@@ -35,8 +36,8 @@ type Options struct {
 	// database when it ends (the rest is summed under ""); default 1000.
 	HourTopKeep int
 	// ScanBudget bounds the ids one list page examines when no index
-	// narrows the filter (substring, list, qtype, upstream, zone, policy
-	// alone); default 100000.
+	// narrows the filter (substring, client ID, list, qtype, upstream,
+	// zone, policy alone); default 100000.
 	ScanBudget int64
 }
 
@@ -51,7 +52,7 @@ type Writer struct {
 	pol     atomic.Pointer[policy]
 	key     []byte
 	broker  *Broker
-	ch      chan Row
+	queue   rowQueue
 	flushes chan chan error
 	maint   chan chan error
 	done    chan struct{}
@@ -142,7 +143,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 	w := &Writer{
 		log: opts.Logger, now: opts.Now, opts: opts,
 		broker:  NewBroker(),
-		ch:      make(chan Row, opts.BufferRows),
+		queue:   rowQueue{max: opts.BufferRows, full: min(opts.BatchRows, opts.BufferRows), ready: make(chan struct{}, 1)},
 		flushes: make(chan chan error),
 		maint:   make(chan chan error),
 		done:    make(chan struct{}),
@@ -215,13 +216,56 @@ func (w *Writer) Enqueue(r Row) bool {
 	if w.closed.Load() {
 		return false
 	}
-	select {
-	case w.ch <- r:
-		return true
-	default:
+	if !w.queue.push(r) {
 		w.dropped.Inc()
 		return false
 	}
+	return true
+}
+
+// rowQueue holds the rows enqueued and not yet taken by the writer. It
+// grows by append up to max rows instead of a channel of max rows (~4.5 MiB
+// at the default 16,384) allocated at the start, which a node that logs
+// little never fills (issue #27 item 4).
+type rowQueue struct {
+	mu    sync.Mutex
+	rows  []Row
+	max   int           // rows held at most; a push beyond is refused
+	full  int           // ready is signalled when this many rows wait
+	ready chan struct{} // capacity 1
+}
+
+func (q *rowQueue) push(r Row) bool {
+	q.mu.Lock()
+	n := len(q.rows)
+	if n >= q.max {
+		q.mu.Unlock()
+		return false
+	}
+	if n == cap(q.rows) {
+		// Doubling, but never past max: append's own growth would.
+		rows := make([]Row, n, min(max(2*n, 64), q.max))
+		copy(rows, q.rows)
+		q.rows = rows
+	}
+	q.rows = append(q.rows, r)
+	q.mu.Unlock()
+	if n+1 == q.full {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// take returns the waiting rows and keeps spare (emptied) for the next.
+func (q *rowQueue) take(spare []Row) []Row {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	rows := q.rows
+	q.rows = spare[:0]
+	return rows
 }
 
 // Dropped returns how many rows were dropped so far.
@@ -283,41 +327,41 @@ func (w *Writer) run() {
 		defer mt.Stop()
 		maintC = mt.C
 	}
-	batch := make([]Row, 0, w.opts.BatchRows)
 	ctx := context.Background()
+	// spare is the buffer the queue fills next, swapped with the one taken.
+	var spare []Row
+	// write takes every waiting row and writes them in batches of at most
+	// BatchRows (one transaction each); the first error is returned.
 	write := func() error {
-		err := w.write(ctx, batch)
-		if err != nil {
-			w.log.Error("query log write failed", "rows", len(batch), "err", err)
-		}
-		clear(batch)
-		batch = batch[:0]
-		return err
-	}
-	drain := func(n int) {
-		for range n {
-			batch = append(batch, <-w.ch)
-			if len(batch) == cap(batch) {
-				_ = write()
+		taken := w.queue.take(spare)
+		rows := taken
+		var first error
+		for len(rows) > 0 {
+			n := min(len(rows), w.opts.BatchRows)
+			if err := w.write(ctx, rows[:n]); err != nil {
+				w.log.Error("query log write failed", "rows", n, "err", err)
+				first = cmp.Or(first, err)
 			}
+			clear(rows[:n])
+			rows = rows[n:]
 		}
+		// After a burst the buffer is not kept at its peak: one that was
+		// used to less than a quarter is let go, and the queue grows anew.
+		spare = taken[:0]
+		if cap(taken) > 256 && len(taken) < cap(taken)/4 {
+			spare = nil
+		}
+		return first
 	}
 	for {
 		select {
-		case r := <-w.ch:
-			batch = append(batch, r)
-			if len(batch) == cap(batch) {
-				_ = write()
-			}
+		case <-w.queue.ready:
+			_ = write()
 		case <-tick.C:
-			if len(batch) > 0 {
-				_ = write()
-			}
+			_ = write()
 		case done := <-w.flushes:
-			drain(len(w.ch))
 			done <- write()
 		case done := <-w.maint:
-			drain(len(w.ch))
 			err := write()
 			done <- errors.Join(err, w.maintain(ctx))
 		case <-maintC:
@@ -325,7 +369,6 @@ func (w *Writer) run() {
 				w.log.Error("query log maintenance failed", "err", err)
 			}
 		case <-w.done:
-			drain(len(w.ch))
 			_ = write()
 			return
 		}
@@ -395,6 +438,7 @@ func (w *Writer) slogRow(ctx context.Context, r *Row) {
 	w.log.LogAttrs(ctx, slog.LevelInfo, "query",
 		slog.Int64("id", r.ID), slog.Time("ts", r.Time), slog.String("node", r.Node),
 		slog.String("client", r.Client), slog.String("client_name", r.ClientName),
+		slog.String("client_id", r.ClientID),
 		slog.String("domain", r.Domain), slog.String("type", r.QType), slog.String("rcode", r.Rcode),
 		slog.String("status", r.Status), slog.String("reason", r.Reason), slog.String("list", r.List),
 		slog.String("policy", r.Policy), slog.String("upstream", r.Upstream), slog.String("zone", r.Zone),

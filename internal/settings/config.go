@@ -26,6 +26,8 @@ type Config struct {
 	ObjectsDir   string
 	TSIGKeys     []TSIGKey
 	Notify       Notify
+	ExternalDNS  ExternalDNS
+	Publish      Publish
 	Auth         Auth
 	RBAC         RBAC
 }

@@ -378,7 +378,7 @@ func registry() []*key {
 		mk("auth.adminSocket.path", str(), "/run/service/service.sock", N, hr, "admin socket (mode 0660); empty turns it off", func(c *Config, v string) { c.Auth.AdminSocket.Path = v }),
 		mk("auth.adminSocket.group", integer(), -1, N, hr, "group id admitted to the admin socket; -1 none", func(c *Config, v int) { c.Auth.AdminSocket.Group = v }, intMin(-1)),
 		rawListKey("rbac.bindings", "RoleBinding specs (subject, role, scope), decoded strictly", "", func(c *Config, v []map[string]any) { c.RBAC.Bindings = v }),
-	}, notifyKeys()...)
+	}, append(append(notifyKeys(), externalDNSKeys()...), publishKeys()...)...)
 }
 
 func orDur(v, d time.Duration) time.Duration {

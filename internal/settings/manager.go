@@ -428,11 +428,27 @@ func (m *Manager) crossCheck(st *state) error {
 			}
 		}
 	}
+	for i, t := range c.Publish.Targets {
+		if t.TSIGKey != "" && !hasTSIGKey(c.TSIGKeys, t.TSIGKey) {
+			return fail("publish.targets", fmt.Errorf("item %d: tsigKey %q is not in tsigKeys: add it there (name, algorithm, secretFile) or name one of its keys", i, t.TSIGKey))
+		}
+	}
 	if c.BlockPage.Enabled && !c.BlockPage.IPv4.IsValid() && !c.BlockPage.IPv6.IsValid() &&
 		!specificHost(c.Listeners.BlockPage.HTTP) && !specificHost(c.Listeners.BlockPage.HTTPS) {
 		return fail("blockPage.enabled", errors.New("no block page address: set blockPage.ipv4 or blockPage.ipv6, or give listeners.blockPage.http a specific IP"))
 	}
 	return nil
+}
+
+// hasTSIGKey reports whether keys holds name (domain names compare
+// without case and trailing dot).
+func hasTSIGKey(keys []TSIGKey, name string) bool {
+	for _, k := range keys {
+		if strings.EqualFold(strings.TrimSuffix(k.Name, "."), strings.TrimSuffix(name, ".")) {
+			return true
+		}
+	}
+	return false
 }
 
 // specificHost tells whether a listener address names one usable IP.

@@ -179,7 +179,6 @@ func parityCases() []pcase {
 		{name: "clientID pattern", kind: "ClientGroup", edits: []edit{set("spec.clientIDs", []any{"Kids_Tablet"})}, want: "spec.clientIDs[0]"},
 		{name: "clientID max length", kind: "ClientGroup", edits: []edit{set("spec.clientIDs", []any{strings.Repeat("a", 64)})}, want: "spec.clientIDs[0]"},
 		{name: "client name min length", kind: "ClientGroup", edits: []edit{set("spec.names", []any{""})}, want: "spec.names[0]"},
-		{name: "clientgroup has no status", kind: "ClientGroup", edits: []edit{set("status", map[string]any{"members": 1})}, want: "status"},
 
 		// UnblockRequest
 		{name: "unblock sample", kind: "UnblockRequest", defaults: map[string]any{"status.phase": "pending"}},

@@ -77,7 +77,7 @@ func TestKindInfo(t *testing.T) {
 		"DNSZone":          {plural: "dnszones", short: []string{"zone", "zones", "dnszone"}, status: true},
 		"DNSRecordSet":     {plural: "dnsrecordsets", short: []string{"rrset", "rrsets", "dnsrecordset"}, namespaced: true, status: true, columns: []string{"ZONE=string:.spec.zoneRef.name", "NAMES=integer:.status.names", ready, "AGE=date:.metadata.creationTimestamp"}},
 		"BlockList":        {plural: "blocklists", short: []string{"blocklist", "list", "lists", "bl"}, namespaced: true, status: true, columns: []string{"MODE=string:.spec.mode", "ENTRIES=integer:.status.entries", "LAST-FETCH=date:.status.lastFetched", ready}},
-		"ClientGroup":      {plural: "clientgroups", short: []string{"cg", "clientgroup"}, namespaced: true},
+		"ClientGroup":      {plural: "clientgroups", short: []string{"cg", "clientgroup"}, namespaced: true, status: true, columns: []string{"MEMBERS=integer:.status.members", "POLICIES=string:.status.policies", ready, "AGE=date:.metadata.creationTimestamp"}},
 		"Policy":           {plural: "policies", short: []string{"pol", "policy"}, namespaced: true, status: true, columns: []string{"GROUPS=string:.spec.clientGroupRefs", "PRIORITY=integer:.spec.priority", ready}},
 		"UnblockRequest":   {plural: "unblockrequests", namespaced: true},
 		"LocalUser":        {plural: "localusers", internal: true, status: true},

@@ -26,7 +26,10 @@ func TestWriteThenQuery(t *testing.T) {
 		a.ok("records", "add", "home.lan", host, "A", ip)
 		if got, status := dig(t, s.DNS, host+".home.lan", "A"); got != ip {
 			misses++
-			t.Errorf("round %d: dig %s.home.lan right after records add: %q (%s), want %s", i, host, got, status, ip)
+			// Says whether the answer was late or wrong, for whoever reads a failure.
+			time.Sleep(200 * time.Millisecond)
+			later, lstatus := dig(t, s.DNS, host+".home.lan", "A")
+			t.Errorf("round %d: dig %s.home.lan right after records add: %q (%s), want %s; 200 ms later: %q (%s)", i, host, got, status, ip, later, lstatus)
 		}
 	}
 	// The CLI's own query goes through the same pipeline.

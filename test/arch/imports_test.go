@@ -60,10 +60,11 @@ func TestDependencyDirection(t *testing.T) {
 }
 
 // miekgAllowed are the packages that may import github.com/miekg/dns
-// directly: the data plane (it speaks DNS) and the zone-file reader. Test
-// tools under test/ are clients and reference servers. Everything else
-// goes through dataplane (TypeString, QueryResult.Sections, probe.Query).
-var miekgAllowed = []string{module + "/dataplane", module + "/internal/zonefile", module + "/test/"}
+// directly: the data plane (it speaks DNS), the zone-file reader and the
+// RFC 2136 publisher (a DNS UPDATE client of other servers). Test tools
+// under test/ are clients and reference servers. Everything else goes
+// through dataplane (TypeString, QueryResult.Sections, probe.Query).
+var miekgAllowed = []string{module + "/dataplane", module + "/internal/zonefile", module + "/internal/publish", module + "/test/"}
 
 func TestMiekgDNSConfined(t *testing.T) {
 	out, err := exec.Command("go", "-C", "../..", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...").CombinedOutput()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/refdns"
 )
@@ -149,11 +150,7 @@ zone:
 // startTable serves the table through a small miekg/dns server using the
 // slow path (the real listener lives in the dataplane package).
 func startTable(t *testing.T, tab *authority.Table) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+	return fakeupstream.Serve(t, func(w dns.ResponseWriter, req *dns.Msg) {
 		q := req.Question[0]
 		buf := make([]byte, 256)
 		n, err := dns.PackDomainName(strings.ToLower(q.Name), buf, 0, nil, false)
@@ -170,13 +167,7 @@ func startTable(t *testing.T, tab *authority.Table) string {
 			return
 		}
 		_, _ = w.Write(b)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	})
 }
 
 var queryNames = []string{

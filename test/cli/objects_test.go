@@ -36,6 +36,10 @@ func TestApplyGetDescribeExport(t *testing.T) {
 	nodetest.Eventually(t, 10*time.Second, "zone and record sets ready", func() bool {
 		return strings.Count(u.ok("get", "rrset", "-A"), "True") == 2 && strings.Contains(u.ok("get", "zones", "example.test"), "True")
 	})
+	// And ClientGroup status from its controller.
+	nodetest.Eventually(t, 10*time.Second, "client groups ready", func() bool {
+		return strings.Count(u.ok("get", "cg"), "True") == 2
+	})
 	golden(t, "get-cg.txt", u.ok("get", "cg"))
 	golden(t, "get-cg-wide.txt", u.ok("get", "clientgroups", "-o", "wide"))
 	golden(t, "get-rrset-all.txt", u.ok("get", "rrset", "-A"))

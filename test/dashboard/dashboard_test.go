@@ -209,11 +209,7 @@ func TestPagingWithContinue(t *testing.T) {
 	b.waitText("h1", "Sign in")
 	b.login("admin", adminPassword)
 	b.waitText("h1", "Query log")
-	nodetest.Eventually(t, 10*time.Second, "60 queries in the log", func() bool {
-		b.reload()
-		b.waitText("h1", "Query log")
-		return evalAs[int](b, `document.querySelectorAll('tbody tr[data-domain]').length`) == 50
-	})
+	b.reloadUntil(30*time.Second, "a full first page of the 60 queries", `document.querySelectorAll('tbody tr[data-domain]').length === 50`)
 	b.click("a[rel=next]")
 	b.waitJS("second page", `location.search.includes('continue=') && document.querySelectorAll('tbody tr[data-domain]').length === 10`)
 	first := evalAs[string](b, `document.querySelector('tbody tr[data-domain]').dataset.domain`)
@@ -236,14 +232,7 @@ func TestOverviewLinksIntoTheLog(t *testing.T) {
 	b.waitText("h1", "Sign in")
 	b.login("admin", adminPassword)
 	b.waitText("h1", "Overview")
-	nodetest.Eventually(t, 15*time.Second, "4 queries counted", func() bool {
-		if evalAs[string](b, `document.querySelector('[data-testid=total]').innerText`) == "4" {
-			return true
-		}
-		b.reload()
-		b.waitText("h1", "Overview")
-		return false
-	})
+	b.reloadUntil(30*time.Second, "4 queries counted", `(document.querySelector('[data-testid=total]') || {}).innerText === '4'`)
 	b.waitText("section[aria-label='Top domains']", "popular.example")
 	b.checkA11y("overview")
 	b.screenshot("overview")

@@ -239,6 +239,27 @@ func (b *browser) waitJS(what, js string) {
 	}
 }
 
+// reloadUntil reloads the page until js is true, for data the server
+// writes in the background (query-log batches, rollups). Each round waits
+// for the page to show its data (the "svc:ready" mark) before judging it:
+// a check made the moment the heading appears sees an empty table while the
+// fetch is still on its way, and under load it never sees anything else.
+func (b *browser) reloadUntil(d time.Duration, what, js string) {
+	b.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if evalAs[bool](b, js) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("%s: not true within %s\npage: %s", what, d, b.pageText())
+		}
+		time.Sleep(200 * time.Millisecond)
+		b.reload()
+		b.waitJS("the page's data after a reload", `performance.getEntriesByName('svc:ready').length > 0 && ![...document.querySelectorAll('main p.muted')].some(p => p.innerText.startsWith('Loading'))`)
+	}
+}
+
 func (b *browser) location() string {
 	b.t.Helper()
 	return evalAs[string](b, `location.href`)

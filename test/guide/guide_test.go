@@ -23,8 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/proc"
 )
 
@@ -81,7 +80,7 @@ func TestAdminGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &guideRun{root: t, g: g, repo: repo, shims: writeShims(t)}
-	r.upstream = startUpstream(t)
+	r.upstream = fakeupstream.A(t, "198.51.100.7")
 	r.sink = startSink(t)
 	adDomain := r.varValue(t, "AD_DOMAIN")
 	r.listURL = startListServer(t, adDomain)
@@ -309,30 +308,6 @@ func writeShims(t *testing.T) string {
 		}
 	}
 	return dir
-}
-
-// startUpstream is the resolver the guide's UPSTREAMS stand for: every A
-// query is answered with 198.51.100.7, other types with no data.
-func startUpstream(t *testing.T) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		if q := req.Question; len(q) == 1 && q[0].Qtype == dns.TypeA {
-			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60},
-				A: net.IPv4(198, 51, 100, 7)}}
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
 }
 
 // startSink holds a UDP socket that reads nothing: the default upstream of

@@ -16,7 +16,6 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -257,7 +256,12 @@ func TestLeastPrivilege(t *testing.T) {
 		{"dataplane", "get", "", "secrets", "", "elsewhere", false},
 		{"dataplane", "create", "authentication.k8s.io", "tokenreviews", "", "", true},
 		{"dataplane", "create", "authorization.k8s.io", "subjectaccessreviews", "", "", true},
-		{"dataplane", "create", "coordination.k8s.io", "leases", "", ns, false},
+		// its node Lease (GET /nodes), in its namespace only; never delete
+		{"dataplane", "create", "coordination.k8s.io", "leases", "", ns, true},
+		{"dataplane", "update", "coordination.k8s.io", "leases", "", ns, true},
+		{"dataplane", "delete", "coordination.k8s.io", "leases", "", ns, false},
+		{"dataplane", "create", "coordination.k8s.io", "leases", "", "elsewhere", false},
+		{"dataplane", "list", "", "namespaces", "", "", false},
 		{"dataplane", "create", "events.k8s.io", "events", "", "web", false},
 		{"dataplane", "list", "", "pods", "", ns, false},
 		{"dataplane", "get", "", "configmaps", "", "web", true},
@@ -276,23 +280,36 @@ func TestLeastPrivilege(t *testing.T) {
 		{"operator", "get", "", "configmaps", "", "web", true},
 		{"operator", "watch", "", "configmaps", "", "web", false},
 		{"operator", "create", "", "configmaps", "", "web", false},
+		{"operator", "create", "", "configmaps", "", ns, true}, // publish state
+		{"operator", "delete", "", "configmaps", "", ns, false},
 		{"operator", "delete", "apiextensions.k8s.io", "customresourcedefinitions", "", "", false},
 		{"operator", "create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", false},
 	}
 	for _, ch := range checks {
 		user := "system:serviceaccount:" + ns + ":service-" + ch.sa
-		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		got := accessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
 			User:   user,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Verb: ch.verb, Group: ch.group, Resource: ch.resource, Subresource: ch.sub, Namespace: ch.namespace,
 			},
-		}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
+		}, ch.allow)
+		if got != ch.allow {
+			t.Errorf("%s %s %s/%s in %q: allowed=%v, want %v", ch.sa, ch.verb, ch.resource, ch.sub, ch.namespace, got, ch.allow)
 		}
-		if sar.Status.Allowed != ch.allow {
-			t.Errorf("%s %s %s/%s in %q: allowed=%v, want %v", ch.sa, ch.verb, ch.resource, ch.sub, ch.namespace, sar.Status.Allowed, ch.allow)
+	}
+	// GET /cluster's clusterID is the release namespace's UID: both may get
+	// that one namespace, no other.
+	for _, ch := range []struct {
+		sa, name string
+		allow    bool
+	}{{"dataplane", ns, true}, {"operator", ns, true}, {"dataplane", "elsewhere", false}, {"operator", "kube-system", false}} {
+		got := accessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
+			User: "system:serviceaccount:" + ns + ":service-" + ch.sa, Groups: []string{"system:serviceaccounts", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: ch.name},
+		}, ch.allow)
+		if got != ch.allow {
+			t.Errorf("%s get namespace %s: allowed=%v, want %v", ch.sa, ch.name, got, ch.allow)
 		}
 	}
 }

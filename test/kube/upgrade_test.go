@@ -143,6 +143,9 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 
 	// 1. a cluster without the CRDs (kubeenv installed them unmanaged)
 	names := serviceCRDs(t)
+	// whatever happens below (a deletion that times out included), the
+	// package's other tests get the current CRDs back
+	t.Cleanup(func() { restoreCRDs(t) })
 	for _, n := range names {
 		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: n}}
 		if err := c.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
@@ -155,8 +158,6 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 			return apierrors.IsNotFound(err)
 		})
 	}
-	// whatever happens below, the package's other tests get the current CRDs back
-	t.Cleanup(func() { restoreCRDs(t) })
 	out := h("install", release, chartDir(), "-n", relNS, "--create-namespace", "--dry-run=server")
 	for _, n := range names {
 		if !bytes.Contains(out, []byte("name: "+n)) {
@@ -239,6 +240,12 @@ func restoreCRDs(t *testing.T) {
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		o := decode(t, data)[0]
+		// a CRD still being deleted cannot be applied back: let it go first
+		waitFor(t, "CRD "+o.GetName()+" deletion finished", func() bool {
+			var crd apiextensionsv1.CustomResourceDefinition
+			err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, &crd)
+			return apierrors.IsNotFound(err) || (err == nil && crd.DeletionTimestamp == nil)
+		})
 		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("chart-test-restore"), client.ForceOwnership); err != nil {
 			t.Errorf("restore CRD %s: %v", o.GetName(), err)
 		}

@@ -456,9 +456,18 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	if entryID == "" {
 		t.Fatalf("entries create: tracker.example not listed: %s", a.body)
 	}
-	nodetest.Eventually(t, 15*time.Second, "added entry blocks", func() bool { return blocked(dp, "tracker.example") })
+	waitBlocked(t, c, dp, "tracker.example", true, "added entry blocks")
 	api.write("PATCH /blocklists/{namespace}/{name}/sources/{source}/entries", entries, map[string]any{"ids": []any{entryID}, "op": "disable"}, "")
-	nodetest.Eventually(t, 15*time.Second, "disabled entry no longer blocks", func() bool { return !blocked(dp, "tracker.example") })
+	waitBlocked(t, c, dp, "tracker.example", false, "disabled entry no longer blocks")
+	// entries across lists: an entry for this client's group (team/lab) blocks it
+	api.write("POST /entries", "/entries", map[string]any{"action": "block", "namespace": "team", "list": "ads",
+		"values": []any{"group-only.example"}, "groups": []any{"lab"}}, "")
+	waitBlocked(t, c, dp, "group-only.example", true, "entry for group lab blocks")
+	// the operator writes ClientGroup status (clientgroups/status)
+	nodetest.Eventually(t, 20*time.Second, "ClientGroup team/lab status written", func() bool {
+		s, r, _ := condition(c, "ClientGroup", "team", "lab", "Referenced")
+		return s == "True" && r == "SelectedByPolicies"
+	})
 	// Only the operator leader fetches lists: a designed 501, not a 500.
 	if a := api.write("POST /blocklists/{namespace}/{name}/refresh", "/blocklists/team/ads/refresh", nil, "", http.StatusAccepted, http.StatusNotImplemented); a.code == http.StatusNotImplemented && a.errorKey() != "not_implemented" {
 		t.Fatalf("refresh on the data plane: %s", a)
@@ -477,7 +486,7 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	if !onAPIServer(c, "BlockList", "team", "unblocked") {
 		t.Fatal("the approval's allow list is not on the apiserver")
 	}
-	nodetest.Eventually(t, 15*time.Second, "approved name answered", func() bool { return !blocked(dp, "ads.example") })
+	waitBlocked(t, c, dp, "ads.example", false, "approved name answered")
 	api.write("POST /unblockrequests/{namespace}/{name}/deny", "/unblockrequests/team/ads-no/deny", map[string]any{"comment": "not this one"}, "")
 
 	// --- local users (LocalUser Secrets): create, change groups, disable,
@@ -672,6 +681,30 @@ func hasStatus(c client.Client, kind, ns, name string) bool {
 
 // blocked reports whether the node blocks name for this client (the block
 // lists' default answer: NXDOMAIN or an unspecified address).
+// waitBlocked waits up to 15s for name's verdict on n to be want; on a
+// timeout it shows the last answer and the lists of namespace team as the
+// apiserver has them, so a failure in CI says which side lagged.
+func waitBlocked(t *testing.T, c client.Client, n *testNode, name string, want bool, what string) {
+	t.Helper()
+	if nodetest.Within(15*time.Second, func() bool { return blocked(n, name) == want }) {
+		return
+	}
+	last := "no answer"
+	if r := n.query(name, dns.TypeA); r != nil {
+		last = r.String()
+	}
+	var lists unstructured.UnstructuredList
+	lists.SetGroupVersionKind(serviceGV.WithKind("BlockListList"))
+	_ = c.List(context.Background(), &lists, client.InNamespace("team"))
+	var dump strings.Builder
+	for _, l := range lists.Items {
+		b, _ := json.Marshal(map[string]any{"name": l.GetName(), "rv": l.GetResourceVersion(), "spec": l.Object["spec"], "status": l.Object["status"]})
+		dump.Write(b)
+		dump.WriteByte('\n')
+	}
+	t.Fatalf("%s: not true within 15s\nlast answer for %s:\n%s\nblock lists in team:\n%s", what, name, last, dump.String())
+}
+
 func blocked(n *testNode, name string) bool {
 	r := n.query(name, dns.TypeA)
 	if r == nil {

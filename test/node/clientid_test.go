@@ -5,9 +5,12 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,10 +57,13 @@ spec:
 // (kids.dns.test, through the certificate's wildcard) and from the DoH path
 // and the DoH3 path (/dns-query/kids) puts the query in the group, so its policy blocks; the
 // plain server name (dns.test, which the certificate names itself) and the
-// plain path carry no ID and are not blocked.
+// plain path carry no ID and are not blocked. The query log keeps the
+// client ID of each row (GET /queries?client_id=kids), next to the
+// client's own address.
 func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
 	pki := testpki.New(t)
-	tn := startNode(t, nodetest.TLS(pki.CertFile, pki.KeyFile), nodetest.Objects(map[string]string{"kids.yaml": kidsDocs}))
+	tn := startNode(t, nodetest.TLS(pki.CertFile, pki.KeyFile), nodetest.Objects(map[string]string{"kids.yaml": kidsDocs}),
+		nodetest.Env("SERVICE_BOOTSTRAP_TOKEN="+bootstrapToken))
 	dot, doq, doh, doh3 := tn.DNSAddr("dot"), tn.DNSAddr("doq"), tn.DNSAddr("doh"), tn.DNSAddr("doh3")
 	if dot == "" || doq == "" || doh == "" || doh3 == "" {
 		t.Fatalf("encrypted listeners missing from %v", tn.Addrs.DNS)
@@ -92,6 +98,66 @@ func TestNodeClientIDsFromEncryptedTransports(t *testing.T) {
 				t.Errorf("rcode %s, blocked %v; want blocked %v", dns.RcodeToString[r.Rcode], blocked, tc.blocked)
 			}
 		})
+	}
+	// Every transport's kids query is in the log with the client ID, blocked
+	// by the kids policy (a query before the policy was compiled is listed
+	// too, not blocked); the plain ones are not listed under it.
+	var page struct {
+		Items []struct {
+			Client    string `json:"client"`
+			ClientID  string `json:"client_id"`
+			Domain    string `json:"domain"`
+			Status    string `json:"status"`
+			Policy    string `json:"policy"`
+			Transport string `json:"transport"`
+		} `json:"items"`
+	}
+	wantTransports := []string{"doh", "doh3", "doq", "dot"}
+	var got []string
+	var body string
+	ok := false
+	for deadline := time.Now().Add(15 * time.Second); !ok && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		ok = func() bool {
+			var code int
+			code, body = apiCall(t, tn, "GET", "/queries?client_id=kids&domain=x.ads.example&limit=1000", "")
+			page.Items = nil // Unmarshal would keep the fields a row leaves out
+			if code != 200 || json.Unmarshal([]byte(body), &page) != nil {
+				return false
+			}
+			seen := map[string]bool{}
+			for _, it := range page.Items {
+				if it.Status == "blocked" && it.Policy == "default/kids" {
+					seen[it.Transport] = true
+				}
+			}
+			got = slices.Sorted(maps.Keys(seen))
+			return slices.Equal(got, wantTransports)
+		}()
+	}
+	if !ok {
+		t.Fatalf("GET /queries?client_id=kids: transports %v, want %v: %.1000s", got, wantTransports, body)
+	}
+	for _, it := range page.Items {
+		if it.ClientID != "kids" || it.Client != "127.0.0.1" {
+			t.Errorf("client_id=kids row %+v, want client 127.0.0.1, client_id kids", it)
+		}
+	}
+	page.Items = nil
+	code, body := apiCall(t, tn, "GET", "/queries?domain=x.ads.example&limit=1000", "")
+	if code != 200 || json.Unmarshal([]byte(body), &page) != nil {
+		t.Fatalf("GET /queries = %d %.500s", code, body)
+	}
+	plain := 0
+	for _, it := range page.Items {
+		switch {
+		case it.ClientID == "" && it.Status != "blocked":
+			plain++
+		case it.ClientID != "kids":
+			t.Errorf("row %+v: client ID %q, want kids or none", it, it.ClientID)
+		}
+	}
+	if plain < 4 {
+		t.Errorf("%d rows without a client ID, want the 4 plain queries: %+v", plain, page.Items)
 	}
 }
 

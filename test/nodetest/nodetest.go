@@ -110,6 +110,7 @@ type settings struct {
 	environ     []string
 	role        string
 	lease       node.LeaseTimings
+	nodeLease   time.Duration
 	readyWithin time.Duration
 	stopWithin  time.Duration
 }
@@ -166,6 +167,13 @@ func Objects(files map[string]string) Option {
 	}
 }
 
+// Dirs runs the node on the given data and objects directories instead of
+// ones in its temp dir: a second Start with the same directories is a
+// restart that keeps the store and the node's state.
+func Dirs(dataDir, objectsDir string) Option {
+	return func(s *settings) { s.DataDir, s.ObjectsDir = dataDir, objectsDir }
+}
+
 // Env adds environment variables (KEY=value) the node sees.
 func Env(vars ...string) Option {
 	return func(s *settings) { s.environ = append(s.environ, vars...) }
@@ -176,6 +184,10 @@ func Role(role string) Option { return func(s *settings) { s.role = role } }
 
 // Lease shortens the operator's leader election (lease, renew deadline, retry).
 func Lease(l node.LeaseTimings) Option { return func(s *settings) { s.lease = l } }
+
+// NodeLease shortens the node's own Lease on Kubernetes (renewed every
+// quarter of it; GET /nodes lists a node not ready once it expired).
+func NodeLease(d time.Duration) Option { return func(s *settings) { s.nodeLease = d } }
 
 // ReadyWithin is how long Start waits for the node to be ready (60s by default).
 func ReadyWithin(d time.Duration) Option { return func(s *settings) { s.readyWithin = d } }
@@ -263,7 +275,7 @@ func Start(t testing.TB, opts ...Option) *Node {
 	go func() {
 		defer close(n.exited)
 		n.err = node.Run(ctx, node.Options{
-			ConfigPath: n.ConfigPath, ConfigExplicit: true, Environ: s.environ, Role: s.role, Lease: s.lease,
+			ConfigPath: n.ConfigPath, ConfigExplicit: true, Environ: s.environ, Role: s.role, Lease: s.lease, NodeLease: s.nodeLease,
 			Stderr: n.Log, Ready: func(a node.Addrs) { ready <- a },
 		})
 	}()
@@ -415,12 +427,18 @@ func (l *Log) stop() {
 // does not within d.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !Within(d, cond) {
+		t.Fatalf("%s: not true within %s", what, d)
 	}
-	t.Fatalf("%s: not true within %s", what, d)
+}
+
+// Within polls cond every 50ms until it holds or d has passed, and reports
+// whether it held: for a caller that explains its own failure.
+func Within(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return false
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/proc"
 )
 
@@ -33,30 +34,6 @@ const (
 	upstreamIP    = "192.0.2.10" // every name the fake upstream answers
 	adult, kid    = "127.0.0.1", "127.0.0.2"
 )
-
-// startUpstream answers every A query with upstreamIP, on 127.0.0.1:0.
-func startUpstream(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if q := r.Question[0]; q.Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(q.Name + " 60 IN A " + upstreamIP)
-			m.Answer = append(m.Answer, rr)
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
-}
 
 type node struct {
 	*proc.Server
@@ -179,7 +156,7 @@ func (u *user) apply(manifest string) string {
 }
 
 func TestPolicyStory(t *testing.T) {
-	n := startNode(t, startUpstream(t))
+	n := startNode(t, fakeupstream.A(t, upstreamIP))
 	home := t.TempDir()
 	u := &user{t: t, env: []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "SERVICE_KEYRING=file",
 		"SERVICE_CLI_CONFIG=" + filepath.Join(home, "config.yaml")}}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/testpki"
 )
@@ -121,7 +122,7 @@ func askUntilAnswered(p proxyAddr, name string, qtype uint16, wait time.Duration
 func TestForwardToAdGuardDNSProxy(t *testing.T) {
 	bin := serviceTool(t, "dnsproxy")
 	pki := testpki.New(t)
-	origin := startOrigin(t, "192.0.2.77")
+	origin := fakeupstream.A(t, "192.0.2.77")
 	dot, doh, doq := freeport.UDPTCP(t), freeport.UDPTCP(t), freeport.UDPTCP(t)
 	p := startDNSProxy(t, bin, pki.CAFile, "-p", "0",
 		"--tls-port", fmt.Sprint(dot), "--https-port", fmt.Sprint(doh), "--quic-port", fmt.Sprint(doq),
@@ -181,28 +182,4 @@ func TestForwardToAdGuardDNSProxy(t *testing.T) {
 	if resp, _, err := r.Forward(context.Background(), "", req, netip.MustParseAddr("192.0.2.9")); err == nil {
 		t.Fatalf("forwarded over DoT to an untrusted certificate: %v", resp)
 	}
-}
-
-// startOrigin serves every A question with addr over UDP on loopback.
-func startOrigin(t *testing.T, addr string) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(req)
-		if len(req.Question) == 1 && req.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(req.Question[0].Name + " 60 IN A " + addr)
-			m.Answer = append(m.Answer, rr)
-		}
-		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
 }

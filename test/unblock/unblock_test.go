@@ -19,8 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/miekg/dns"
-
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/nodetest"
 	"github.com/svcdns/svc/test/proc"
 )
@@ -59,28 +58,6 @@ var objects = []string{
 	`{"apiVersion":"service.io/v1alpha1","kind":"ClientGroup","metadata":{"name":"guests","namespace":"default"},"spec":{"addresses":["` + guestIP + `/32"]}}`,
 	`{"apiVersion":"service.io/v1alpha1","kind":"Policy","metadata":{"name":"kids","namespace":"default"},"spec":{"clientGroupRefs":["kids"],"blockListRefs":["ads"],"blockMode":"zeroIP"}}`,
 	`{"apiVersion":"service.io/v1alpha1","kind":"Policy","metadata":{"name":"guests","namespace":"default"},"spec":{"clientGroupRefs":["guests"],"blockListRefs":["ads"],"blockMode":"zeroIP"}}`,
-}
-
-// fakeUpstream answers A 192.0.2.55 for every name, so an allowed name has
-// a real answer to tell it from a blocked one (0.0.0.0).
-func fakeUpstream(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		if len(r.Question) == 1 && r.Question[0].Qtype == dns.TypeA {
-			rr, _ := dns.NewRR(r.Question[0].Name + " 60 IN A " + answer)
-			m.Answer = append(m.Answer, rr)
-		}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
 }
 
 type api struct {
@@ -165,7 +142,7 @@ func TestUnblockDecisionsWithDig(t *testing.T) {
 	if _, err := exec.LookPath("dig"); err != nil {
 		t.Skip("dig not installed (hack/install-test-deps.sh)")
 	}
-	up := fakeUpstream(t)
+	up := fakeupstream.A(t, answer) // allowed names have a real answer, blocked ones 0.0.0.0
 	n := nodetest.Start(t, nodetest.APITLSOff(), nodetest.SettingsFile(), nodetest.Lameduck(50*time.Millisecond), nodetest.Env("SERVICE_BOOTSTRAP_TOKEN="+token))
 	a := api{t: t, base: "http://" + n.Addrs.API, c: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
 	a.ok(http.MethodPatch, "/settings", fmt.Sprintf(`{"upstreams":{"groups":{"default":{"servers":[%q],"timeout":"1s"}}}}`, up))

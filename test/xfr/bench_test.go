@@ -1,9 +1,14 @@
 package xfr_test
 
 import (
+	"bufio"
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -11,6 +16,10 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/dataplane/xfr"
 	"github.com/svcdns/svc/test/freeport"
 	"github.com/svcdns/svc/test/nodetest"
 	"github.com/svcdns/svc/test/refdns"
@@ -25,43 +34,38 @@ func benchRecords() int {
 	return 100_000
 }
 
-// BenchmarkAXFRVersusKnot serves the same zone from a node and from Knot
-// (as a primary) and transfers it with TSIG from each with the same client
-// (miekg/dns, verifying every message): ns/op is the node's, knot-ns/op
-// Knot's, ratio the node's time over Knot's.
+// BenchmarkAXFRVersusKnot serves the same zone from the service and from
+// Knot (as a primary), each in its own process, and transfers it with TSIG
+// from each with the same client (miekg/dns, verifying every message):
+// ns/op is the service's, knot-ns/op Knot's, ratio the service's time over
+// Knot's. Memory is each server's own: RSS once the zone is loaded and the
+// peak RSS during the transfers (VmHWM, reset after the load), rss-ratio
+// the service's peak over Knot's.
+//
+// The service side is its serving code alone (authority.Compile of the
+// zone's DNSZone and record sets, dataplane.Server with the xfr handler on
+// a TCP listener, the journal fed as the node feeds it) in a child process
+// (TestXFRBenchServer): loading a million records through the store and
+// the API takes minutes and is not what this measures.
 func BenchmarkAXFRVersusKnot(b *testing.B) {
 	refdns.Require(b, "/usr/sbin/knotd")
 	n := benchRecords()
 	dir := b.TempDir()
-	// the service: record sets of 1000 endpoints each
-	var y strings.Builder
-	fmt.Fprintf(&y, "apiVersion: service.io/v1alpha1\nkind: DNSZone\nmetadata: {name: example.test}\nspec:\n  defaultTTL: 300\n  nameServers: [ns1.example.test.]\n  policy:\n    transferTSIGKeyRefs: [%s]\n", keyName)
 	var zf strings.Builder
 	fmt.Fprintf(&zf, "$ORIGIN example.test.\n@ 300 IN SOA ns1.example.test. hostmaster.example.test. 1 3600 600 604800 300\n@ 300 IN NS ns1.example.test.\n")
 	for i := range n {
-		if i%1000 == 0 {
-			fmt.Fprintf(&y, "---\napiVersion: service.io/v1alpha1\nkind: DNSRecordSet\nmetadata: {name: r%d, namespace: default}\nspec:\n  zoneRef: {name: example.test}\n  endpoints:\n", i/1000)
-		}
-		ip := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
-		fmt.Fprintf(&y, "    - {dnsName: h%d.example.test, recordType: A, targets: [%s]}\n", i, ip)
-		fmt.Fprintf(&zf, "h%d 300 IN A %s\n", i, ip)
+		fmt.Fprintf(&zf, "h%d 300 IN A %s\n", i, benchIP(i))
 	}
-	secretFile := filepath.Join(dir, "xfr.key")
-	if err := os.WriteFile(secretFile, []byte(goodSecret), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	node := nodetest.Start(b, nodetest.ReadyWithin(300*time.Second), nodetest.StopWithin(20*time.Second),
-		nodetest.ExtraYAML(fmt.Sprintf("\ntsigKeys:\n  - {name: %s, algorithm: hmac-sha256, secretFile: %s}\n", keyName, secretFile)),
-		nodetest.Objects(map[string]string{"zone.yaml": y.String()}))
-	nodetest.Eventually(b, 300*time.Second, "zone served", func() bool {
-		r, err := node.Exchange("udp", time.Second, fmt.Sprintf("h%d.example.test", n-1), dns.TypeA)
-		return err == nil && r.Authoritative && len(r.Answer) == 1
-	})
+	loadStart := time.Now()
+	svcPID, svcAddr := startBenchServer(b, n)
+	svcLoad := time.Since(loadStart)
 	zonePath := filepath.Join(dir, "example.test.zone")
 	if err := os.WriteFile(zonePath, []byte(zf.String()), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	knot := startKnotPrimary(b, zonePath)
+	loadStart = time.Now()
+	knot, knotPID := startKnotPrimary(b, zonePath)
+	knotLoad := time.Since(loadStart)
 
 	axfr := func(addr string) int {
 		m := new(dns.Msg)
@@ -81,8 +85,11 @@ func BenchmarkAXFRVersusKnot(b *testing.B) {
 		}
 		return rrs
 	}
-	if got, want := axfr(node.DNSAddr("tcp")), n+3; got != want {
-		b.Fatalf("node sent %d records, want %d", got, want)
+	svcRSS, knotRSS := procKB(b, svcPID, "VmRSS"), procKB(b, knotPID, "VmRSS")
+	resetPeak(b, svcPID)
+	resetPeak(b, knotPID)
+	if got, want := axfr(svcAddr), n+3; got != want {
+		b.Fatalf("the service sent %d records, want %d", got, want)
 	}
 	if got, want := axfr(knot), n+3; got != want {
 		b.Fatalf("knot sent %d records, want %d", got, want)
@@ -90,7 +97,7 @@ func BenchmarkAXFRVersusKnot(b *testing.B) {
 	var knotTime time.Duration
 	b.ResetTimer()
 	for range b.N {
-		axfr(node.DNSAddr("tcp"))
+		axfr(svcAddr)
 		b.StopTimer()
 		start := time.Now()
 		axfr(knot)
@@ -98,15 +105,156 @@ func BenchmarkAXFRVersusKnot(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
+	svcPeak, knotPeak := procKB(b, svcPID, "VmHWM"), procKB(b, knotPID, "VmHWM")
 	knotPer := float64(knotTime.Nanoseconds()) / float64(b.N)
 	b.ReportMetric(knotPer, "knot-ns/op")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/knotPer, "ratio")
 	b.ReportMetric(float64(n), "records")
+	b.ReportMetric(float64(svcRSS)/1024, "svc-rss-MB")
+	b.ReportMetric(float64(knotRSS)/1024, "knot-rss-MB")
+	b.ReportMetric(float64(svcPeak)/1024, "svc-peak-MB")
+	b.ReportMetric(float64(knotPeak)/1024, "knot-peak-MB")
+	b.ReportMetric(float64(svcPeak)/float64(knotPeak), "rss-ratio")
+	b.Logf("%d records: loaded in %s (service: build and compile) and %s (Knot: read the zone file)", n, svcLoad.Round(time.Millisecond), knotLoad.Round(time.Millisecond))
+}
+
+func benchIP(i int) string { return fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255) }
+
+// TestXFRBenchServer is the service side of BenchmarkAXFRVersusKnot when
+// the benchmark runs this test binary with XFR_BENCH_SERVE=N; otherwise it
+// does nothing. It compiles example.test with N A records (record sets of
+// 1000, as an import writes them), serves it with the xfr handler on a TCP
+// listener, prints "LISTEN addr" and serves until its stdin closes.
+func TestXFRBenchServer(t *testing.T) {
+	n, err := strconv.Atoi(os.Getenv("XFR_BENCH_SERVE"))
+	if err != nil {
+		return // not the benchmark's child process
+	}
+	z := v1alpha1.DNSZone{}
+	z.Name, z.UID, z.Generation, z.ResourceVersion = "example.test", "uid-z", 1, "1"
+	z.Spec.NameServers = []string{"ns1.example.test."}
+	z.Spec.SOA = &v1alpha1.SOA{Serial: 1}
+	z.Spec.Policy = &v1alpha1.ZonePolicy{TransferTSIGKeyRefs: []string{keyName}}
+	var sets []v1alpha1.DNSRecordSet
+	for i := range n {
+		if i%1000 == 0 {
+			rs := v1alpha1.DNSRecordSet{}
+			rs.Namespace, rs.Name, rs.UID, rs.Generation = "default", fmt.Sprintf("r%d", i/1000), "uid", 1
+			rs.Spec.ZoneRef.Name = "example.test"
+			sets = append(sets, rs)
+		}
+		rs := &sets[len(sets)-1]
+		rs.Spec.Endpoints = append(rs.Spec.Endpoints, v1alpha1.Endpoint{DNSName: fmt.Sprintf("h%d.example.test", i), RecordType: "A", Targets: []string{benchIP(i)}})
+	}
+	tab, problems := authority.Compile([]v1alpha1.DNSZone{z}, sets, time.Now())
+	if len(problems) > 0 {
+		t.Fatalf("compile: %v", problems[0])
+	}
+	sets = nil // the objects are the store's; only the table is served
+	dp, err := dataplane.New(dataplane.Config{Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"tcp"}}}}, dataplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := xfr.New(xfr.Config{Keys: xfr.Keyring{keyName + ".": {Name: keyName + ".", Algorithm: dns.HmacSHA256, Secret: goodSecret}}})
+	dp.SetTransfers(srv)
+	dp.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Authority: tab, Version: "1"}))
+	srv.Observe(tab)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := dp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	fmt.Printf("LISTEN %s\n", dp.TCPAddrs()[0])
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
+	sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+	defer c()
+	_ = dp.Shutdown(sctx)
+}
+
+// startBenchServer runs TestXFRBenchServer in a child process serving n
+// records and returns its pid and TCP address; the child ends with the
+// benchmark.
+func startBenchServer(b *testing.B, n int) (int, string) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestXFRBenchServer$", "-test.v")
+	cmd.Env = append(os.Environ(), "XFR_BENCH_SERVE="+strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if a, ok := strings.CutPrefix(sc.Text(), "LISTEN "); ok {
+				addr <- a
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = cmd.Wait()
+	})
+	select {
+	case a := <-addr:
+		return cmd.Process.Pid, a
+	case <-done:
+		b.Fatalf("the service's transfer server exited before it listened")
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("the service's transfer server did not listen within 10 minutes")
+	}
+	return 0, ""
+}
+
+// procKB reads a kB field (VmRSS, VmHWM) of /proc/PID/status.
+func procKB(b *testing.B, pid int, field string) int64 {
+	b.Helper()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(st), "\n") {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			v, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("%s of %d: %v", field, pid, err)
+			}
+			return v
+		}
+	}
+	b.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// resetPeak resets the process's peak RSS (VmHWM) to its current RSS, so
+// the peak measured afterwards is the transfers', not the zone load's.
+func resetPeak(b *testing.B, pid int) {
+	b.Helper()
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200); err != nil {
+		b.Fatalf("reset the peak RSS of %d: %v", pid, err)
+	}
 }
 
 // startKnotPrimary serves zonePath from knotd, transfers allowed with the
-// key; it returns the TCP address.
-func startKnotPrimary(b *testing.B, zonePath string) string {
+// key; it returns the TCP address and knotd's pid.
+func startKnotPrimary(b *testing.B, zonePath string) (string, int) {
 	dir := b.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
 		b.Fatal(err)
@@ -148,6 +296,12 @@ zone:
 	}
 	refdns.Start(b, "/usr/sbin/knotd", "-c", cf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	nodetest.Eventually(b, 60*time.Second, "knot serves the zone", func() bool { return serialOf(addr) == 1 })
-	return addr
+	nodetest.Eventually(b, 600*time.Second, "knot serves the zone", func() bool { return serialOf(addr) == 1 })
+	pid := 0
+	nodetest.Eventually(b, 10*time.Second, "knot.pid written", func() bool {
+		raw, err := os.ReadFile(filepath.Join(dir, "knot.pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(raw)))
+		return err == nil && pid > 0
+	})
+	return addr, pid
 }

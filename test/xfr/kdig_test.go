@@ -2,6 +2,7 @@ package xfr_test
 
 import (
 	"fmt"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
@@ -96,4 +97,33 @@ func indexOf(l []string, prefix string) int {
 		}
 	}
 	return -1
+}
+
+// TestNotifyTSIGAsDigSees: dig sends a signed NOTIFY (+opcode=notify -y):
+// the right key is answered NOERROR and signed (dig verifies it), a wrong
+// secret NOTAUTH with the TSIG error BADSIG, which dig reports, and the
+// node logs the refusal with the client and the error.
+func TestNotifyTSIGAsDigSees(t *testing.T) {
+	p := startPrimary(t, "")
+	host, port := hostPort(p.DNSAddr("udp"))
+	dig := func(secret string) string {
+		t.Helper()
+		out, err := exec.Command("dig", "@"+host, "-p", port, "+opcode=notify", "+norec", "+tries=1", "+time=2",
+			"-y", "hmac-sha256:"+keyName+":"+secret, "example.test.", "SOA").CombinedOutput()
+		if err != nil && len(out) == 0 {
+			t.Fatalf("dig: %v", err)
+		}
+		return string(out)
+	}
+	out := dig(goodSecret)
+	if !strings.Contains(out, "opcode: NOTIFY, status: NOERROR") || !strings.Contains(out, "flags: qr aa") || strings.Contains(out, "tsig verify failure") {
+		t.Fatalf("signed NOTIFY with the right key:\n%s", out)
+	}
+	out = dig(badSecret)
+	if !strings.Contains(out, "status: NOTAUTH") || !strings.Contains(out, "BADSIG") {
+		t.Fatalf("signed NOTIFY with a wrong secret, want NOTAUTH and BADSIG:\n%s", out)
+	}
+	nodetest.Eventually(t, 5*time.Second, "the refusal logged", func() bool {
+		return p.Log.Contains(`NOTIFY refused: TSIG check failed`) && p.Log.Contains("error=BADSIG")
+	})
 }

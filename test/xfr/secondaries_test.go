@@ -53,6 +53,12 @@ zone:
 
 func startKnot(t *testing.T, port int, primaryTCP, secret string) *secondary {
 	t.Helper()
+	return startKnotFor(t, "example.test", port, primaryTCP, secret)
+}
+
+// startKnotFor runs Knot as a secondary of zone.
+func startKnotFor(t *testing.T, zone string, port int, primaryTCP, secret string) *secondary {
+	t.Helper()
 	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
@@ -88,13 +94,13 @@ template:
     storage: "%[1]s"
     semantic-checks: off
 zone:
-  - domain: example.test
-    file: "%[1]s/example.test.zone"
+  - domain: %[7]s
+    file: "%[1]s/%[7]s.zone"
     master: primary
     acl: notify-from-primary
     zonefile-sync: -1
     journal-content: changes
-`, dir, port, ph, pp, keyName, secret)
+`, dir, port, ph, pp, keyName, secret, zone)
 	cf := filepath.Join(dir, "knot.conf")
 	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
@@ -103,12 +109,16 @@ zone:
 	return &secondary{name: "knot", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
 }
 
-// serial asks a server for example.test's SOA serial over UDP; 0 when it
+// serialOf asks a server for example.test's SOA serial over UDP; 0 when it
 // has none.
-func serialOf(addr string) uint32 {
+func serialOf(addr string) uint32 { return serialOfZone(addr, "example.test.") }
+
+// serialOfZone asks a server for zone's SOA serial over UDP; 0 when it has
+// none.
+func serialOfZone(addr, zone string) uint32 {
 	c := &dns.Client{Timeout: 500 * time.Millisecond}
 	m := new(dns.Msg)
-	m.SetQuestion("example.test.", dns.TypeSOA)
+	m.SetQuestion(dns.Fqdn(zone), dns.TypeSOA)
 	r, _, err := c.Exchange(m, addr)
 	if err != nil || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
 		return 0

@@ -157,6 +157,13 @@
  */
 
 /**
+ * @typedef {Object} CacheFlushResult
+ * @property {(Array<NodeResult>|null)} items
+ * @property {string} [name] the name flushed; empty: the whole cache
+ * @property {number} took_ms
+ */
+
+/**
  * @typedef {Object} CatalogueCategory
  * @property {string} [description]
  * @property {string} [icon] kebab-case icon name
@@ -164,6 +171,13 @@
  * @property {string} name
  * @property {number} order
  * @property {number} services
+ */
+
+/**
+ * @typedef {Object} CatalogueIcon
+ * @property {string} id service id
+ * @property {string} [onDark] path of the variant for dark backgrounds
+ * @property {string} path /api/v1/catalogue/icons/{id}.svg
  */
 
 /**
@@ -389,12 +403,24 @@
  * @typedef {Object} DomainEntries
  * @property {string} continue
  * @property {(Array<DomainEntry>|null)} items
- * @property {(Array<string>|null)} lists namespace/name of the lists listed
+ * @property {(Array<DomainListInfo>|null)} lists the lists the view covers
  * @property {number} matched after filters
- * @property {boolean} rulesKnown false: the rules of the source body are unknown on this node (not fetched yet, or no rule reader); only entries and exclude values are listed
+ * @property {boolean} rulesKnown false: the rules of some source body are unknown on this node (not fetched yet, or no rule reader), or were not asked for; entries and exclude values are listed
  * @property {number} took_ms
- * @property {number} total entries and rules of the source before filters
- * @property {(Array<string>|null)} unattached when no Policy references the list: the namespace's policies managed by a file or integration (the API cannot attach the list to them)
+ * @property {number} total entries (and rules) of the action(s) and namespace(s), or of the source, before filters
+ * @property {(Array<DomainUnattached>|null)} unattached policies that should reference a listed list (it is not global and no Policy names it) but are managed by a file or integration, so the API cannot attach it
+ */
+
+/**
+ * @typedef {Object} DomainEntriesAdd
+ * @property {"block"|"allow"} action
+ * @property {string} [comment]
+ * @property {boolean} [enabled] default true
+ * @property {(Array<string>|null)} [groups] ClientGroups as namespace/name or a name in the list's namespace; the entries apply to clients of these groups only, whichever policy serves them; empty applies them to everyone the list reaches
+ * @property {string} [list] BlockList name; default ui-deny for block, ui-allow for allow. Created (global, source manual) when missing
+ * @property {string} [namespace] namespace of the list; default default
+ * @property {"exact"|"wildcard"|"regex"} [type] default exact
+ * @property {(Array<string>|null)} values exact names, *.domain wildcards or regular expressions (without slashes), per type
  */
 
 /**
@@ -407,17 +433,19 @@
  * @typedef {Object} DomainEntriesCreate
  * @property {string} [comment]
  * @property {boolean} [enabled] default true
- * @property {(Array<string>|null)} [groups] not supported on block-list sources: a list applies to the client groups of the policies referencing it
+ * @property {(Array<string>|null)} [groups] ClientGroups as namespace/name or a name in the list's namespace; the entries apply to clients of these groups only, whichever policy serves them; empty applies them to everyone the list reaches
  * @property {"exact"|"wildcard"|"regex"} [type] default exact
  * @property {(Array<string>|null)} values exact names, *.domain wildcards or regular expressions (without slashes), per type
  */
 
 /**
  * @typedef {Object} DomainEntry
+ * @property {"block"|"allow"} action block: the list blocks (spec.mode block); allow: it exempts from blocking
  * @property {string} [comment]
  * @property {string} [created]
  * @property {string} [createdBy]
  * @property {boolean} enabled
+ * @property {(Array<string>|null)} [groups] entries only: the ClientGroups (namespace/name) the entry applies to; empty applies it to every client the list reaches
  * @property {string} id stable id of the entry or rule, for PATCH
  * @property {"entry"|"rule"} kind entry: spec.sources[].entries; rule: a rule of the source body (switched by spec.sources[].exclude)
  * @property {string} list namespace/name of the BlockList
@@ -428,6 +456,27 @@
  * @property {boolean} [stale] an exclude value that matches no rule of the body
  * @property {"exact"|"wildcard"|"regex"} [type] entries only
  * @property {string} value entry value, or the rule normalised as the source format writes it
+ */
+
+/**
+ * @typedef {Object} DomainListInfo
+ * @property {"block"|"allow"} action
+ * @property {boolean} enabled false: switched off by the annotation service.io/enabled
+ * @property {number} entries items of this list in the view before filters
+ * @property {boolean} global spec.global (omitted means true): the list reaches every client without a Policy naming it
+ * @property {string} list namespace/name
+ * @property {string} [managedBy] the manager when not the API (file:<path>, integration:<name>): the API cannot change the list
+ * @property {string} name
+ * @property {string} namespace
+ * @property {number} sources sources of the list
+ */
+
+/**
+ * @typedef {Object} DomainUnattached
+ * @property {string} hint
+ * @property {string} list namespace/name of the list no Policy names
+ * @property {string} managedBy file:<path> or integration:<name>
+ * @property {string} policy namespace/name
  */
 
 /**
@@ -543,6 +592,13 @@
  */
 
 /**
+ * @typedef {Object} ListBodyCatalogueIcon
+ * @property {string} continue
+ * @property {(Array<CatalogueIcon>|null)} items
+ * @property {number} took_ms
+ */
+
+/**
  * @typedef {Object} ListBodyCatalogueService
  * @property {string} continue
  * @property {(Array<CatalogueService>|null)} items
@@ -605,7 +661,8 @@
 /**
  * @typedef {Object} NodeInfo
  * @property {string} [address]
- * @property {string} [error] why a peer did not answer (ready is then absent)
+ * @property {string} [error] why a peer did not answer (ready is then absent), or on Kubernetes why the node is not ready (stopped, Lease expired, failing checks)
+ * @property {number} [heartbeatAgeSeconds] Kubernetes: seconds since the node last renewed its Lease (its status is as of then); absent for the serving node and outside Kubernetes
  * @property {boolean} [leader]
  * @property {string} name
  * @property {boolean} [ready] absent when unknown
@@ -613,6 +670,14 @@
  * @property {number} [serial] store revision of the data-plane snapshot the node serves (X-Service-Revision of its writes)
  * @property {number} [snapshotAgeSeconds] age of the node's view of the store; absent when unknown
  * @property {string} [version]
+ */
+
+/**
+ * @typedef {Object} NodeResult
+ * @property {string} [error] why the operation failed on this node
+ * @property {string} node
+ * @property {boolean} ok
+ * @property {number} took_ms time the node took
  */
 
 /**
@@ -691,6 +756,7 @@
 /**
  * @typedef {Object} QueryItem
  * @property {string} client
+ * @property {string} [client_id] the client ID the client declared over DoT, DoH or DoQ (or the edge passed on)
  * @property {string} [client_name]
  * @property {string} domain
  * @property {number} id
@@ -1046,6 +1112,7 @@ export const routes = Object.freeze({
   "cache-flush": {"method":"POST","path":"/cache/flush","permission":"cache.flush","scope":"cluster","summary":"Flush the cache, or one name"},
   "catalogue-categories": {"method":"GET","path":"/catalogue/categories","permission":"info.read","scope":"cluster","summary":"Catalogue categories by order"},
   "catalogue-icon": {"method":"GET","path":"/catalogue/icons/{file}","permission":"public","scope":"cluster","summary":"Icon of a service (image/svg+xml)","query":[{"name":"variant","enum":["light","onDark"],"doc":"onDark: the variant for dark backgrounds"},{"name":"dark","doc":"same as variant=onDark"}]},
+  "catalogue-icons": {"method":"GET","path":"/catalogue/icons","permission":"info.read","scope":"cluster","summary":"Icons of the catalogue services, by service id"},
   "catalogue-info": {"method":"GET","path":"/catalogue","permission":"info.read","scope":"cluster","summary":"The loaded services catalogue"},
   "catalogue-services": {"method":"GET","path":"/catalogue/services","permission":"info.read","scope":"cluster","summary":"Catalogue services by category order, then id","query":[{"name":"category","doc":"only services of this category"}]},
   "cluster": {"method":"GET","path":"/cluster","permission":"info.read","scope":"cluster","summary":"Cluster driver, epoch and leader"},
@@ -1062,6 +1129,8 @@ export const routes = Object.freeze({
   "dns-blocking-state": {"method":"GET","path":"/dns/blocking","permission":"info.read","scope":"cluster","summary":"Blocking toggle of this node"},
   "dns-query": {"method":"POST","path":"/dns/query","permission":"dns.query","scope":"cluster","summary":"Resolve a name as a client would"},
   "doctor": {"method":"GET","path":"/doctor","permission":"settings.read","scope":"cluster","summary":"Checks of this node (DoctorReport)"},
+  "entries": {"method":"GET","path":"/entries","permission":"blocklists.read","scope":"cluster","summary":"Entries across block and allow lists","query":[{"name":"action","enum":["block","allow"],"doc":"lists of this action only (spec.mode); empty: both"},{"name":"namespace","doc":"lists of this namespace only; empty: every namespace"},{"name":"list","doc":"lists of this name only"},{"name":"group","doc":"entries for this ClientGroup only (namespace/name, or a name in the list's namespace)"},{"name":"rules","doc":"also list the rules of the source bodies (url, inline, configMapRef); they can be many"},{"name":"q","doc":"case-insensitive substring of the value"},{"name":"kind","enum":["entry","rule"]},{"name":"enabled","enum":["true","false"]},{"name":"limit","doc":"page size; 0 means 500"},{"name":"continue"}]},
+  "entries-create": {"method":"POST","path":"/entries","permission":"blocklists.write","scope":"cluster","summary":"Block or allow names, for everyone or some client groups"},
   "get-blocklist": {"method":"GET","path":"/objects/blocklists/{namespace}/{name}","permission":"blocklists.read","scope":"cluster","summary":"Get one BlockList"},
   "get-clientgroup": {"method":"GET","path":"/objects/clientgroups/{namespace}/{name}","permission":"clientgroups.read","scope":"cluster","summary":"Get one ClientGroup"},
   "get-dnsrecordset": {"method":"GET","path":"/objects/dnsrecordsets/{namespace}/{name}","permission":"dnsrecordsets.read","scope":"any","summary":"Get one DNSRecordSet"},
@@ -1113,17 +1182,17 @@ export const routes = Object.freeze({
   "put-rolebinding": {"method":"PUT","path":"/objects/rolebindings/{name}","permission":"rolebindings.write","scope":"cluster","summary":"Create or replace one RoleBinding"},
   "put-serviceaccount": {"method":"PUT","path":"/objects/serviceaccounts/{namespace}/{name}","permission":"serviceaccounts.write","scope":"cluster","summary":"Create or replace one ServiceAccount"},
   "put-unblockrequest": {"method":"PUT","path":"/objects/unblockrequests/{namespace}/{name}","permission":"unblockrequests.write","scope":"cluster","summary":"Create or replace one UnblockRequest"},
-  "queries": {"method":"GET","path":"/queries","permission":"querylogs.read","scope":"cluster","summary":"Query log of this node, newest first","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"}]},
-  "queries-blocked": {"method":"GET","path":"/queries/blocked","permission":"querylogs.read","scope":"cluster","summary":"Blocked queries of this node, newest first","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"}]},
-  "queries-clients": {"method":"GET","path":"/queries/clients","permission":"querylogs.read","scope":"cluster","summary":"Clients of a window with counts, busiest first","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"limit","doc":"default 100"}]},
-  "queries-clients-timeseries": {"method":"GET","path":"/queries/clients/timeseries","permission":"querylogs.read","scope":"cluster","summary":"Queries per client per step","query":[{"name":"from","doc":"RFC 3339; default until minus 24h"},{"name":"until","doc":"RFC 3339; default now"},{"name":"step","doc":"bucket width, at least 1m, at most 1000 points; default 1h"},{"name":"clients","doc":"client keys; empty: the busiest"},{"name":"top","doc":"busiest clients when none are named; default 5"}]},
-  "queries-stream": {"method":"GET","path":"/queries/stream","permission":"querylogs.read","scope":"cluster","summary":"Live query log (Server-Sent Events)","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"},{"name":"last_event_id","doc":"resume after this event id on a first connect (the header wins)"}]},
+  "queries": {"method":"GET","path":"/queries","permission":"querylogs.read","scope":"cluster","summary":"Query log of this node, newest first","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"client_id","doc":"client ID the client declared over DoT, DoH or DoQ (exact)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"},{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"}]},
+  "queries-blocked": {"method":"GET","path":"/queries/blocked","permission":"querylogs.read","scope":"cluster","summary":"Blocked queries of this node, newest first","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"client_id","doc":"client ID the client declared over DoT, DoH or DoQ (exact)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"},{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"}]},
+  "queries-clients": {"method":"GET","path":"/queries/clients","permission":"querylogs.read","scope":"cluster","summary":"Clients of a window with counts, busiest first","query":[{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"limit","doc":"default 100"}]},
+  "queries-clients-timeseries": {"method":"GET","path":"/queries/clients/timeseries","permission":"querylogs.read","scope":"cluster","summary":"Queries per client per step","query":[{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"},{"name":"from","doc":"RFC 3339; default until minus 24h"},{"name":"until","doc":"RFC 3339; default now"},{"name":"step","doc":"bucket width, at least 1m, at most 1000 points; default 1h"},{"name":"clients","doc":"client keys; empty: the busiest"},{"name":"top","doc":"busiest clients when none are named; default 5"}]},
+  "queries-stream": {"method":"GET","path":"/queries/stream","permission":"querylogs.read","scope":"cluster","summary":"Live query log (Server-Sent Events)","query":[{"name":"client","doc":"client key (address, prefix or pseudonym)"},{"name":"client_id","doc":"client ID the client declared over DoT, DoH or DoQ (exact)"},{"name":"domain","doc":"queried name"},{"name":"domain_match","enum":["exact","substring"],"doc":"how domain matches (default exact)"},{"name":"list","doc":"list that decided, e.g. ns/name or service:\u003cid\u003e"},{"name":"qtype"},{"name":"status","doc":"answered, cached, stale, blocked, rewritten, authoritative, local, control, failed, refused, malformed, dropped"},{"name":"status_class","enum":["allowed","blocked","rewritten","error"]},{"name":"upstream"},{"name":"zone"},{"name":"policy","doc":"policy that decided (namespace/name)"},{"name":"since","doc":"RFC 3339 time, inclusive"},{"name":"until","doc":"RFC 3339 time, exclusive"},{"name":"limit","doc":"page size, default 50"},{"name":"continue"},{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"},{"name":"last_event_id","doc":"resume after this event id on a first connect (the header wins)"}]},
   "restore-users": {"method":"POST","path":"/backup/users","permission":"users.write","scope":"cluster","summary":"Create or update local users from a backup"},
   "settings-get": {"method":"GET","path":"/settings","permission":"settings.read","scope":"cluster","summary":"Effective settings"},
   "settings-patch": {"method":"PATCH","path":"/settings","permission":"settings.write","scope":"cluster","summary":"Merge-patch cluster settings"},
   "settings-schema": {"method":"GET","path":"/settings/_schema","permission":"settings.read","scope":"cluster","summary":"Metadata of every settings key"},
-  "stats-summary": {"method":"GET","path":"/stats/summary","permission":"querylogs.read","scope":"cluster","summary":"Totals of a window by status and class","query":[{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"step","doc":"also the queries and blocked over time in buckets of this width (whole minutes, at most 1000 buckets), from the rollups"}]},
-  "stats-top": {"method":"GET","path":"/stats/top","permission":"querylogs.read","scope":"cluster","summary":"Top domains, clients, upstreams, lists or zones of a window","query":[{"name":"dim","enum":["domains","clients","upstreams","lists","zones"]},{"name":"top","doc":"rows"},{"name":"blocked","doc":"rank by blocked count; only names with blocks"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
+  "stats-summary": {"method":"GET","path":"/stats/summary","permission":"querylogs.read","scope":"cluster","summary":"Totals of a window by status and class","query":[{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"},{"name":"step","doc":"also the queries and blocked over time in buckets of this width (whole minutes, at most 1000 buckets), from the rollups"}]},
+  "stats-top": {"method":"GET","path":"/stats/top","permission":"querylogs.read","scope":"cluster","summary":"Top domains, clients, upstreams, lists or zones of a window","query":[{"name":"node","doc":"answer for this node, a name from GET /nodes: the serving node checks the permission and forwards the request to that node over the internal listener; empty or the serving node's name: this node"},{"name":"dim","enum":["domains","clients","upstreams","lists","zones"]},{"name":"top","doc":"rows"},{"name":"blocked","doc":"rank by blocked count; only names with blocks"},{"name":"window","doc":"duration back from now, e.g. 24h or 7d"}]},
   "unblockrequests-approve": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/approve","permission":"unblockrequests.write","scope":"cluster","summary":"Approve a pending unblock request"},
   "unblockrequests-deny": {"method":"POST","path":"/unblockrequests/{namespace}/{name}/deny","permission":"unblockrequests.write","scope":"cluster","summary":"Deny a pending unblock request"},
   "unblockrequests-get": {"method":"GET","path":"/unblockrequests/{namespace}/{name}","permission":"unblockrequests.read","scope":"cluster","summary":"One unblock request"},

@@ -44,13 +44,16 @@ app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 {{- /* service.dnsAddresses: the addresses the plain DNS listeners bind, as a
   JSON list: every address (0.0.0.0), or with dataplane.nodeLocal only its
-  address and extraAddresses. */ -}}
+  address and extraAddresses; with vip.enabled also each VIP. */ -}}
 {{- define "service.dnsAddresses" -}}
 {{- $n := .Values.dataplane.nodeLocal }}
+{{- /* VIPs get listeners of their own: a wildcard UDP socket answers from
+  the node's own address, which resolvers drop (docs/vip.md). */ -}}
+{{- $vips := include "service.vipAddresses" . | fromJsonArray }}
 {{- if $n.enabled }}
-{{- toJson (prepend ($n.extraAddresses | default list) $n.address | uniq) }}
+{{- toJson (concat (prepend ($n.extraAddresses | default list) $n.address) $vips | uniq) }}
 {{- else }}
-{{- toJson (list "0.0.0.0") }}
+{{- toJson (prepend $vips "0.0.0.0" | uniq) }}
 {{- end }}
 {{- end -}}
 {{- define "service.keySecret" -}}{{ .Values.encryptionKey.existingSecret | default (printf "%s-encryption-key" (include "service.fullname" .)) }}{{- end -}}
@@ -100,6 +103,9 @@ containers:
       - {name: ops, containerPort: {{ .root.Values.ports.ops }}, protocol: TCP}
       - {name: internal, containerPort: {{ .root.Values.ports.internal }}, protocol: TCP}
       - {name: metrics, containerPort: {{ .root.Values.ports.metrics }}, protocol: TCP}
+      {{- if and (eq .component "operator") .root.Values.externalDNS.enabled }}
+      - {name: extdns-health, containerPort: {{ .root.Values.externalDNS.healthPort }}, protocol: TCP}
+      {{- end }}
       {{- if eq .component "dataplane" }}
       {{- range include "service.tlsListeners" .root | fromJsonArray }}
       - {name: {{ .key }}, containerPort: {{ .port }}, protocol: {{ .proto }}}
@@ -127,6 +133,8 @@ containers:
       {{- if and (eq .component "dataplane") .root.Values.proxyProtocol.secretName }}
       - {name: proxy-secret, mountPath: /etc/service/proxy, readOnly: true}
       {{- end }}
+  {{- include "service.externalDNSSidecar" . }}
+  {{- include "service.vipContainer" . }}
 volumes:
   - name: config
     configMap: {name: {{ include "service.fullname" .root }}-config}
@@ -145,4 +153,32 @@ volumes:
       defaultMode: 0400
       items: [{key: secret, path: secret}]
   {{- end }}
+  {{- include "service.vipVolumes" . }}
 {{- end -}}
+
+{{/* external-dns beside the webhook provider in an operator pod
+(docs/external-dns.md): it calls the webhook over loopback. */}}
+{{- define "service.externalDNSSidecar" -}}
+{{- $e := .root.Values.externalDNS }}
+{{- if and (eq .component "operator") $e.enabled $e.sidecar.enabled }}
+  - name: external-dns
+    image: {{ $e.sidecar.image | quote }}
+    args:
+      - --provider=webhook
+      - {{ printf "--webhook-provider-url=http://127.0.0.1:%v" $e.port | quote }}
+      - --metrics-address=:7979
+      {{- range $e.sidecar.args }}
+      - {{ . | quote }}
+      {{- end }}
+    ports:
+      - {name: extdns-metrics, containerPort: 7979, protocol: TCP}
+    livenessProbe:
+      httpGet: {path: /healthz, port: extdns-metrics}
+      periodSeconds: 10
+    securityContext:
+      allowPrivilegeEscalation: false
+      readOnlyRootFilesystem: true
+      capabilities: {drop: ["ALL"]}
+    resources: {{- toYaml $e.sidecar.resources | nindent 6 }}
+{{- end }}
+{{- end }}

@@ -70,7 +70,7 @@ function Entries({ me, list, source, q }) {
       <div class="table-wrap"><table><caption class="sr-only">Entries and rules</caption>
         <thead><tr><th>Value</th><th>Kind</th><th class="opt">Origin</th><th>On</th></tr></thead>
         <tbody>${(page.items || []).map((e) => html`<tr data-entry=${e.value}>
-          <td class="domain mono">${e.value}${e.stale ? html` <span class="badge error">stale</span>` : ''}</td>
+          <td class="domain mono">${e.value}${e.stale ? html` <span class="badge error">stale</span>` : ''}${e.groups && e.groups.length ? html` <span class="badge" data-testid="entry-groups" title="applies only to these client groups">for ${e.groups.join(', ')}</span>` : ''}</td>
           <td>${e.kind}${e.type ? ' · ' + e.type : ''}</td>
           <td class="opt">${e.origin || ''}${e.createdBy ? ' · ' + e.createdBy : ''}</td>
           <td><button type="button" role="switch" class="switch" aria-checked=${e.enabled ? 'true' : 'false'} aria-label=${e.value}

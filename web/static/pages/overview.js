@@ -5,6 +5,7 @@
 import { useState, useEffect } from '../vendor/preact-htm.js';
 import { call } from '../api.js';
 import { html, href, navigate, fmtInt, fmtPct, fmtMS, ErrorMsg, BarChart, useTitle, useInterval, markReady } from '../ui.js';
+import { NodeSelect, nodeOf } from '../nodes.js';
 
 // Windows offered, and the bucket width of the chart for each (at most a
 // few hundred bars; the API allows 1000 points).
@@ -34,6 +35,8 @@ function TopList({ title, items, link, empty, showBlocked, latency }) {
 export function OverviewPage({ me, route, title }) {
   useTitle(title);
   const win = WINDOWS.find((x) => x.w === route.query.get('window')) || WINDOWS[1];
+  // node= (several nodes): the serving node forwards every read to it.
+  const node = nodeOf(route);
   const [sum, setSum] = useState(null);
   const [series, setSeries] = useState(null);
   const [tops, setTops] = useState({ domains: null, blocked: null, clients: null, upstreams: null });
@@ -45,11 +48,11 @@ export function OverviewPage({ me, route, title }) {
       // The chart comes with the totals (the rollups, step buckets): it
       // costs the same on a 10-million-row log as on an empty one.
       const [s, d, b, c, u] = await Promise.all([
-        call('stats-summary', { query: { window: win.w, step: win.step } }),
-        call('stats-top', { query: { dim: 'domains', top: 10, window: win.w } }),
-        call('stats-top', { query: { dim: 'domains', top: 10, blocked: true, window: win.w } }),
-        call('stats-top', { query: { dim: 'clients', top: 10, window: win.w } }),
-        call('stats-top', { query: { dim: 'upstreams', top: 10, window: win.w } }),
+        call('stats-summary', { query: { window: win.w, step: win.step, node } }),
+        call('stats-top', { query: { dim: 'domains', top: 10, window: win.w, node } }),
+        call('stats-top', { query: { dim: 'domains', top: 10, blocked: true, window: win.w, node } }),
+        call('stats-top', { query: { dim: 'clients', top: 10, window: win.w, node } }),
+        call('stats-top', { query: { dim: 'upstreams', top: 10, window: win.w, node } }),
       ]);
       setSum(s);
       setSeries((s.series || []).map((p) => ({ ts: p.ts, value: p.total, blocked: p.blocked })));
@@ -60,16 +63,17 @@ export function OverviewPage({ me, route, title }) {
       if (e.status !== 401) setErr(e);
     }
   };
-  useEffect(() => { setSum(null); setSeries(null); load(); }, [win.w]);
+  useEffect(() => { setSum(null); setSeries(null); setErr(null); load(); }, [win.w, node]);
   useInterval(load, 30000);
 
   useEffect(() => { if (sum) markReady(); }, [!!sum]);
 
-  const q = (extra) => href('queries', { ...extra, since: sinceOf(win) });
+  const q = (extra) => href('queries', { ...extra, since: sinceOf(win), node });
   return html`<div class="row">
       <h1>${title}</h1><span class="spacer"></span>
+      <${NodeSelect} route=${route} page="overview" />
       <label for="window" class="sr-only">Window</label>
-      <select id="window" value=${win.w} onChange=${(e) => navigate(href('overview', { window: e.target.value }))} style=${{ width: 'auto' }}>
+      <select id="window" value=${win.w} onChange=${(e) => navigate(href('overview', { window: e.target.value, node }))} style=${{ width: 'auto' }}>
         ${WINDOWS.map((x) => html`<option value=${x.w}>${x.label}</option>`)}
       </select>
     </div>

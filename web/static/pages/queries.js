@@ -4,16 +4,18 @@
 import { useState, useEffect, useRef } from '../vendor/preact-htm.js';
 import { call, can, url, route as apiRoute, errorText, ApiError } from '../api.js';
 import { html, href, navigate, fmtTime, fmtMS, ErrorMsg, Msg, useTitle, markReady } from '../ui.js';
+import { NodeSelect, nodeOf } from '../nodes.js';
 
-// The filter parameters are the API's own (names, enums, docs); only paging
-// is handled apart.
-const PAGING = new Set(['limit', 'continue']);
+// The filter parameters are the API's own (names, enums, docs); paging and
+// the node choice (NodeSelect) are handled apart.
+const PAGING = new Set(['limit', 'continue', 'node']);
+
 export const FILTERS = (apiRoute('queries').query || []).filter((p) => !PAGING.has(p.name));
 const LIMITS = ['50', '100', '200', '500', '1000'];
 const PRIMARY = ['domain', 'client', 'status_class'];
 const MAX_LIVE_ROWS = 1000;
 const LABELS = {
-  client: 'Client', domain: 'Domain', domain_match: 'Domain match', list: 'List', qtype: 'Type', status: 'Status',
+  client: 'Client', client_id: 'Client ID', domain: 'Domain', domain_match: 'Domain match', list: 'List', qtype: 'Type', status: 'Status',
   status_class: 'Result', upstream: 'Upstream', zone: 'Zone', policy: 'Policy', since: 'Since', until: 'Until',
 };
 const QTYPES = ['A', 'AAAA', 'CNAME', 'HTTPS', 'SVCB', 'MX', 'TXT', 'NS', 'SOA', 'PTR', 'SRV', 'CAA', 'DS', 'DNSKEY', 'ANY'];
@@ -50,7 +52,7 @@ function fromLocalInput(v) {
   return isNaN(d) ? '' : d.toISOString().replace(/\.\d+Z$/, 'Z');
 }
 
-function FilterForm({ filters, limit }) {
+function FilterForm({ filters, limit, node }) {
   const [draft, setDraft] = useState({ ...filters, limit });
   useEffect(() => setDraft({ ...filters, limit }), [JSON.stringify(filters), limit]);
   const set = (k) => (e) => setDraft({ ...draft, [k]: e.target.value });
@@ -59,7 +61,7 @@ function FilterForm({ filters, limit }) {
     const q = {};
     for (const p of FILTERS) if (draft[p.name]) q[p.name] = draft[p.name].trim();
     if (draft.limit && draft.limit !== '50') q.limit = draft.limit;
-    navigate(href('queries', q));
+    navigate(href('queries', { ...q, node }));
   };
   const field = (p) => {
     const id = 'f-' + p.name;
@@ -85,7 +87,7 @@ function FilterForm({ filters, limit }) {
     <div class="filters">
       ${FILTERS.filter((p) => PRIMARY.includes(p.name)).map(field)}
       <div class="actions"><button class="primary" type="submit">Apply</button>
-        <a class="button" href="queries">Clear</a></div>
+        <a class="button" href=${href('queries', { node })}>Clear</a></div>
     </div>
     <details class="more" open=${moreSet > 0}>
       <summary>More filters${moreSet ? ` (${moreSet} set)` : ''}</summary>
@@ -181,7 +183,8 @@ export function QueriesPage({ me, route, title }) {
   const cont = route.query.get('continue') || '';
   const limit = route.query.get('limit') || '50';
   const liveWanted = route.query.get('live') !== '0' && !cont && !filters.until;
-  const key = JSON.stringify([filters, cont, limit]);
+  const node = nodeOf(route);
+  const key = JSON.stringify([filters, cont, limit, node]);
 
   const [rows, setRows] = useState(null);
   const [next, setNext] = useState('');
@@ -201,7 +204,7 @@ export function QueriesPage({ me, route, title }) {
     setRows(null);
     setErr(null);
     setExplain(null);
-    call('queries', { query: { ...filters, limit, continue: cont }, signal: ctl.signal }).then((p) => {
+    call('queries', { query: { ...filters, limit, continue: cont, node }, signal: ctl.signal }).then((p) => {
       const items = p.items || [];
       newest.current = items.length ? items[0].id : 0;
       setRows(items);
@@ -219,7 +222,7 @@ export function QueriesPage({ me, route, title }) {
     let timer = 0;
     let closed = false;
     const open = () => {
-      const q = { ...filters };
+      const q = { ...filters, node };
       if (newest.current) q.last_event_id = String(newest.current);
       es = new EventSource(url('queries-stream', {}, q), { withCredentials: true });
       setLive('connecting');
@@ -264,14 +267,15 @@ export function QueriesPage({ me, route, title }) {
 
   useEffect(() => { if (rows !== null) markReady(); }, [rows !== null]);
 
-  const toggleLive = () => navigate(href('queries', { ...filters, limit: limit === '50' ? '' : limit, live: liveWanted ? '0' : '' }));
+  const toggleLive = () => navigate(href('queries', { ...filters, limit: limit === '50' ? '' : limit, live: liveWanted ? '0' : '', node }));
   const hasFilters = Object.keys(filters).length > 0;
   return html`<div class="row">
       <h1>${title}</h1><span class="spacer"></span>
+      <${NodeSelect} route=${route} page="queries" />
       ${!cont && !filters.until ? html`<${LiveBadge} state=${live} />
         <button class="small" type="button" onClick=${toggleLive}>${liveWanted ? 'Pause' : 'Resume live'}</button>` : null}
     </div>
-    <${FilterForm} filters=${filters} limit=${limit} />
+    <${FilterForm} filters=${filters} limit=${limit} node=${node} />
     <${ErrorMsg} error=${err} />
     ${rows === null ? html`<p class="muted">Loading…</p>` : html`
     <div class="panel table-wrap" style=${{ marginTop: '1rem' }}>
@@ -283,8 +287,9 @@ export function QueriesPage({ me, route, title }) {
           ${rows.length === 0 && html`<tr><td colspan="8" class="muted">No queries${hasFilters ? ' match these filters' : ' yet'}.${liveWanted ? ' New ones appear here as they come.' : ''}</td></tr>`}
           ${rows.map((it) => html`<tr key=${it.id} class=${fresh.has(it.id) ? 'new' : ''} data-domain=${it.domain}>
             <td>${fmtTime(it.ts)}</td>
-            <td><a href=${href('queries', { client: it.client })} title="Queries of this client">${it.client_name || it.client}</a></td>
-            <td class="domain"><a href=${href('queries', { domain: it.domain })}>${it.domain}</a></td>
+            <td><a href=${href('queries', { client: it.client, node })} title="Queries of this client">${it.client_name || it.client}</a>${it.client_id
+              ? html` <a class="muted client-id" href=${href('queries', { client_id: it.client_id, node })} title="Queries with this client ID (DoT, DoH, DoQ)">${it.client_id}</a>` : ''}</td>
+            <td class="domain"><a href=${href('queries', { domain: it.domain, node })}>${it.domain}</a></td>
             <td>${it.type}</td>
             <td><span class=${'badge ' + it.status_class}>${it.status}</span>${it.rcode && it.rcode !== 'NOERROR' ? html` <span class="muted">${it.rcode}</span>` : ''}</td>
             <td class="opt">${[it.list, it.rule, it.reason, it.upstream].filter(Boolean).join(' · ')}</td>
@@ -300,8 +305,8 @@ export function QueriesPage({ me, route, title }) {
       </table>
     </div>
     <nav class="row" aria-label="Pages" style=${{ marginTop: '.8rem' }}>
-      ${cont && html`<a class="button" href=${href('queries', { ...filters, limit: limit === '50' ? '' : limit })}>Newest</a>`}
-      ${next && html`<a class="button" rel="next" href=${href('queries', { ...filters, limit: limit === '50' ? '' : limit, continue: next })}>Older</a>`}
+      ${cont && html`<a class="button" href=${href('queries', { ...filters, limit: limit === '50' ? '' : limit, node })}>Newest</a>`}
+      ${next && html`<a class="button" rel="next" href=${href('queries', { ...filters, limit: limit === '50' ? '' : limit, continue: next, node })}>Older</a>`}
       ${!next && rows.length > 0 && html`<span class="muted">End of the log.</span>`}
     </nav>`}
     ${toast && html`<div class="toast"><${Msg} kind=${toast.kind}>${toast.text}</${Msg}></div>`}`;
