@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -150,7 +151,12 @@ type proc struct {
 	apiSrv    *api.Server // nil in the operator role
 	apiErr    chan error
 	snapErr   chan error
+	loops     sync.WaitGroup // loops that write the store or dataDir (spawn)
 }
+
+// loopsGrace bounds how long Run, returning, waits for its loops after
+// ctx is cancelled; each of them stops on ctx within milliseconds.
+const loopsGrace = 10 * time.Second
 
 // stoppedEarly reports whether err, from a loop that runs for the whole
 // of Run, is worth logging: not the end of Run (ctx done) nor the store
@@ -164,9 +170,28 @@ func stoppedEarly(ctx context.Context, err error) bool {
 // earlier (like defer).
 func (p *proc) onStop(f func()) { p.stops = append(p.stops, f) }
 
+// spawn runs loop in a goroutine that Run waits for before it returns, so
+// nothing Run started still writes in node.dataDir (the store, list and
+// zone files) once it has returned: a caller may remove or reuse the
+// directory then.
+func (p *proc) spawn(loop func()) {
+	p.loops.Add(1)
+	go func() {
+		defer p.loops.Done()
+		loop()
+	}()
+}
+
 func (p *proc) stop() {
 	for i := len(p.stops) - 1; i >= 0; i-- {
 		p.stops[i]()
+	}
+	done := make(chan struct{})
+	go func() { p.loops.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(loopsGrace):
+		p.logger.Warn("some loops were still running when the node stopped", "waited", loopsGrace)
 	}
 }
 
@@ -281,11 +306,11 @@ func (p *proc) openState(ctx context.Context) error {
 		// A bad inline object is reported and the node keeps serving what is stored.
 		p.logger.Error("inline objects of the config file not applied", "err", err)
 	}
-	go func() {
+	p.spawn(func() {
 		if err := p.objs.Run(ctx); stoppedEarly(ctx, err) {
 			p.logger.Error("objectsDir watch stopped", "dir", cfg.ObjectsDir, "err", err)
 		}
-	}()
+	})
 	return nil
 }
 
@@ -355,11 +380,12 @@ func (p *proc) startDataPlane(ctx context.Context) error {
 		return fmt.Errorf("zone transfers: %w", err)
 	}
 	p.snaps.onServed = p.xfr.served
-	go p.xfr.run(ctx)
+	p.spawn(func() { p.xfr.run(ctx) })
 	if !p.kubeMode {
 		// On Kubernetes the operator's reconcilers write zone status.
 		p.snaps.status = newZoneStatus(p.st, logger.With("component", "zonestatus"))
-		go p.snaps.status.run(ctx)
+		st := p.snaps.status
+		p.spawn(func() { st.run(ctx) })
 	}
 	return nil
 }
@@ -405,11 +431,11 @@ func (p *proc) startBlocking(ctx context.Context) error {
 		return nil
 	}
 	initial, first := make(chan error, 1), make(chan error, 1)
-	go func() {
+	p.spawn(func() {
 		if err := blk.run(ctx, cfg, first); stoppedEarly(ctx, err) {
 			logger.Error("block list reconciler stopped", "err", err)
 		}
-	}()
+	})
 	go func() {
 		// The first pass is over: policies compiled from now on name lists
 		// that had their chance to load, so their problems are logged (a
@@ -436,7 +462,7 @@ func (p *proc) startSnapshots(ctx context.Context) error {
 	p.snapErr = make(chan error, 1)
 	if p.role != RoleOperator {
 		p.ops.AddCheck("snapshot", p.snaps.Ready)
-		go func() { p.snapErr <- p.snaps.Run(ctx) }()
+		p.spawn(func() { p.snapErr <- p.snaps.Run(ctx) })
 	}
 	return nil
 }
