@@ -135,7 +135,7 @@ func (a *Applier) Run(ctx context.Context) error {
 		}
 	}
 	addWatch()
-	if err := a.Sync(ctx); err != nil && ctx.Err() == nil {
+	if err := a.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 		a.log.Error("objectsDir: sync", "dir", a.dir, "err", err)
 	}
 	// A directory that does not exist yet is looked for now and then.
@@ -171,7 +171,7 @@ func (a *Applier) Run(ctx context.Context) error {
 				}
 			}
 		case <-timer.C:
-			if err := a.Sync(ctx); err != nil && ctx.Err() == nil {
+			if err := a.Sync(ctx); err != nil && ctx.Err() == nil && !errors.Is(err, store.ErrClosed) {
 				a.log.Error("objectsDir: sync", "dir", a.dir, "err", err)
 			}
 		}
@@ -312,6 +312,10 @@ func (a *Applier) syncSource(ctx context.Context, source string, objs []manifest
 		seen[k] = o
 		// Dry run: ownership, defaulting and validation, nothing stored yet.
 		if _, err := a.st.Apply(ctx, o.DeepCopy(), store.ApplyOptions{Manager: m, DryRun: true}); err != nil {
+			if errors.Is(err, store.ErrClosed) {
+				// The node is stopping: nothing is wrong with the file.
+				return err
+			}
 			diags = append(diags, applyDiag(source, o, err))
 		}
 	}
@@ -328,6 +332,9 @@ func (a *Applier) syncSource(ctx context.Context, source string, objs []manifest
 	for _, o := range objs {
 		k := store.KeyOf(o.Unstructured)
 		res, err := a.st.Apply(ctx, o.DeepCopy(), store.ApplyOptions{Manager: m})
+		if errors.Is(err, store.ErrClosed) {
+			return err
+		}
 		if err != nil {
 			// Checked a moment ago: only a race with another writer gets here.
 			applyDiags = append(applyDiags, applyDiag(source, o, err))
@@ -372,8 +379,9 @@ func (a *Applier) prune(ctx context.Context, source string, m store.Manager, kee
 		switch {
 		case err == nil:
 			a.log.Info("object deleted: no longer declared", "source", source, "object", k.String())
-		case errors.Is(err, store.ErrNotFound), errors.As(err, new(*store.ManagedByError)):
-			// Gone already, or someone else owns it now: not ours to delete.
+		case errors.Is(err, store.ErrNotFound), errors.As(err, new(*store.ManagedByError)), errors.Is(err, store.ErrClosed):
+			// Gone already, or someone else owns it now: not ours to delete
+			// (or the node is stopping).
 		default:
 			diags = append(diags, Diagnostic{Severity: "warning", Source: source, Object: k.String(), Message: "not deleted: " + err.Error()})
 			a.log.Warn("object not deleted", "source", source, "object", k.String(), "err", err)

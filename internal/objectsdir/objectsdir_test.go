@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -287,5 +288,33 @@ func TestApplyInline(t *testing.T) {
 	}
 	if len(a.Diagnostics()) != 0 {
 		t.Fatal("diagnostics kept after a good apply")
+	}
+}
+
+// TestClosedStoreIsNotTheFilesFault: a node that stops while its objects
+// are being applied closes the store under the applier; the file is fine,
+// so it gets no diagnostics and no error in the log (a refused start
+// logged two "file refused as a whole" errors for a valid zone file).
+func TestClosedStoreIsNotTheFilesFault(t *testing.T) {
+	tmp := t.TempDir()
+	s := newStore(t, filepath.Join(tmp, "state.db"))
+	f := filepath.Join(tmp, "z.yaml")
+	write(t, f, zone("fine.example"))
+	var logs strings.Builder
+	a := objectsdir.New(s, tmp, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err := a.Sync(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// the file changes and the node stops before it is applied
+	write(t, f, docs(zone("fine.example"), zone("also-fine.example")))
+	s.Close()
+	if err := a.Sync(t.Context()); err != nil {
+		t.Logf("Sync on a closed store: %v", err)
+	}
+	if d := a.Diagnostics(); len(d) > 0 {
+		t.Errorf("a closed store left diagnostics on a valid file: %+v", d)
+	}
+	if strings.Contains(logs.String(), "level=ERROR") || strings.Contains(logs.String(), "level=WARN") {
+		t.Errorf("a closed store was logged as the file's problem:\n%s", logs.String())
 	}
 }
