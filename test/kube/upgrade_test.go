@@ -2,7 +2,6 @@ package kube_test
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,10 +58,10 @@ func serviceCRDs(t *testing.T) []string {
 	return names
 }
 
-func getCRD(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+func getCRD(t *testing.T, c client.Client, name string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := crClient(t).Get(t.Context(), client.ObjectKey{Name: name}, crd); err != nil {
+	if err := c.Get(t.Context(), client.ObjectKey{Name: name}, crd); err != nil {
 		t.Fatalf("get CRD %s: %v", name, err)
 	}
 	return crd
@@ -108,9 +107,9 @@ func withoutRecordsColumn(t *testing.T, path string) {
 
 // hasRecords: the served DNSZone CRD has the RECORDS column and the
 // status.records field.
-func hasRecords(t *testing.T) (column, field bool) {
+func hasRecords(t *testing.T, c client.Client) (column, field bool) {
 	t.Helper()
-	for _, v := range getCRD(t, "dnszones.service.io").Spec.Versions {
+	for _, v := range getCRD(t, c, "dnszones.service.io").Spec.Versions {
 		for _, c := range v.AdditionalPrinterColumns {
 			column = column || c.Name == "RECORDS"
 		}
@@ -132,31 +131,33 @@ func hasRecords(t *testing.T) (column, field bool) {
 //     back to an old CRD and forward again);
 //  4. `helm uninstall` keeps the CRDs and the objects in them.
 func TestChartUpgradeUpdatesCRDs(t *testing.T) {
-	kc := kubeconfig(t)
+	if skip != "" {
+		t.Skip(skip)
+	}
+	// 1. a cluster without the CRDs: its own control plane, so the
+	// package's other tests keep theirs
+	bare, err := kubeenv.StartWithoutCRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bare.Stop() })
+	kc := kubeenv.Kubeconfig(t, bare.Config, "")
 	ctx := t.Context()
 	const release, relNS = "upg", "upgrade-test"
 	h := func(args ...string) []byte {
 		t.Helper()
 		return helm(t, append(args, "--kubeconfig", kc)...)
 	}
-	c := crClient(t)
-
-	// 1. a cluster without the CRDs (kubeenv installed them unmanaged)
-	names := serviceCRDs(t)
-	// whatever happens below (a deletion that times out included), the
-	// package's other tests get the current CRDs back
-	t.Cleanup(func() { restoreCRDs(t) })
-	for _, n := range names {
-		crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: n}}
-		if err := c.Delete(ctx, crd); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
+	c, err := client.New(bare.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	names := serviceCRDs(t)
 	for _, n := range names {
-		waitFor(t, "CRD "+n+" deleted", func() bool {
-			err := c.Get(ctx, client.ObjectKey{Name: n}, &apiextensionsv1.CustomResourceDefinition{})
-			return apierrors.IsNotFound(err)
-		})
+		err := c.Get(ctx, client.ObjectKey{Name: n}, &apiextensionsv1.CustomResourceDefinition{})
+		if !apierrors.IsNotFound(err) {
+			t.Fatalf("the bare control plane has CRD %s (%v): the test does not start from a cluster without them", n, err)
+		}
 	}
 	out := h("install", release, chartDir(), "-n", relNS, "--create-namespace", "--dry-run=server")
 	for _, n := range names {
@@ -179,7 +180,7 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 	t.Cleanup(func() {
 		_, _ = helmRun(t, "uninstall", release, "-n", relNS, "--kubeconfig", kc)
 	})
-	if col, field := hasRecords(t); col || field {
+	if col, field := hasRecords(t, c); col || field {
 		t.Fatalf("the old chart installed RECORDS column %v, status.records %v: the test chart is not old", col, field)
 	}
 	zone := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "service.io/v1alpha1", "kind": "DNSZone",
@@ -198,11 +199,11 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 		t.Fatalf("helm upgrade failed for another reason than the CRDs' ownership: %v\n%s", err, tail(out))
 	}
 	h("upgrade", release, chartDir(), "-n", relNS, "--take-ownership")
-	if col, field := hasRecords(t); !col || !field {
+	if col, field := hasRecords(t, c); !col || !field {
 		t.Fatalf("after helm upgrade the DNSZone CRD has RECORDS column %v, status.records %v; want both", col, field)
 	}
 	for _, n := range names {
-		crd := getCRD(t, n)
+		crd := getCRD(t, c, n)
 		if crd.Annotations["meta.helm.sh/release-name"] != release || crd.Annotations["helm.sh/resource-policy"] != "keep" {
 			t.Errorf("CRD %s after the upgrade: annotations %v, want the release's and resource-policy keep", n, crd.Annotations)
 		}
@@ -212,58 +213,23 @@ func TestChartUpgradeUpdatesCRDs(t *testing.T) {
 	older := copyChart(t)
 	withoutRecordsColumn(t, filepath.Join(older, "files", "crds", "service.io_dnszones.yaml"))
 	h("upgrade", release, older, "-n", relNS)
-	if col, field := hasRecords(t); col || field {
+	if col, field := hasRecords(t, c); col || field {
 		t.Fatalf("upgrading to a chart without the column left it (column %v, field %v): the CRDs are not the chart's", col, field)
 	}
 	h("upgrade", release, chartDir(), "-n", relNS)
-	if col, field := hasRecords(t); !col || !field {
+	if col, field := hasRecords(t, c); !col || !field {
 		t.Fatalf("a plain helm upgrade did not update the CRD (column %v, field %v)", col, field)
 	}
 
 	// 4. uninstall keeps the CRDs and the zone
 	h("uninstall", release, "-n", relNS)
 	for _, n := range names {
-		getCRD(t, n)
+		getCRD(t, c, n)
 	}
 	if err := c.Get(ctx, client.ObjectKey{Name: "upgrade.test"}, zone.DeepCopy()); err != nil {
 		t.Errorf("the DNSZone did not survive helm uninstall: %v", err)
 	}
 	_ = c.Delete(ctx, zone)
-}
-
-// restoreCRDs applies config/crd/bases (as kubeenv installed them) and waits
-// until they are served.
-func restoreCRDs(t *testing.T) {
-	c := crClient(t)
-	ctx := context.Background()
-	files, _ := filepath.Glob(filepath.Join(kubeenv.RepoRoot(), "config", "crd", "bases", "*.yaml"))
-	for _, f := range files {
-		data, _ := os.ReadFile(f)
-		o := decode(t, data)[0]
-		// a CRD still being deleted cannot be applied back: let it go first
-		waitFor(t, "CRD "+o.GetName()+" deletion finished", func() bool {
-			var crd apiextensionsv1.CustomResourceDefinition
-			err := c.Get(ctx, client.ObjectKey{Name: o.GetName()}, &crd)
-			return apierrors.IsNotFound(err) || (err == nil && crd.DeletionTimestamp == nil)
-		})
-		if err := c.Patch(ctx, o, client.Apply, client.FieldOwner("chart-test-restore"), client.ForceOwnership); err != nil {
-			t.Errorf("restore CRD %s: %v", o.GetName(), err)
-		}
-	}
-	dc := discovery.NewDiscoveryClientForConfigOrDie(env.Config)
-	waitFor(t, "CRDs served again", func() bool {
-		rl, err := dc.ServerResourcesForGroupVersion("service.io/v1alpha1")
-		if err != nil {
-			return false
-		}
-		kinds := 0
-		for _, r := range rl.APIResources {
-			if !strings.Contains(r.Name, "/") {
-				kinds++
-			}
-		}
-		return kinds == len(files)
-	})
 }
 
 func setChartVersion(t *testing.T, dir, version string) {
@@ -285,13 +251,11 @@ func setChartVersion(t *testing.T, dir, version string) {
 	}
 }
 
-// waitFor polls cond every 100 ms for up to 30 s.
+// waitFor polls cond every 100 ms for up to 60 s (a CRD becomes served
+// within seconds; the margin is for a CI machine running every package).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	// 90 s: deleting a CRD waits for the apiserver's finalizer to remove
-	// every object of the kind, which took over 30 s once in CI with every
-	// package's tests running beside it.
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -65,6 +65,17 @@ type Env struct {
 // Etcd accepts requests up to 4 MiB so objects at the store's size cap fit.
 func Start() (*Env, error) { return start(nil, nil) }
 
+// StartWithoutCRDs starts a control plane with none of the service's CRDs:
+// a cluster the chart meets for the first time. Tests that need that start
+// their own instead of deleting the package's CRDs, whose deletion waits on
+// the apiserver's CRD finalizer (minutes once in CI).
+func StartWithoutCRDs() (*Env, error) {
+	return start(func(e *Env) {
+		e.CRDDirectoryPaths = nil
+		e.ErrorIfCRDPathMissing = false
+	}, nil)
+}
+
 // start starts the control plane; configure, when set, adjusts it first and
 // cleanup runs after Stop.
 func start(configure func(*Env), cleanup func()) (*Env, error) {
