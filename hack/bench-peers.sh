@@ -144,7 +144,10 @@ spec:
 EOF
       ;;
   esac
-  cat >"$work/service.yaml" <<EOF
+  # The config and settings files get a directory of their own: the node
+  # watches the directory of each, and dnsperf -v writes $work/out.
+  mkdir -p "$work/svc-etc"
+  cat >"$work/svc-etc/service.yaml" <<EOF
 node:
   dataDir: $work/svc-data
 listeners:
@@ -156,7 +159,7 @@ listeners:
   metrics: {address: "127.0.0.1:$p_met"}
   internal: {address: "127.0.0.1:$p_int"}
   blockPage: {http: "127.0.0.1:$p_bp"}
-settingsFile: $work/settings.yaml
+settingsFile: $work/svc-etc/settings.yaml
 objectsDir: $work/svc-objects
 auth:
   adminSocket: {path: $work/service.sock}
@@ -168,7 +171,7 @@ EOF
   # The block list is served from loopback, which list URLs may not name
   # unless allowed.
   SERVICE_BLOCKING__ALLOWLOCALLISTURLS=true SERVICE_QUERYLOG__ENABLED="${svc_querylog:-true}" \
-    $pin0 "$svc" serve --config "$work/service.yaml" >"$work/${svc_name:-svc}.log" 2>&1 &
+    $pin0 "$svc" serve --config "$work/svc-etc/service.yaml" >"$work/${svc_name:-svc}.log" 2>&1 &
   pid=$!
 }
 # svc-nolog: the service with querylog.enabled=false. The service's
