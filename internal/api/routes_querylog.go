@@ -31,6 +31,7 @@ type QueryPage struct {
 	Continue string               `json:"continue" doc:"opaque token of the next page; empty on the last page"`
 	Node     string               `json:"node"`
 	TookMS   float64              `json:"took_ms"`
+	NewestID int64                `json:"newest_id" doc:"newest row id of the whole log when the page was read; GET /queries/stream with last_event_id set to the larger of this and the page's first id continues the page without a gap, even when the page is empty"`
 }
 
 func (p *QueryPage) setTook(ms float64) { p.TookMS = ms }
@@ -205,7 +206,7 @@ func (s *Server) registerQueryLogRoutes() {
 			if err != nil {
 				return nil, queryLogErr(err)
 			}
-			out := &QueryPage{Items: p.Items, Continue: p.Continue, Node: p.Node}
+			out := &QueryPage{Items: p.Items, Continue: p.Continue, Node: p.Node, NewestID: p.NewestID}
 			if out.Items == nil {
 				out.Items = []querylog.QueryItem{}
 			}

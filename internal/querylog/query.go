@@ -442,11 +442,14 @@ func (w *Writer) Rows(ctx context.Context, f Filter) ([]Row, string, error) {
 // List answers the query-log route.
 func (w *Writer) List(ctx context.Context, f Filter) (*QueryPage, error) {
 	start := time.Now()
+	// Read before the rows: a row published in between is then in the page
+	// or after NewestID, never in neither.
+	head := w.head.Load()
 	rows, next, err := w.Rows(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	p := &QueryPage{Items: make([]QueryItem, len(rows)), Node: w.node(), Continue: next}
+	p := &QueryPage{Items: make([]QueryItem, len(rows)), Node: w.node(), Continue: next, NewestID: head}
 	for i := range rows {
 		p.Items[i] = rows[i].Item()
 	}

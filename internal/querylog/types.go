@@ -32,6 +32,11 @@ type QueryPage struct {
 	Node     string      `json:"node"`
 	TookMS   float64     `json:"took_ms"`
 	Continue string      `json:"continue,omitempty"`
+	// NewestID is the newest row id of the whole log (any filter) when the
+	// page was read: a live tail started after max(NewestID, the page's
+	// newest id) misses no row and repeats none, even when the page is
+	// empty.
+	NewestID int64 `json:"newest_id"`
 }
 
 // BlockedItem is a blocked query (spec shape BlockedItem).

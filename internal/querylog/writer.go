@@ -59,6 +59,9 @@ type Writer struct {
 	closed  atomic.Bool
 	wg      sync.WaitGroup
 	nextID  int64
+	// head is the id of the newest row readers can see (stored and
+	// published); a page reports it so a live tail resumes without a gap.
+	head atomic.Int64
 
 	dropped  prometheus.Counter
 	written  prometheus.Counter
@@ -183,6 +186,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 		}
 		w.store = st
 	}
+	w.head.Store(w.nextID)
 	w.nextID++
 	if err := w.Update(cfg); err != nil {
 		if w.store != nil {
@@ -430,6 +434,9 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 		w.cl.committed()
 	}
 	w.written.Add(float64(len(rows)))
+	if len(rows) > 0 {
+		w.head.Store(rows[len(rows)-1].ID)
+	}
 	w.broker.Publish(rows)
 	return nil
 }

@@ -156,3 +156,47 @@ func TestStreamFilterAndBadRequests(t *testing.T) {
 	}
 	t.Fatal("no heartbeat")
 }
+
+// TestEmptyPageThenTailMissesNothing: the dashboard reads a filtered page,
+// finds it empty, and opens the live tail. A matching row written between
+// the two used to be lost (the tail started live); the page's newest_id
+// is where the tail resumes, so the row arrives, and rows older than the
+// page are not repeated.
+func TestEmptyPageThenTailMissesNothing(t *testing.T) {
+	e := newEnv(t, querylog.DefaultConfig(), querylog.Options{FlushInterval: 10 * time.Millisecond})
+	srv := httptest.NewServer(e.w.StreamHandler(querylog.StreamOptions{Heartbeat: 50 * time.Millisecond}))
+	defer srv.Close()
+	e.ask(t, "before.example.net.", dns.TypeA, dns.ClassINET)
+	e.ask(t, "other.example.net.", dns.TypeA, dns.ClassINET)
+	e.flush(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	f, err := querylog.ParseFilter(map[string][]string{"domain": {"gap.example.net"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.w.List(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 0 || page.NewestID == 0 {
+		t.Fatalf("page: %d items, newest_id %d; want none and the log's newest id", len(page.Items), page.NewestID)
+	}
+	// The gap: written after the page, before the tail is open.
+	e.ask(t, "gap.example.net.", dns.TypeA, dns.ClassINET)
+	e.flush(t)
+
+	resp, sc := open(t, ctx, srv.URL+"?domain=gap.example.net&last_event_id="+strconv.FormatInt(page.NewestID, 10), "")
+	defer resp.Body.Close()
+	ev := readEvents(t, sc, 1)
+	if ev[0].item.Domain != "gap.example.net" || ev[0].id <= page.NewestID {
+		t.Fatalf("tail after newest_id %d sent %d %s, want the gap's row", page.NewestID, ev[0].id, ev[0].item.Domain)
+	}
+	// Unfiltered from the same point: only rows newer than the page.
+	resp2, sc2 := open(t, ctx, srv.URL+"?last_event_id="+strconv.FormatInt(page.NewestID, 10), "")
+	defer resp2.Body.Close()
+	if ev := readEvents(t, sc2, 1); ev[0].item.Domain != "gap.example.net" {
+		t.Fatalf("unfiltered tail after newest_id repeated an older row: %s", ev[0].item.Domain)
+	}
+}

@@ -780,6 +780,7 @@
  * @typedef {Object} QueryPage
  * @property {string} continue opaque token of the next page; empty on the last page
  * @property {(Array<QueryItem>|null)} items
+ * @property {number} newest_id newest row id of the whole log when the page was read; GET /queries/stream with last_event_id set to the larger of this and the page's first id continues the page without a gap, even when the page is empty
  * @property {string} node
  * @property {number} took_ms
  */

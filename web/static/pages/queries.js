@@ -206,7 +206,10 @@ export function QueriesPage({ me, route, title }) {
     setExplain(null);
     call('queries', { query: { ...filters, limit, continue: cont, node }, signal: ctl.signal }).then((p) => {
       const items = p.items || [];
-      newest.current = items.length ? items[0].id : 0;
+      // The tail goes on after the newest row of the whole log when the
+      // page was read, so a row written meanwhile is not lost (an empty
+      // filtered page included).
+      newest.current = Math.max(items.length ? items[0].id : 0, p.newest_id || 0);
       setRows(items);
       setNext(p.continue || '');
     }).catch((e) => { if (e.name !== 'AbortError') { setErr(e); setRows([]); } });
