@@ -137,7 +137,7 @@ func (r *GroupReconciler) PolicyChanged(ctx context.Context, namespace, name str
 			refs = append(refs, g)
 		}
 	}
-	groups, err := listTyped[v1alpha1.ClientGroup](ctx, r.Store, GroupKind)
+	groups, err := store.ListTyped[v1alpha1.ClientGroup](ctx, r.Store, GroupKind, "")
 	if err != nil {
 		return err
 	}
@@ -161,29 +161,5 @@ func (r *GroupReconciler) reconcileGroup(ctx context.Context, namespace, name st
 }
 
 func listPolicies(ctx context.Context, st store.Store) ([]v1alpha1.Policy, error) {
-	return listTyped[v1alpha1.Policy](ctx, st, Kind)
-}
-
-// listTyped lists every object of kind, decoded.
-func listTyped[T any](ctx context.Context, st store.Store, kind string) ([]T, error) {
-	var out []T
-	opts := store.ListOptions{Kind: kind, Limit: 500}
-	for range 10000 {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
-		}
-		for _, u := range page.Items {
-			var v T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, fmt.Errorf("decode %s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
-			}
-			out = append(out, v)
-		}
-		if page.Continue == "" {
-			break
-		}
-		opts.Continue = page.Continue
-	}
-	return out, nil
+	return store.ListTyped[v1alpha1.Policy](ctx, st, Kind, "")
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/svcdns/svc/controllers/policies"
 	"github.com/svcdns/svc/dataplane/policy"
 	"github.com/svcdns/svc/internal/api"
+	"github.com/svcdns/svc/internal/store"
 )
 
 var _ api.ListAudiences = policyStates{}
@@ -26,7 +27,7 @@ func (p policyStates) audienceInput(ctx context.Context) (policy.Input, error) {
 	if err != nil {
 		return in, err
 	}
-	if in.Policies, err = listTyped[v1alpha1.Policy](ctx, p.b.st, policies.Kind); err != nil {
+	if in.Policies, err = store.ListTyped[v1alpha1.Policy](ctx, p.b.st, policies.Kind, ""); err != nil {
 		return in, err
 	}
 	return in, nil

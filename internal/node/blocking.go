@@ -151,11 +151,11 @@ func (c checker) input(ctx context.Context) (policy.Input, error) {
 	cfg := c.b.hot.current()
 	in := policy.Input{Catalogue: c.b.cat.Current(), SafeSearch: c.b.safe, Tenancy: c.b.tenancy,
 		Settings: policy.Settings{DefaultResponse: cfg.Blocking.DefaultResponse, BlockTTL: cfg.Blocking.BlockTTL}}
-	groups, err := listTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind)
+	groups, err := store.ListTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind, "")
 	if err != nil {
 		return in, err
 	}
-	lists, err := listTyped[v1alpha1.BlockList](ctx, c.b.st, blocklists.Kind)
+	lists, err := store.ListTyped[v1alpha1.BlockList](ctx, c.b.st, blocklists.Kind, "")
 	if err != nil {
 		return in, err
 	}
@@ -182,7 +182,7 @@ func (c checker) CheckPolicy(ctx context.Context, p *v1alpha1.Policy) ([]policie
 
 // CheckGroup implements policies.GroupChecker.
 func (c checker) CheckGroup(ctx context.Context, g *v1alpha1.ClientGroup) ([]policies.Problem, error) {
-	groups, err := listTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind)
+	groups, err := store.ListTyped[v1alpha1.ClientGroup](ctx, c.b.st, policies.GroupKind, "")
 	if err != nil {
 		return nil, err
 	}
@@ -195,29 +195,6 @@ func (c checker) CheckGroup(ctx context.Context, g *v1alpha1.ClientGroup) ([]pol
 		}
 	}
 	return out, nil
-}
-
-// listTyped lists every object of kind from the store, decoded.
-func listTyped[T any](ctx context.Context, st store.Store, kind string) ([]T, error) {
-	var out []T
-	opts := store.ListOptions{Kind: kind, Limit: 500}
-	for {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
-		}
-		for _, u := range page.Items {
-			var v T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, fmt.Errorf("decode %s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
-			}
-			out = append(out, v)
-		}
-		if page.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Continue
-	}
 }
 
 // controllers is the one list of the node's controllers: BlockList,

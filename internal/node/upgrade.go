@@ -40,11 +40,11 @@ func upgradeGlobalLists(ctx context.Context, st store.Store, marks upgradeMarks,
 	if err != nil || done {
 		return err
 	}
-	lists, err := listTyped[v1alpha1.BlockList](ctx, st, blocklists.Kind)
+	lists, err := store.ListTyped[v1alpha1.BlockList](ctx, st, blocklists.Kind, "")
 	if err != nil {
 		return fmt.Errorf("upgrade global lists: %w", err)
 	}
-	pols, err := listTyped[v1alpha1.Policy](ctx, st, policies.Kind)
+	pols, err := store.ListTyped[v1alpha1.Policy](ctx, st, policies.Kind, "")
 	if err != nil {
 		return fmt.Errorf("upgrade global lists: %w", err)
 	}

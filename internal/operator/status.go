@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -121,7 +120,7 @@ func (r *statusReconciler) syncZone(ctx context.Context, name string) (bool, err
 	// controllers both land here and would otherwise race on the same writes.
 	unlock := r.lockZone(name)
 	defer unlock()
-	allZones, err := listTyped[v1alpha1.DNSZone](ctx, r.store, store.KindDNSZone, nil)
+	allZones, err := store.ListTyped[v1alpha1.DNSZone](ctx, r.store, store.KindDNSZone, "")
 	if err != nil {
 		return false, err
 	}
@@ -130,7 +129,7 @@ func (r *statusReconciler) syncZone(ctx context.Context, name string) (bool, err
 	// its record sets would look changed and get a new serial on every
 	// other zone's reconcile (status.serial then climbed without end as
 	// soon as two zones existed, and the data planes stopped agreeing).
-	allSets, err := listTyped[v1alpha1.DNSRecordSet](ctx, r.store, store.KindDNSRecordSet, nil)
+	allSets, err := store.ListTyped[v1alpha1.DNSRecordSet](ctx, r.store, store.KindDNSRecordSet, "")
 	if err != nil {
 		return false, err
 	}
@@ -164,31 +163,4 @@ func (r *statusReconciler) event(obj *unstructured.Unstructured, ready metav1.Co
 		typ = "Warning"
 	}
 	r.events.Eventf(obj, nil, typ, ready.Reason, "Reconcile", "%s", ready.Message)
-}
-
-// listTyped lists every object of kind that keep accepts (nil: all), typed.
-func listTyped[T any](ctx context.Context, st store.Store, kind string, keep func(*unstructured.Unstructured) bool) ([]T, error) {
-	var out []T
-	opts := store.ListOptions{Kind: kind, Limit: 500}
-	for {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
-		}
-		for i := range page.Items {
-			u := page.Items[i]
-			if keep != nil && !keep(u) {
-				continue
-			}
-			var v T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", kind, store.KeyOf(u), err)
-			}
-			out = append(out, v)
-		}
-		if page.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Continue
-	}
 }

@@ -123,7 +123,7 @@ func (s *Service) approveOnce(ctx context.Context, ns, name string, a Approval) 
 		return nil, err
 	}
 	now := s.now()
-	policies, err := listTyped[v1alpha1.Policy](ctx, s.st, kindPolicy, ns)
+	policies, err := store.ListTyped[v1alpha1.Policy](ctx, s.st, kindPolicy, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +288,7 @@ func (s *Service) checkGroups(ctx context.Context, groups []string) error {
 	if len(groups) == 0 {
 		return nil
 	}
-	all, err := listTyped[v1alpha1.ClientGroup](ctx, s.st, kindClientGroup, "")
+	all, err := store.ListTyped[v1alpha1.ClientGroup](ctx, s.st, kindClientGroup, "")
 	if err != nil {
 		return err
 	}
@@ -464,30 +464,6 @@ func mutate(ctx context.Context, st store.Store, kind, ns, name string, change f
 		}
 	}
 	return fmt.Errorf("write %s %s/%s: other writers won %d times: %w", kind, ns, name, writeAttempts, err)
-}
-
-// listTyped reads every object of kind in ns ("" = every namespace).
-func listTyped[T any](ctx context.Context, st store.Store, kind, ns string) ([]T, error) {
-	var out []T
-	opts := store.ListOptions{Kind: kind, Namespace: ns, Limit: 500}
-	for range 10000 {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
-		}
-		for _, u := range page.Items {
-			var v T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, fmt.Errorf("decode %s %s/%s: %w", kind, u.GetNamespace(), u.GetName(), err)
-			}
-			out = append(out, v)
-		}
-		if page.Continue == "" {
-			break
-		}
-		opts.Continue = page.Continue
-	}
-	return out, nil
 }
 
 // InitPending gives a pending request written without the service (kubectl,

@@ -139,7 +139,7 @@ func TestSubmitMergeLimitsAndRefusals(t *testing.T) {
 
 func listEntries(t *testing.T, st store.Store, ns, name string) (*v1alpha1.BlockList, []v1alpha1.BlockListEntry) {
 	t.Helper()
-	ls, err := listTyped[v1alpha1.BlockList](context.Background(), st, kindBlockList, ns)
+	ls, err := store.ListTyped[v1alpha1.BlockList](context.Background(), st, kindBlockList, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestApproveDenyEnd(t *testing.T) {
 	if bl == nil || bl.Spec.Mode != "allow" || bl.Spec.Global == nil || *bl.Spec.Global || len(ents) != 2 || ents[0].Request != "team/"+r.Name || ents[0].CreatedBy != "alice" {
 		t.Fatalf("list: %+v entries %+v", bl, ents)
 	}
-	pols, _ := listTyped[v1alpha1.Policy](ctx, st, kindPolicy, "team")
+	pols, _ := store.ListTyped[v1alpha1.Policy](ctx, st, kindPolicy, "team")
 	if len(pols) != 1 || len(pols[0].Spec.AllowListRefs) != 1 || pols[0].Spec.AllowListRefs[0] != "unblocked-kids" {
 		t.Fatalf("policy refs: %+v", pols[0].Spec)
 	}
