@@ -116,29 +116,7 @@ func TestWildcardUDPLoopAllocs(t *testing.T) {
 		cfg.DisableUDPBatch = single
 		s := startServer(t, cfg, NewSnapshot(SnapshotInput{Authority: testTable(t)}))
 		to := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), s.UDPAddrs()[0].Port())
-		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		pkt, _ := query("www.example.com.", dns.TypeA).Pack()
-		buf := make([]byte, 1500)
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		round := func(n int) {
-			for range n / 8 {
-				for range 8 {
-					_, _ = c.Write(pkt)
-				}
-				for range 8 {
-					if _, err := c.Read(buf); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
-		}
-		round(800) // warm the pools
-		const n = 4000
-		allocs := testing.AllocsPerRun(1, func() { round(n) }) / n
+		allocs := udpAllocsPerQuery(t, to)
 		t.Logf("single=%v: %.4f allocations per query", single, allocs)
 		if allocs > 0.05 {
 			t.Errorf("single=%v: %.3f allocations per UDP query, want 0", single, allocs)

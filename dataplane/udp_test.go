@@ -86,29 +86,7 @@ func TestUDPLoopAllocs(t *testing.T) {
 	cfg.Listeners = []ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}}
 	cfg.Sockets = 1
 	s := startServer(t, cfg, NewSnapshot(SnapshotInput{Authority: testTable(t)}))
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	pkt, _ := query("www.example.com.", dns.TypeA).Pack()
-	buf := make([]byte, 1500)
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	round := func(n int) {
-		for range n / 8 {
-			for range 8 {
-				_, _ = c.Write(pkt)
-			}
-			for range 8 {
-				if _, err := c.Read(buf); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-	}
-	round(800) // warm the pools
-	const n = 4000
-	allocs := testing.AllocsPerRun(1, func() { round(n) }) / n
+	allocs := udpAllocsPerQuery(t, s.UDPAddrs()[0])
 	if allocs > 0.05 {
 		t.Errorf("%.3f allocations per UDP query, want 0", allocs)
 	}

@@ -51,9 +51,6 @@ func startKnot(t *testing.T) *knot {
 	t.Helper()
 	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	zone := `$ORIGIN pub.test.
 $TTL 300
 @ SOA ns.pub.test. hostmaster.pub.test. 1 3600 600 86400 300
@@ -64,24 +61,13 @@ ns A 127.0.0.1
 		t.Fatal(err)
 	}
 	port := freeport.UDPTCP(t)
-	conf := fmt.Sprintf(`server:
-    listen: 127.0.0.1@%[2]d
-    rundir: "%[1]s"
-    pidfile: "%[1]s/knot.pid"
-database:
-    storage: "%[1]s/db"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: info
-key:
-  - id: %[3]s
+	conf := refdns.KnotConf(dir, port, "info", fmt.Sprintf(`key:
+  - id: %[2]s
     algorithm: hmac-sha256
-    secret: %[4]s
+    secret: %[3]s
 acl:
   - id: update
-    key: %[3]s
+    key: %[2]s
     action: update
 template:
   - id: default
@@ -93,12 +79,8 @@ zone:
     acl: update
     zonefile-sync: -1
     journal-content: changes
-`, dir, port, keyName, goodSecret)
-	cf := filepath.Join(dir, "knot.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	k := &knot{addr: fmt.Sprintf("127.0.0.1:%d", port), log: refdns.Start(t, "/usr/sbin/knotd", "-c", cf)}
+`, dir, keyName, goodSecret))
+	k := &knot{addr: fmt.Sprintf("127.0.0.1:%d", port), log: refdns.StartKnot(t, dir, conf)}
 	nodetest.Eventually(t, wait, "knot serves pub.test", func() bool {
 		r, err := exchange(k.addr, "pub.test.", dns.TypeSOA)
 		return err == nil && r.Rcode == dns.RcodeSuccess && len(r.Answer) == 1

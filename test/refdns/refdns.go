@@ -99,3 +99,36 @@ func NSDConf(dir string, port, verbosity int, serverExtra []string, rest string)
 	b.WriteString(rest)
 	return b.String()
 }
+
+// KnotConf is a knot.conf for an unprivileged Knot on 127.0.0.1:port with
+// its state in dir: the server, database and control sections and a
+// stderr log at logLevel ("info", "warning"), then rest (keys, remotes,
+// acls, templates, zones) as given.
+func KnotConf(dir string, port int, logLevel, rest string) string {
+	return fmt.Sprintf(`server:
+    listen: 127.0.0.1@%[2]d
+    rundir: "%[1]s"
+    pidfile: "%[1]s/knot.pid"
+database:
+    storage: "%[1]s/db"
+control:
+    listen: "%[1]s/knot.sock"
+log:
+  - target: stderr
+    any: %[3]s
+`, dir, port, logLevel) + rest
+}
+
+// StartKnot makes dir/db, writes conf (see KnotConf) to dir/knot.conf and
+// starts knotd with it, as Start does.
+func StartKnot(t testing.TB, dir, conf string) *Daemon {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cf := filepath.Join(dir, "knot.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return Start(t, "/usr/sbin/knotd", "-c", cf)
+}

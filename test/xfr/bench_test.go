@@ -256,28 +256,14 @@ func resetPeak(b *testing.B, pid int) {
 // key; it returns the TCP address and knotd's pid.
 func startKnotPrimary(b *testing.B, zonePath string) (string, int) {
 	dir := b.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
-		b.Fatal(err)
-	}
 	port := freeport.UDPTCP(b)
-	conf := fmt.Sprintf(`server:
-    listen: 127.0.0.1@%[2]d
-    rundir: "%[1]s"
-    pidfile: "%[1]s/knot.pid"
-database:
-    storage: "%[1]s/db"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: warning
-key:
-  - id: %[4]s
+	conf := refdns.KnotConf(dir, port, "warning", fmt.Sprintf(`key:
+  - id: %[3]s
     algorithm: hmac-sha256
-    secret: %[5]s
+    secret: %[4]s
 acl:
   - id: xfr
-    key: %[4]s
+    key: %[3]s
     action: transfer
 template:
   - id: default
@@ -285,16 +271,12 @@ template:
     semantic-checks: off
 zone:
   - domain: example.test
-    file: "%[3]s"
+    file: "%[2]s"
     acl: xfr
     zonefile-sync: -1
     journal-content: none
-`, dir, port, zonePath, keyName, goodSecret)
-	cf := filepath.Join(dir, "knot.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	refdns.Start(b, "/usr/sbin/knotd", "-c", cf)
+`, dir, zonePath, keyName, goodSecret))
+	refdns.StartKnot(b, dir, conf)
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	nodetest.Eventually(b, 600*time.Second, "knot serves the zone", func() bool { return serialOf(addr) == 1 })
 	pid := 0

@@ -61,51 +61,33 @@ func startKnotFor(t *testing.T, zone string, port int, primaryTCP, secret string
 	t.Helper()
 	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, "db"), 0o755); err != nil {
-		t.Fatal(err)
-	}
 	ph, pp := hostPort(primaryTCP)
-	conf := fmt.Sprintf(`server:
-    listen: 127.0.0.1@%[2]d
-    rundir: "%[1]s"
-    pidfile: "%[1]s/knot.pid"
-database:
-    storage: "%[1]s/db"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: info
-key:
-  - id: %[5]s
+	conf := refdns.KnotConf(dir, port, "info", fmt.Sprintf(`key:
+  - id: %[4]s
     algorithm: hmac-sha256
-    secret: %[6]s
+    secret: %[5]s
 remote:
   - id: primary
-    address: %[3]s@%[4]s
-    key: %[5]s
+    address: %[2]s@%[3]s
+    key: %[4]s
 acl:
   - id: notify-from-primary
     address: 127.0.0.1
-    key: %[5]s
+    key: %[4]s
     action: notify
 template:
   - id: default
     storage: "%[1]s"
     semantic-checks: off
 zone:
-  - domain: %[7]s
-    file: "%[1]s/%[7]s.zone"
+  - domain: %[6]s
+    file: "%[1]s/%[6]s.zone"
     master: primary
     acl: notify-from-primary
     zonefile-sync: -1
     journal-content: changes
-`, dir, port, ph, pp, keyName, secret, zone)
-	cf := filepath.Join(dir, "knot.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	l := refdns.Start(t, "/usr/sbin/knotd", "-c", cf)
+`, dir, ph, pp, keyName, secret, zone))
+	l := refdns.StartKnot(t, dir, conf)
 	return &secondary{name: "knot", addr: fmt.Sprintf("127.0.0.1:%d", port), log: l}
 }
 
