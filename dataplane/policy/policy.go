@@ -151,10 +151,13 @@ type Table struct {
 	global   *compiled   // global lists, for clients no policy matches; may be nil
 	byName   map[string]*compiled
 	settings Settings
-	safe     *safesearch.Table
-	now      func() time.Time
-	problems []Problem
-	bufs     sync.Pool
+	// defaultMode is settings.DefaultResponse parsed once (zeroIP when
+	// empty or unknown), not per blocked query.
+	defaultMode dataplane.BlockMode
+	safe        *safesearch.Table
+	now         func() time.Time
+	problems    []Problem
+	bufs        sync.Pool
 }
 
 // Compile builds a table. Problems (unknown services, categories, lists,
@@ -166,6 +169,7 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 	if t.now == nil {
 		t.now = time.Now
 	}
+	t.defaultMode, _ = ParseBlockMode(t.settings.DefaultResponse)
 	if t.settings.BlockTTL <= 0 {
 		t.settings.BlockTTL = 10 * time.Minute
 	}
@@ -577,7 +581,7 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 // blockMode, else the list's response, else blocking.defaultResponse. The
 // caller sets the EDE text.
 func (t *Table) answer(d *dataplane.Decision, p *compiled, l *listRef) {
-	mode, _ := ParseBlockMode(t.settings.DefaultResponse)
+	mode := t.defaultMode
 	switch {
 	case p.modeSet:
 		mode = p.mode
