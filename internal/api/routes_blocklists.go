@@ -413,6 +413,29 @@ func decodeOffset(s string) (int, error) {
 	return n, nil
 }
 
+// offsetPage is the page of items that continue token cont (from
+// encodeOffset; "" = the first) and limit (<= 0: 500) select, and the
+// token of the next page ("" on the last).
+func offsetPage[T any](items []T, cont string, limit int) (page []T, next string, err error) {
+	off := 0
+	if cont != "" {
+		if off, err = decodeOffset(cont); err != nil {
+			return nil, "", errInvalid("continue: %v", err)
+		}
+	}
+	if limit <= 0 {
+		limit = 500
+	}
+	if off >= len(items) {
+		return nil, "", nil
+	}
+	end := min(off+limit, len(items))
+	if end < len(items) {
+		next = encodeOffset(end)
+	}
+	return items[off:end], next, nil
+}
+
 func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured, source string, in *entriesListIn) (*DomainEntries, error) {
 	_, i, e := findSource(obj, source)
 	if e != nil {
@@ -438,25 +461,12 @@ func (s *Server) entriesPage(ctx context.Context, obj *unstructured.Unstructured
 		}
 		matched = append(matched, d)
 	}
-	off := 0
-	if in.Continue != "" {
-		if off, err = decodeOffset(in.Continue); err != nil {
-			return nil, errInvalid("continue: %v", err)
-		}
+	page, next, err := offsetPage(matched, in.Continue, in.Limit)
+	if err != nil {
+		return nil, err
 	}
-	limit := in.Limit
-	if limit <= 0 {
-		limit = 500
-	}
-	out := &DomainEntries{Items: []DomainEntry{}, Total: int64(len(all)), Matched: int64(len(matched)),
-		Lists: []DomainListInfo{listInfo(obj, len(all))}, RulesKnown: known}
-	if off < len(matched) {
-		end := min(off+limit, len(matched))
-		out.Items = append(out.Items, matched[off:end]...)
-		if end < len(matched) {
-			out.Continue = encodeOffset(end)
-		}
-	}
+	out := &DomainEntries{Items: append([]DomainEntry{}, page...), Total: int64(len(all)), Matched: int64(len(matched)),
+		Lists: []DomainListInfo{listInfo(obj, len(all))}, RulesKnown: known, Continue: next}
 	out.Unattached = []DomainUnattached{}
 	if g, found, _ := unstructured.NestedBool(obj.Object, "spec", "global"); found && !g {
 		// a global list (spec.global omitted or true) applies to every

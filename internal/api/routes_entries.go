@@ -151,23 +151,11 @@ func (s *Server) allEntries(ctx context.Context, in *allEntriesIn) (*entriesOut,
 		}
 	}
 	out.Matched = int64(len(matched))
-	off := 0
-	if in.Continue != "" {
-		if off, err = decodeOffset(in.Continue); err != nil {
-			return nil, errInvalid("continue: %v", err)
-		}
+	page, next, err := offsetPage(matched, in.Continue, in.Limit)
+	if err != nil {
+		return nil, err
 	}
-	limit := in.Limit
-	if limit <= 0 {
-		limit = 500
-	}
-	if off < len(matched) {
-		end := min(off+limit, len(matched))
-		out.Items = append(out.Items, matched[off:end]...)
-		if end < len(matched) {
-			out.Continue = encodeOffset(end)
-		}
-	}
+	out.Items, out.Continue = append(out.Items, page...), next
 	return &entriesOut{Body: out}, nil
 }
 

@@ -217,11 +217,11 @@ type outcome struct {
 // when the plan changes next by itself (an endpoint expires) and an error
 // when anything is left to retry.
 func (p *Publisher) pass(ctx context.Context, full bool) (time.Time, error) {
-	zones, err := list[v1alpha1.DNSZone](ctx, p.st, store.KindDNSZone)
+	zones, err := store.ListTyped[v1alpha1.DNSZone](ctx, p.st, store.KindDNSZone, "")
 	if err != nil {
 		return time.Time{}, err
 	}
-	sets, err := list[v1alpha1.DNSRecordSet](ctx, p.st, store.KindDNSRecordSet)
+	sets, err := store.ListTyped[v1alpha1.DNSRecordSet](ctx, p.st, store.KindDNSRecordSet, "")
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -537,27 +537,4 @@ func (p *Publisher) writePublications(ctx context.Context, ns, name string, edit
 		}
 	}
 	return fmt.Errorf("status of DNSRecordSet %s/%s: %w", ns, name, err)
-}
-
-// list reads every object of kind, typed.
-func list[T any](ctx context.Context, st store.Store, kind string) ([]T, error) {
-	var out []T
-	opts := store.ListOptions{Kind: kind, Limit: 500}
-	for {
-		page, err := st.List(ctx, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", kind, err)
-		}
-		for _, u := range page.Items {
-			var v T
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &v); err != nil {
-				return nil, fmt.Errorf("%s %s: %w", kind, store.KeyOf(u), err)
-			}
-			out = append(out, v)
-		}
-		if page.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = page.Continue
-	}
 }
