@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 // CA file names in the block page's state directory (<dataDir>/blockpage).
@@ -104,10 +106,10 @@ func LoadOrCreateCA(dir string, now func() time.Time) (*CA, error) {
 		return nil, fmt.Errorf("block page CA key: %w", err)
 	}
 	// the key first: a cert without its key is the state that needs a person
-	if err := writeFileAtomic(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+	if err := atomicfile.Write(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 		return nil, fmt.Errorf("block page CA key: %w", err)
 	}
-	if err := writeFileAtomic(certPath, ca.certPEM, 0o644); err != nil {
+	if err := atomicfile.Write(certPath, ca.certPEM, 0o644); err != nil {
 		return nil, fmt.Errorf("block page CA certificate: %w", err)
 	}
 	return ca.withLeafKey()
@@ -304,32 +306,6 @@ func keyID(pub *ecdsa.PublicKey) []byte {
 	der, _ := x509.MarshalPKIXPublicKey(pub)
 	sum := sha256.Sum256(der)
 	return sum[:20]
-}
-
-// writeFileAtomic writes through a temp file and a rename, so a crash
-// leaves the old file or the new one, never half of one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // ReadCACert returns the generated CA certificate (PEM) of a state

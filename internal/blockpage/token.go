@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 const (
@@ -72,7 +74,7 @@ func loadTokenKey(dir string) ([]byte, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("block page state directory: %w", err)
 	}
-	if err := writeFileAtomic(path, key, 0o600); err != nil {
+	if err := atomicfile.Write(path, key, 0o600); err != nil {
 		return nil, fmt.Errorf("block page form key: %w", err)
 	}
 	return key, nil

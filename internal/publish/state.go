@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 // Published is what a target was last told about one RRset.
@@ -72,21 +74,5 @@ func (f FileState) Save(_ context.Context, target string, s *Snapshot) error {
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(f.Dir, target+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), f.path(target))
+	return atomicfile.Write(f.path(target), b, 0o600)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/svcdns/svc/dataplane/probe"
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 // HealthName is the name the track script asks the local DNS for.
@@ -56,7 +57,7 @@ func RunProbe(ctx context.Context, p Probe, runDir string) error {
 	if runDir != "" {
 		path := filepath.Join(runDir, ProbeFile)
 		if err != nil {
-			_ = writeAtomic(path, []byte(time.Now().UTC().Format(time.RFC3339)+" "+err.Error()+"\n"), 0o644)
+			_ = atomicfile.Write(path, []byte(time.Now().UTC().Format(time.RFC3339)+" "+err.Error()+"\n"), 0o644)
 		} else {
 			_ = os.Remove(path)
 		}

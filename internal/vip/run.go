@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 // ProbeInterval is how often svc vip run asks the local DNS (Track file).
@@ -92,7 +94,7 @@ func (s *Supervisor) install(ctx context.Context, conf []byte, plan Plan) error 
 	// A candidate first: a config keepalived refuses never replaces the one
 	// it runs with.
 	cand := s.configPath() + ".new"
-	if err := writeAtomic(cand, conf, 0o600); err != nil {
+	if err := atomicfile.Write(cand, conf, 0o600); err != nil {
 		return err
 	}
 	if err := Check(ctx, []string{s.keepalived()}, cand); err != nil {
@@ -125,7 +127,7 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	if s.Track == TrackFile {
 		// Unhealthy until the first probes pass: a node that starts must
 		// not take a VIP before its DNS answers.
-		if err := writeAtomic(filepath.Join(s.RunDir, HealthFile), []byte("1\n"), 0o644); err != nil {
+		if err := atomicfile.Write(filepath.Join(s.RunDir, HealthFile), []byte("1\n"), 0o644); err != nil {
 			return fmt.Errorf("--run-dir: %w", err)
 		}
 	}
@@ -314,7 +316,7 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 		case err != nil && healthy:
 			healthy, ok = false, 0
 			s.Log.Warn("vip: local DNS fails the probe, giving the VIPs away", "err", err)
-			if werr := writeAtomic(path, []byte("1\n"), 0o644); werr != nil {
+			if werr := atomicfile.Write(path, []byte("1\n"), 0o644); werr != nil {
 				s.Log.Error("vip: writing the health file", "err", werr)
 			}
 		case err != nil:
@@ -323,7 +325,7 @@ func (s *Supervisor) probeLoop(ctx context.Context) {
 			if ok++; ok >= probeRise {
 				healthy = true
 				s.Log.Info("vip: local DNS answers the probe, VIPs may come here")
-				if werr := writeAtomic(path, []byte("0\n"), 0o644); werr != nil {
+				if werr := atomicfile.Write(path, []byte("0\n"), 0o644); werr != nil {
 					s.Log.Error("vip: writing the health file", "err", werr)
 				}
 			}

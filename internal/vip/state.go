@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/svcdns/svc/internal/atomicfile"
 )
 
 // InstanceState is one VRRP instance's last known state (from the fifo).
@@ -36,27 +38,7 @@ func writeJSON(path string, v any, mode os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(path, append(b, '\n'), mode)
-}
-
-func writeAtomic(path string, b []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.Write(path, append(b, '\n'), mode)
 }
 
 // ReadPlan reads the plan svc vip run wrote into runDir.
@@ -127,7 +109,7 @@ func Drained(runDir string) bool { return readDrain(runDir) != drainServing }
 
 func writeDrain(runDir string, v int) error {
 	// keepalived watches the file with inotify; a rename is a change it sees.
-	return writeAtomic(filepath.Join(runDir, DrainFile), []byte(strconv.Itoa(v)+"\n"), 0o644)
+	return atomicfile.Write(filepath.Join(runDir, DrainFile), []byte(strconv.Itoa(v)+"\n"), 0o644)
 }
 
 // waitStates polls the state file until ok holds (nil) or ctx ends.
