@@ -115,33 +115,17 @@ func startKnot(t *testing.T, zonefile string) string {
 	refdns.Require(t, "/usr/sbin/knotd")
 	dir := t.TempDir()
 	port := freeport.UDPTCP(t)
-	conf := fmt.Sprintf(`server:
-    listen: 127.0.0.1@%[2]d
-    rundir: "%[1]s"
-    pidfile: "%[1]s/knot.pid"
-database:
-    storage: "%[1]s/db"
-control:
-    listen: "%[1]s/knot.sock"
-log:
-  - target: stderr
-    any: warning
-template:
+	refdns.StartKnot(t, dir, refdns.KnotConf(dir, port, "warning", fmt.Sprintf(`template:
   - id: default
     storage: "%[1]s"
     semantic-checks: off
 zone:
   - domain: example.com
-    file: "%[3]s"
+    file: "%[2]s"
     zonefile-sync: -1
     zonefile-load: whole
     journal-content: none
-`, dir, port, zonefile)
-	cf := filepath.Join(dir, "knot.conf")
-	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	refdns.Start(t, "/usr/sbin/knotd", "-c", cf)
+`, dir, zonefile)))
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	waitReady(t, addr, "knotd")
 	return addr
