@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -211,20 +210,7 @@ func (n *node) svc(t testing.TB, stdin string, args ...string) string {
 }
 
 // edgeProc is `svc edge run`, stopped with SIGTERM when the test ends.
-type edgeProc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  strings.Builder
-	done chan struct{}
-}
-
-func (e *edgeProc) Write(b []byte) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.log.Write(b)
-}
-
-func (e *edgeProc) Log() string { e.mu.Lock(); defer e.mu.Unlock(); return e.log.String() }
+type edgeProc struct{ *proc.Supervised }
 
 var (
 	healthRE  = regexp.MustCompile(`msg="edge: health listening" address=(\S+)`)
@@ -239,28 +225,8 @@ func startEdge(t testing.TB, args ...string) *edgeProc {
 // startEdgeEnv runs svc edge run with env added to the test's environment.
 func startEdgeEnv(t testing.TB, env []string, args ...string) *edgeProc {
 	t.Helper()
-	e := &edgeProc{done: make(chan struct{})}
-	e.cmd = exec.Command(svcBin, append([]string{"edge", "run", "--log-format", "text"}, args...)...)
-	e.cmd.Env = append(os.Environ(), env...)
-	e.cmd.Stdout, e.cmd.Stderr = e, e
-	if err := e.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = e.cmd.Wait(); close(e.done) }()
-	t.Cleanup(func() {
-		_ = e.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-e.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("svc edge run did not stop within 20s of SIGTERM")
-			_ = e.cmd.Process.Kill()
-			<-e.done
-		}
-		if t.Failed() {
-			t.Logf("svc edge run output:\n%s", e.Log())
-		}
-	})
-	return e
+	return &edgeProc{proc.StartSupervised(t, "svc edge run", append(os.Environ(), env...), svcBin,
+		append([]string{"edge", "run", "--log-format", "text"}, args...)...)}
 }
 
 func (e *edgeProc) match(re *regexp.Regexp) []string {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -39,7 +38,7 @@ type node struct {
 	dir, runDir    string
 	peersFile      string
 	serve          *proc.Server
-	vip            *supervisor
+	vip            *proc.Supervised
 }
 
 // nodeConfig binds DNS to every address, as the chart does, and to each
@@ -123,46 +122,11 @@ func (n *node) killServe(t *testing.T) {
 	t.Fatalf("no svc serve process in %s", n.ns)
 }
 
-// supervisor is svc vip run (or any svc vip verb) in a namespace, stopped
+// startVIP runs svc vip run (or any svc vip verb) in a namespace, stopped
 // with SIGTERM (then SIGKILL after 20 s) when the test ends.
-type supervisor struct {
-	mu   sync.Mutex
-	out  strings.Builder
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (s *supervisor) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.out.Write(b)
-}
-
-func (s *supervisor) Log() string { s.mu.Lock(); defer s.mu.Unlock(); return s.out.String() }
-
-func startVIP(t *testing.T, ns string, args ...string) *supervisor {
+func startVIP(t *testing.T, ns string, args ...string) *proc.Supervised {
 	t.Helper()
-	s := &supervisor{done: make(chan struct{})}
-	s.cmd = exec.Command("ip", append([]string{"netns", "exec", ns, svcBin, "vip", "run"}, args...)...)
-	s.cmd.Stdout, s.cmd.Stderr = s, s
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-s.done:
-		case <-time.After(20 * time.Second):
-			t.Errorf("svc vip run in %s did not stop within 20s of SIGTERM", ns)
-			_ = s.cmd.Process.Kill()
-			<-s.done
-		}
-		if t.Failed() {
-			t.Logf("svc vip run in %s:\n%s", ns, s.Log())
-		}
-	})
-	return s
+	return proc.StartSupervised(t, "svc vip run in "+ns, nil, "ip", append([]string{"netns", "exec", ns, svcBin, "vip", "run"}, args...)...)
 }
 
 // svcIn runs an svc command in a namespace (at most 60 s).
