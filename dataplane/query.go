@@ -331,6 +331,12 @@ func (r *QueryRecord) Name() string {
 	return string(wire.AppendPresentation(nil, r.name[:r.nameLen]))
 }
 
+// AppendName appends the question name in presentation form, lower-cased,
+// to dst: Name without the allocation.
+func (r *QueryRecord) AppendName(dst []byte) []byte {
+	return wire.AppendPresentation(dst, r.name[:r.nameLen])
+}
+
 // QueryLogger receives a record per query. Log must not block: drop when full.
 type QueryLogger interface {
 	Log(rec QueryRecord)

@@ -16,6 +16,7 @@ package dnslog
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 
@@ -60,6 +61,8 @@ type Logger struct {
 	done    chan struct{}
 	once    sync.Once
 	dropped atomic.Int64
+
+	conv converter // the converting goroutine's
 
 	mu    sync.Mutex
 	buf   []dataplane.QueryRecord
@@ -139,7 +142,7 @@ func (l *Logger) drain() bool {
 	l.buf, l.spare = l.spare[:0], nil
 	l.mu.Unlock()
 	for i := range batch {
-		l.sink.Enqueue(Convert(&batch[i]))
+		l.sink.Enqueue(l.conv.convert(&batch[i]))
 		batch[i] = dataplane.QueryRecord{} // drop references to old strings
 	}
 	l.mu.Lock()
@@ -207,18 +210,60 @@ func (l *Logger) Close() error {
 
 // Convert turns a data-plane record into a row.
 func Convert(rec *dataplane.QueryRecord) querylog.Row {
+	var c converter
+	return c.convert(rec)
+}
+
+// maxClients bounds a converter's map of client addresses.
+const maxClients = 1 << 12
+
+// converter turns records into rows on the Logger's goroutine. It keeps the
+// text of recent client addresses (a few clients send most queries), so a
+// client seen again costs a map lookup instead of formatting its address.
+// Names are not kept: a map of recent names costs more in cache misses
+// than the one allocation of a name's text it saves (BenchmarkLogPipeline).
+type converter struct {
+	clients map[netip.Addr]string
+	buf     []byte
+}
+
+func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 	r := querylog.Row{
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
-		Domain: querylog.NormalizeDomain(rec.Name()), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
+		Domain: c.domain(rec), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
 		List: rec.List, Rule: rec.Rule, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
 	}
 	if rec.Client.IsValid() {
-		r.Client = rec.Client.Addr().Unmap().String()
+		r.Client = c.client(rec.Client.Addr().Unmap())
 	}
 	if len(rec.Groups) > 0 {
 		r.Group = rec.Groups[0]
 	}
 	return r
+}
+
+// domain is querylog.NormalizeDomain(rec.Name()) in one allocation: the
+// record's name is lower-case wire form, so its presentation needs only the
+// trailing dot cut.
+func (c *converter) domain(rec *dataplane.QueryRecord) string {
+	b := rec.AppendName(c.buf[:0])
+	c.buf = b
+	if len(b) > 1 && b[len(b)-1] == '.' {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
+
+func (c *converter) client(a netip.Addr) string {
+	if s, ok := c.clients[a]; ok {
+		return s
+	}
+	s := a.String()
+	if c.clients == nil || len(c.clients) >= maxClients {
+		c.clients = make(map[netip.Addr]string, 64)
+	}
+	c.clients[a] = s
+	return s
 }

@@ -165,3 +165,47 @@ func TestRowCarriesClientID(t *testing.T) {
 		t.Fatalf("row without a client ID: %q", r.ClientID)
 	}
 }
+
+// Rows carry the name as querylog.NormalizeDomain gives it (lower case, no
+// trailing dot, escapes kept) and the client's address, the first time and
+// when the converter already knows them.
+func TestRowNamesAndClients(t *testing.T) {
+	out := &sink{}
+	lg := dnslog.New(out)
+	defer lg.Close()
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	type ask struct{ name, client, wantDomain, wantClient string }
+	asks := []ask{
+		{"WWW.Example.COM.", "192.0.2.9:53", "www.example.com", "192.0.2.9"},
+		{"a\\.b.example.", "[2001:db8::1]:53", "a\\.b.example", "2001:db8::1"},
+		{"\\000x.example.", "[::ffff:192.0.2.7]:53", "\\000x.example", "192.0.2.7"},
+		{".", "192.0.2.9:53", ".", "192.0.2.9"},
+	}
+	for round := range 2 {
+		out.rows = nil
+		for _, a := range asks {
+			m := new(dns.Msg)
+			m.SetQuestion(a.name, dns.TypeA)
+			pkt, err := m.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.ServeWire(pkt, netip.MustParseAddrPort(a.client), dataplane.TransportUDP, nil)
+		}
+		if err := lg.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(out.rows) != len(asks) {
+			t.Fatalf("round %d: %d rows, want %d", round, len(out.rows), len(asks))
+		}
+		for i, a := range asks {
+			if r := out.rows[i]; r.Domain != a.wantDomain || r.Client != a.wantClient {
+				t.Errorf("round %d, %s from %s: domain %q client %q, want %q %q", round, a.name, a.client, r.Domain, r.Client, a.wantDomain, a.wantClient)
+			}
+		}
+	}
+}

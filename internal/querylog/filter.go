@@ -60,8 +60,10 @@ func compileDomainPatterns(patterns []string) (*domainMatcher, error) {
 }
 
 func (m *domainMatcher) match(name string) bool {
-	if _, ok := m.exact[name]; ok {
-		return true
+	if len(m.exact) > 0 {
+		if _, ok := m.exact[name]; ok {
+			return true
+		}
 	}
 	for _, s := range m.suffixes {
 		if strings.HasSuffix(name, s) {
@@ -142,6 +144,13 @@ var sudnSuffixes = func() []string {
 // IsSpecialUse reports whether a normalised name is a special-use name
 // excluded by querylog.exclude.sudn.
 func IsSpecialUse(name string) bool {
+	// Every suffix ends in one of four top-level labels: most names are
+	// settled by their last label without walking the list (this runs for
+	// every logged query).
+	tld := name[strings.LastIndexByte(name, '.')+1:]
+	if tld != "arpa" && tld != "localhost" && tld != "invalid" && tld != "local" {
+		return false
+	}
 	for _, s := range sudnSuffixes {
 		if name == s || (len(name) > len(s) && name[len(name)-len(s)-1] == '.' && strings.HasSuffix(name, s)) {
 			return true
@@ -183,6 +192,9 @@ func (p *policy) excluded(r *Row) bool {
 	}
 	if p.domains.match(r.Domain) {
 		return true
+	}
+	if len(p.clients.prefixes) == 0 && len(p.clients.names) == 0 {
+		return false
 	}
 	a, _ := netip.ParseAddr(r.Client)
 	return p.clients.match(a, r.ClientName)

@@ -77,6 +77,13 @@ func TestSpecialUse(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}
+	// IsSpecialUse settles names by their last label first: each suffix
+	// (and a name under it) must still be found.
+	for _, s := range sudnSuffixes {
+		if !IsSpecialUse(s) || !IsSpecialUse("x."+s) {
+			t.Errorf("%s or a name under it is not special-use", s)
+		}
+	}
 }
 
 func TestAnonymize(t *testing.T) {

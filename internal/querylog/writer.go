@@ -99,6 +99,10 @@ type hourCounts struct {
 	counts [5]map[string]*hourCount
 	capped [5]bool
 	lat    map[string]*latHist // answer times per upstream (latency.go)
+	// last and lastC are the previous row's value per dimension and its
+	// count (nil: none yet this hour).
+	last  [5]string
+	lastC [5]*hourCount
 }
 
 func (h *hourCounts) reset(hour int64) {
@@ -106,6 +110,7 @@ func (h *hourCounts) reset(hour int64) {
 	for i := range h.counts {
 		h.counts[i] = map[string]*hourCount{}
 		h.capped[i] = false
+		h.last[i], h.lastC[i] = "", nil
 	}
 	h.lat = map[string]*latHist{}
 }
@@ -678,6 +683,14 @@ func (w *Writer) countHourLocked(r *Row) {
 		if k == "" {
 			continue
 		}
+		// Runs of one value (a client, zone, upstream or list over many
+		// rows) skip the map.
+		if w.hour.lastC[i] != nil && k == w.hour.last[i] {
+			w.hour.lastC[i].count++
+			w.hour.lastC[i].blocked += blocked
+			continue
+		}
+		key := k
 		m := w.hour.counts[i]
 		c := m[k]
 		if c == nil {
@@ -695,6 +708,7 @@ func (w *Writer) countHourLocked(r *Row) {
 		}
 		c.count++
 		c.blocked += blocked
+		w.hour.last[i], w.hour.lastC[i] = key, c
 	}
 	w.countLatencyLocked(r)
 }
