@@ -15,6 +15,7 @@ import (
 
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/dataplane/wire"
 )
 
@@ -615,7 +616,9 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	}
 	var res result
 	if q.stale == nil {
-		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
+		// No timer of its own: the upstream package times the deadline
+		// on its pooled UDP sockets (upstream.WithDeadline).
+		ctx, cancel := upstream.WithDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
 		defer cancel()
 		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
 		s.upHealth.result(group, res.err == nil && res.resp != nil, false, time.Now())
@@ -671,8 +674,9 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	}
 	q.Upstream = res.upstream
 	r := res.resp
+	var e *cache.Entry
 	if !q.conditional && !r.Truncated && q.stale == nil {
-		_ = q.cache.Put(lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
+		e, _ = q.cache.Store(lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
 	}
 	if q.chase != nil {
 		return q.chaseAnswer(r)
@@ -680,6 +684,17 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	q.Status, q.Rcode = StatusAnswered, r.Rcode
 	if r.Rcode == dns.RcodeServerFailure {
 		q.Status = StatusFailed
+	}
+	if e != nil && !q.slow && q.ede == nil && !q.fastEDE && (r.Rcode == dns.RcodeSuccess || r.Rcode == dns.RcodeNameError) && e.Rcode() == r.Rcode {
+		// The cache packed the answer's sections just now, with the
+		// upstream's TTLs: encodeFast copies them, as it does
+		// pre-encoded authoritative sections, instead of packing the
+		// same records again. The bytes are those encodeSlow would
+		// write (the same records, packed the same way after the same
+		// question) and the header is set by the same flags.
+		q.fast, q.authWire = fastAuth, e.Sections()
+		q.counts[0], q.counts[1], q.counts[2] = e.Counts()
+		return stageDone
 	}
 	m := q.newResponseName(r.Rcode, false, name) // name: q.Lower's form, no chase here
 	m.AuthenticatedData = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)

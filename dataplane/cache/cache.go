@@ -108,6 +108,11 @@ func (e *Entry) Rcode() int { return e.rcode }
 // AD reports whether the upstream set Authenticated Data.
 func (e *Entry) AD() bool { return e.ad }
 
+// Sections returns the encoded sections with the TTLs the upstream gave
+// (AppendSections rewrites them), for the answer to the query that
+// stored the entry. The bytes are the entry's: read only.
+func (e *Entry) Sections() []byte { return e.sections }
+
 // Counts returns the answer, authority and additional counts (OPT excluded).
 func (e *Entry) Counts() (an, ns, ar uint16) { return e.counts[0], e.counts[1], e.counts[2] }
 
@@ -196,7 +201,7 @@ func (c *Cache) Config() Config {
 
 // Now reads the cache clock.
 func (c *Cache) Now() time.Time {
-	if c.cfg.Now != nil {
+	if c != nil && c.cfg.Now != nil {
 		return c.cfg.Now()
 	}
 	return time.Now()
@@ -259,11 +264,19 @@ func (c *Cache) countHit(e *Entry, t int64) {
 // NOERROR, NXDOMAIN and SERVFAIL are not cached; a SERVFAIL never replaces an
 // answer that may still be served stale.
 func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Msg, now time.Time) error {
+	_, err := c.Store(name, qtype, qclass, flags, resp, now)
+	return err
+}
+
+// Store is Put returning the entry made (nil when the answer is not
+// cached), so that the caller can answer from its encoded sections
+// (Sections) instead of packing resp again.
+func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Msg, now time.Time) (*Entry, error) {
 	if c == nil || resp == nil {
-		return nil
+		return nil, nil
 	}
 	if len(name) == 0 || len(name) > wire.MaxNameLen {
-		return fmt.Errorf("cache put: bad name length %d", len(name))
+		return nil, fmt.Errorf("cache put: bad name length %d", len(name))
 	}
 	e := &Entry{
 		name:   string(name),
@@ -291,10 +304,10 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 	case resp.Rcode == dns.RcodeSuccess:
 		ttl = c.positiveTTL(resp, extra)
 	default:
-		return nil
+		return nil, nil
 	}
 	if ttl <= 0 {
-		return nil
+		return nil, nil
 	}
 	secs := uint32(ttl / time.Second)
 	msg := &dns.Msg{Compress: true}
@@ -309,15 +322,15 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 		*bp = buf[:0] // grown: keep the larger one
 	}
 	if err != nil {
-		return fmt.Errorf("cache put: pack answer: %w", err)
+		return nil, fmt.Errorf("cache put: pack answer: %w", err)
 	}
 	qend := wire.HeaderLen + len(name) + 4
 	if len(buf)-qend > maxSections {
-		return nil
+		return nil, nil
 	}
 	offs, _, err := wire.TTLOffsets(buf, qend, len(resp.Answer)+len(resp.Ns)+len(extra), nil)
 	if err != nil {
-		return fmt.Errorf("cache put: walk answer: %w", err)
+		return nil, fmt.Errorf("cache put: walk answer: %w", err)
 	}
 	e.sections = append([]byte(nil), buf[qend:]...)
 	e.counts = [3]uint16{uint16(len(resp.Answer)), uint16(len(resp.Ns)), uint16(len(extra))}
@@ -341,7 +354,7 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 	e.windowStart.Store(t)
 	e.hash = c.hash(name, qtype, qclass, flags)
 	c.insert(e, t)
-	return nil
+	return e, nil
 }
 
 // packBufs recycles the buffers Put packs answers into.

@@ -126,7 +126,7 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result
 		order = weightedOrder(g.ups)
 	}
 	for _, u := range order {
-		actx, cancel := context.WithTimeout(ctx, g.timeout)
+		actx, cancel := WithDeadline(ctx, time.Now().Add(g.timeout))
 		r := g.attempt(actx, u, g.bufs.fill(wire), q)
 		cancel()
 		if r.ok() {

@@ -313,12 +313,16 @@ func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, 
 	s.send(id, uq, q)
 	// A datagram lost on the way (an upstream's full receive buffer under
 	// a burst drops queries silently) is sent again after the RTO instead
-	// of failing the query at the attempt's deadline.
+	// of failing the query at the attempt's deadline. The same timer ends
+	// the wait at ctx's deadline: a forwarded query's context
+	// (deadlineCtx) has no timer of its own, only its root's cancellation.
+	cancelled, deadline := deadlineOf(ctx) // ctx has a deadline (above)
 	rto := p.rto()
+	next := func(d time.Duration) time.Duration { return min(d, time.Until(deadline)) }
 	if uq.timer == nil {
-		uq.timer = time.NewTimer(jitter(rto))
+		uq.timer = time.NewTimer(next(jitter(rto)))
 	} else {
-		uq.timer.Reset(jitter(rto))
+		uq.timer.Reset(next(jitter(rto)))
 	}
 wait:
 	for {
@@ -326,6 +330,10 @@ wait:
 		case <-uq.done:
 			break wait
 		case <-uq.timer.C:
+			if !time.Now().Before(deadline) {
+				err = context.DeadlineExceeded
+				break
+			}
 			send, waiting := s.resend(id, uq)
 			if send {
 				p.retransmits.Inc()
@@ -333,22 +341,26 @@ wait:
 			}
 			if waiting {
 				rto = min(2*rto, udpMaxRTO)
-				uq.timer.Reset(jitter(rto))
+				uq.timer.Reset(next(jitter(rto)))
+			} else {
+				uq.timer.Reset(next(udpMaxWait)) // the deadline still ends the wait
 			}
-		case <-ctx.Done():
+			continue
+		case <-cancelled:
 			uq.timer.Stop()
-			if s.cancel(id, uq, true) {
-				err := ioErr(ctx, "udp read", ctx.Err())
-				if uq.mismatch && !errors.Is(err, context.Canceled) {
-					err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
-				}
-				uq.q, uq.ans = nil, nil
-				udpQueries.Put(uq)
-				return nil, err
-			}
-			<-uq.done // delivered meanwhile: the answer is in ans
-			break wait
 		}
+		// Cancelled, or past the deadline.
+		if s.cancel(id, uq, true) {
+			err = ioErr(ctx, "udp read", err)
+			if uq.mismatch && !errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("udp read: %w: an answer to another question came with this ID", errMismatch)
+			}
+			uq.q, uq.ans = nil, nil
+			udpQueries.Put(uq)
+			return nil, err
+		}
+		<-uq.done // delivered meanwhile: the answer is in ans
+		break wait
 	}
 	uq.timer.Stop()
 	n, err := uq.n, uq.err
