@@ -608,7 +608,14 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 	}
 	q.UpstreamGroup = group
-	req := q.upstreamRequest(name)
+	// The request is pooled when the forwarder is this module's Resolver,
+	// which keeps nothing of it once Forward returns (another Forwarder
+	// might), and only for a forward waited for here (below).
+	var rm *reqMsg
+	if _, ok := fwd.(*upstream.Resolver); ok && q.stale == nil {
+		rm = reqMsgs.Get().(*reqMsg)
+	}
+	req := q.upstreamRequest(name, rm)
 	type result struct {
 		resp     *dns.Msg
 		upstream string
@@ -617,10 +624,11 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	var res result
 	if q.stale == nil {
 		// No timer of its own: the upstream package times the deadline
-		// on its pooled UDP sockets (upstream.WithDeadline).
-		ctx, cancel := upstream.WithDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
-		defer cancel()
+		// on its pooled UDP sockets (upstream.DeadlineContext).
+		ctx := upstream.NewDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
 		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
+		ctx.Release()
+		rm.put()
 		s.upHealth.result(group, res.err == nil && res.resp != nil, false, time.Now())
 	} else {
 		// A group that failed just now: answer stale at once (RFC 8767),
@@ -720,8 +728,32 @@ func (s *Server) answerStale(q *Query) stageResult {
 	return stageDone
 }
 
-func (q *Query) upstreamRequest(name string) *dns.Msg {
-	req := new(dns.Msg)
+// reqMsg is a pooled upstream request: the message, its question and
+// its OPT record.
+type reqMsg struct {
+	m     dns.Msg
+	q     [1]dns.Question
+	opt   dns.OPT
+	extra [1]dns.RR
+}
+
+var reqMsgs = sync.Pool{New: func() any { return new(reqMsg) }}
+
+// put pools rm (nil: nothing) without references to the query's data.
+func (rm *reqMsg) put() {
+	if rm == nil {
+		return
+	}
+	*rm = reqMsg{}
+	reqMsgs.Put(rm)
+}
+
+// upstreamRequest builds the request to forward, in rm when not nil.
+func (q *Query) upstreamRequest(name string, rm *reqMsg) *dns.Msg {
+	var req *dns.Msg
+	if q.req != nil || rm == nil {
+		req = new(dns.Msg)
+	}
 	if q.req != nil {
 		// Keep the client's EDNS options (ECS, ...) for the forwarder to
 		// judge, but not its cookie, padding or keepalive: they are per
@@ -731,6 +763,23 @@ func (q *Query) upstreamRequest(name string) *dns.Msg {
 			opt.Option = slices.DeleteFunc(opt.Option, func(o dns.EDNS0) bool {
 				return o.Option() == dns.EDNS0COOKIE || o.Option() == dns.EDNS0PADDING || o.Option() == dns.EDNS0TCPKEEPALIVE
 			})
+		}
+	} else if rm != nil {
+		// As below, in rm.
+		req = &rm.m
+		rm.q[0] = dns.Question{Name: name, Qtype: q.Type, Qclass: q.Class}
+		req.Question = rm.q[:]
+		if q.EDNS.Present {
+			rm.opt.Hdr.Name, rm.opt.Hdr.Rrtype = ".", dns.TypeOPT
+			rm.opt.SetUDPSize(q.EDNS.UDPSize)
+			if q.EDNS.DO {
+				rm.opt.SetDo()
+			}
+			rm.extra[0] = &rm.opt
+			req.Extra = rm.extra[:]
+			if e := q.EDNS.ECS; e.Present {
+				rm.opt.Option = append(rm.opt.Option, &dns.EDNS0_LOCAL{Code: wire.OptionECS, Data: e.AppendData(nil, 0)})
+			}
 		}
 	} else {
 		req.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}

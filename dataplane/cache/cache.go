@@ -88,9 +88,8 @@ type Entry struct {
 	servfail   bool
 	sections   []byte
 	counts     [3]uint16
-	ttlOff     []uint16
-	ttl        []uint32
-	stored     int64 // nanoseconds on the cache clock
+	ttl        []uint32 // per record: its TTL at 2i, its TTL's offset in sections at 2i+1
+	stored     int64    // nanoseconds on the cache clock
 	expires    int64
 	staleUntil int64
 	origTTL    int64
@@ -127,7 +126,7 @@ func (e *Entry) AppendSections(dst []byte, now time.Time, c *Cache, stale bool) 
 	dst = append(dst, e.sections...)
 	elapsed := uint32((c.clock(now) - e.stored) / int64(time.Second))
 	staleTTL := uint32(c.staleAnswerTTL / time.Second)
-	for i, off := range e.ttlOff {
+	for i := 0; i+1 < len(e.ttl); i += 2 {
 		t := staleTTL
 		if !stale {
 			t = 0
@@ -135,7 +134,7 @@ func (e *Entry) AppendSections(dst []byte, now time.Time, c *Cache, stale bool) 
 				t = e.ttl[i] - elapsed
 			}
 		}
-		binary.BigEndian.PutUint32(dst[base+int(off):], t)
+		binary.BigEndian.PutUint32(dst[base+int(e.ttl[i+1]):], t)
 	}
 	return dst
 }
@@ -310,9 +309,12 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 		return nil, nil
 	}
 	secs := uint32(ttl / time.Second)
-	msg := &dns.Msg{Compress: true}
+	pm := packMsgs.Get().(*packMsg)
+	defer pm.put()
+	msg := &pm.m
 	var nb [4 * wire.MaxNameLen]byte // escapes are at most 4 bytes per byte
-	msg.Question = []dns.Question{{Name: string(wire.AppendPresentation(nb[:0], name)), Qtype: qtype, Qclass: qclass}}
+	pm.q[0] = dns.Question{Name: string(wire.AppendPresentation(nb[:0], name)), Qtype: qtype, Qclass: qclass}
+	msg.Question = pm.q[:]
 	msg.Answer, msg.Ns, msg.Extra = resp.Answer, resp.Ns, extra
 	// Packed into a pooled buffer: the entry keeps a copy of the sections.
 	bp := packBufs.Get().(*[]byte)
@@ -328,20 +330,20 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 	if len(buf)-qend > maxSections {
 		return nil, nil
 	}
-	offs, _, err := wire.TTLOffsets(buf, qend, len(resp.Answer)+len(resp.Ns)+len(extra), nil)
+	var ob [16]uint16
+	offs, _, err := wire.TTLOffsets(buf, qend, len(resp.Answer)+len(resp.Ns)+len(extra), ob[:0])
 	if err != nil {
 		return nil, fmt.Errorf("cache put: walk answer: %w", err)
 	}
 	e.sections = append([]byte(nil), buf[qend:]...)
 	e.counts = [3]uint16{uint16(len(resp.Answer)), uint16(len(resp.Ns)), uint16(len(extra))}
-	e.ttlOff = offs
-	e.ttl = make([]uint32, len(offs))
+	e.ttl = make([]uint32, 2*len(offs))
 	for i, off := range offs {
 		// Records keep their own TTL, raised to MinTTL and never past the
 		// entry's lifetime, which is the smallest clamped TTL.
 		t := max(binary.BigEndian.Uint32(buf[off:]), uint32(c.cfg.MinTTL/time.Second))
-		e.ttl[i] = min(t, secs)
-		e.ttlOff[i] = off - uint16(qend)
+		e.ttl[2*i] = min(t, secs)
+		e.ttl[2*i+1] = uint32(off) - uint32(qend)
 	}
 	t := c.clock(now)
 	e.stored = t
@@ -355,6 +357,21 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 	e.hash = c.hash(name, qtype, qclass, flags)
 	c.insert(e, t)
 	return e, nil
+}
+
+// packMsg is the message Store packs, with room for its question.
+type packMsg struct {
+	m dns.Msg
+	q [1]dns.Question
+}
+
+var packMsgs = sync.Pool{New: func() any { return &packMsg{m: dns.Msg{Compress: true}} }}
+
+// put drops the references to the answer's records and pools pm.
+func (pm *packMsg) put() {
+	pm.m = dns.Msg{Compress: true}
+	pm.q[0] = dns.Question{}
+	packMsgs.Put(pm)
 }
 
 // packBufs recycles the buffers Put packs answers into.

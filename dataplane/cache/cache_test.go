@@ -42,8 +42,8 @@ func newTest(t *testing.T, mod func(*Config), refresh RefreshFunc) (*Cache, *clo
 func ttls(t *testing.T, c *Cache, e *Entry, now time.Time, stale bool) []uint32 {
 	b := e.AppendSections(nil, now, c, stale)
 	var out []uint32
-	for _, off := range e.ttlOff {
-		out = append(out, binary.BigEndian.Uint32(b[off:]))
+	for i := 1; i < len(e.ttl); i += 2 {
+		out = append(out, binary.BigEndian.Uint32(b[e.ttl[i]:]))
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// deadlineCtx is a context with a deadline that costs no timer until
+// DeadlineContext is a context with a deadline that costs no timer until
 // someone asks for its Done channel. A forwarded query used to carry two
 // nested context.WithTimeout (the data plane's bound on the query, the
 // group's on each attempt): two timers, two cancel funcs and the parent's
@@ -19,38 +19,57 @@ import (
 // races, a Forwarder that is not this package's) calls Done and gets a
 // real context.WithDeadline, made then.
 //
-// The context's own cancel (the func WithDeadline returns) is meant to be
-// called once the work using it has returned, as with `defer cancel()`: it
-// makes Err report context.Canceled, and cancels the real context if one
-// was made, but wakes no one waiting on the root's channel.
-type deadlineCtx struct {
-	root     context.Context // not a *deadlineCtx
+// Release (its cancel) is meant to be called once the work using it has
+// returned, as with `defer cancel()`: it makes Err report
+// context.Canceled, and cancels the real context if one was made, but
+// wakes no one waiting on the root's channel.
+type DeadlineContext struct {
+	root     context.Context // not a *DeadlineContext
 	deadline time.Time
-	// real is made by the first Done; cancelled holds once cancel ran.
+	// real is made by the first Done; cancelled holds once Release ran.
 	mu        sync.Mutex
 	real      context.Context
 	stop      context.CancelFunc
 	cancelled atomic.Bool
 }
 
-// WithDeadline is context.WithDeadline for a forwarded query: the
-// Resolver's pooled UDP exchanges wait on it without a timer of its own
-// (see deadlineCtx). Other code may use the context as any other.
-func WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
-	if p, ok := parent.(*deadlineCtx); ok {
-		if p.cancelled.Load() || !d.Before(p.deadline) {
-			// Nothing to add: the parent ends first (or has ended).
-			return p, func() {}
-		}
+// NewDeadline is context.WithDeadline for a forwarded query: one
+// allocation, no timer (see DeadlineContext).
+func NewDeadline(parent context.Context, d time.Time) *DeadlineContext {
+	if p, ok := parent.(*DeadlineContext); ok {
 		parent = p.root
-	} else if pd, ok := parent.Deadline(); ok && pd.Before(d) {
-		d = pd // Deadline reports the earliest; the root's ends it too
+		d = minTime(d, p.deadline)
+	} else if pd, ok := parent.Deadline(); ok {
+		d = minTime(d, pd) // Deadline reports the earliest; the root's ends it too
 	}
-	c := &deadlineCtx{root: parent, deadline: d}
-	return c, c.cancel
+	return &DeadlineContext{root: parent, deadline: d}
 }
 
-func (c *deadlineCtx) cancel() {
+// withDeadline is NewDeadline that returns parent itself (and nil to
+// release) when parent ends no later than d.
+func withDeadline(parent context.Context, d time.Time) (context.Context, *DeadlineContext) {
+	if pd, ok := parent.Deadline(); ok && !d.Before(pd) {
+		return parent, nil
+	}
+	if p, ok := parent.(*DeadlineContext); ok && p.cancelled.Load() {
+		return parent, nil
+	}
+	c := NewDeadline(parent, d)
+	return c, c
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// Release ends the context (Err reports context.Canceled); nil is allowed.
+func (c *DeadlineContext) Release() {
+	if c == nil {
+		return
+	}
 	c.cancelled.Store(true)
 	c.mu.Lock()
 	stop := c.stop
@@ -60,11 +79,11 @@ func (c *deadlineCtx) cancel() {
 	}
 }
 
-func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *DeadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
-func (c *deadlineCtx) Value(key any) any { return c.root.Value(key) }
+func (c *DeadlineContext) Value(key any) any { return c.root.Value(key) }
 
-func (c *deadlineCtx) Done() <-chan struct{} {
+func (c *DeadlineContext) Done() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.real == nil {
@@ -76,7 +95,7 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	return c.real.Done()
 }
 
-func (c *deadlineCtx) Err() error {
+func (c *DeadlineContext) Err() error {
 	c.mu.Lock()
 	real := c.real
 	c.mu.Unlock()
@@ -97,10 +116,10 @@ func (c *deadlineCtx) Err() error {
 
 // deadlineOf returns the channel that ends ctx early (cancellation) and
 // ctx's deadline (zero: none) for a waiter that times the deadline
-// itself. For a deadlineCtx the channel is its root's, which makes no
+// itself. For a DeadlineContext the channel is its root's, which makes no
 // timer; for any other context it is ctx's own Done.
 func deadlineOf(ctx context.Context) (<-chan struct{}, time.Time) {
-	if c, ok := ctx.(*deadlineCtx); ok {
+	if c, ok := ctx.(*DeadlineContext); ok {
 		return c.root.Done(), c.deadline
 	}
 	d, _ := ctx.Deadline()

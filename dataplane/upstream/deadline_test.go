@@ -13,16 +13,20 @@ import (
 func TestDeadlineCtx(t *testing.T) {
 	root, stop := context.WithCancel(context.Background())
 	defer stop()
-	ctx, cancel := WithDeadline(root, time.Now().Add(time.Hour))
+	ctx := NewDeadline(root, time.Now().Add(time.Hour))
+	cancel := ctx.Release
 	if ctx.Err() != nil {
 		t.Fatalf("fresh: %v", ctx.Err())
 	}
 	// A later deadline below it adds nothing; an earlier one is its own.
-	if c, _ := WithDeadline(ctx, time.Now().Add(2*time.Hour)); c != ctx {
+	if c, dc := withDeadline(ctx, time.Now().Add(2*time.Hour)); c != ctx || dc != nil {
 		t.Error("a later deadline made a new context")
 	}
-	short, cancelShort := WithDeadline(ctx, time.Now().Add(20*time.Millisecond))
-	defer cancelShort()
+	if d, _ := NewDeadline(ctx, time.Now().Add(2*time.Hour)).Deadline(); time.Until(d) > 90*time.Minute {
+		t.Error("a later deadline under an earlier one reports the later")
+	}
+	short := NewDeadline(ctx, time.Now().Add(20*time.Millisecond))
+	defer short.Release()
 	if d, _ := short.Deadline(); time.Until(d) > time.Second {
 		t.Errorf("deadline %v", d)
 	}
@@ -35,8 +39,8 @@ func TestDeadlineCtx(t *testing.T) {
 		t.Errorf("after the deadline: %v", short.Err())
 	}
 	// Past its deadline without Done ever asked for.
-	past, cancelPast := WithDeadline(root, time.Now().Add(-time.Second))
-	defer cancelPast()
+	past := NewDeadline(root, time.Now().Add(-time.Second))
+	defer past.Release()
 	if !errors.Is(past.Err(), context.DeadlineExceeded) {
 		t.Errorf("past: %v", past.Err())
 	}
@@ -50,8 +54,8 @@ func TestDeadlineCtx(t *testing.T) {
 		t.Error("Done after cancel not closed")
 	}
 	// The root's cancellation reaches it.
-	ctx2, cancel2 := WithDeadline(root, time.Now().Add(time.Hour))
-	defer cancel2()
+	ctx2 := NewDeadline(root, time.Now().Add(time.Hour))
+	defer ctx2.Release()
 	done := ctx2.Done()
 	stop()
 	select {
@@ -65,8 +69,8 @@ func TestDeadlineCtx(t *testing.T) {
 	// A parent with an earlier deadline bounds it.
 	p, pc := context.WithTimeout(context.Background(), time.Minute)
 	defer pc()
-	c3, cancel3 := WithDeadline(p, time.Now().Add(time.Hour))
-	defer cancel3()
+	c3 := NewDeadline(p, time.Now().Add(time.Hour))
+	defer c3.Release()
 	if d, _ := c3.Deadline(); time.Until(d) > 2*time.Minute {
 		t.Errorf("deadline %v past the parent's", d)
 	}
@@ -82,8 +86,8 @@ func TestUDPPoolDeadlineWithoutTimer(t *testing.T) {
 	}
 	defer pc.Close()
 	_, tr := newTestPool(t, pc.LocalAddr().String(), 1)
-	ctx, cancel := WithDeadline(context.Background(), time.Now().Add(300*time.Millisecond))
-	defer cancel()
+	ctx := NewDeadline(context.Background(), time.Now().Add(300*time.Millisecond))
+	defer ctx.Release()
 	start := time.Now()
 	_, err = ask(ctx, tr, "a.example", dns.TypeA, 1)
 	if !errors.Is(err, context.DeadlineExceeded) || classify(err) != reasonTimeout {
@@ -92,7 +96,7 @@ func TestUDPPoolDeadlineWithoutTimer(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
 		t.Errorf("failed after %v, want the deadline (300ms)", d)
 	}
-	if ctx.(*deadlineCtx).real != nil {
+	if ctx.real != nil {
 		t.Error("the pool asked for Done: a timer per query")
 	}
 }

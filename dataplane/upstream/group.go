@@ -126,9 +126,9 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result
 		order = weightedOrder(g.ups)
 	}
 	for _, u := range order {
-		actx, cancel := WithDeadline(ctx, time.Now().Add(g.timeout))
+		actx, dc := withDeadline(ctx, time.Now().Add(g.timeout))
 		r := g.attempt(actx, u, g.bufs.fill(wire), q)
-		cancel()
+		dc.Release()
 		if r.ok() {
 			return r
 		}
