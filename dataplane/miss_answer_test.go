@@ -3,6 +3,8 @@ package dataplane
 import (
 	"bytes"
 	"context"
+	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -10,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/upstream"
 )
 
 // recordForwarder answers with the records of its table for the question
@@ -136,4 +139,131 @@ func TestMissAnswerFromCacheBytes(t *testing.T) {
 		}
 	}
 	_ = cache.FlagDO
+}
+
+// startTableUpstream is a miekg/dns upstream answering from a table of
+// record lines by lower-cased name (NXDOMAIN otherwise), compressed or not.
+func startTableUpstream(t testing.TB, compress bool, table map[string][]string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	srv := &dns.Server{PacketConn: pc, NotifyStartedFunc: func() { close(started) }, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.RecursionAvailable = true
+		m.Compress = compress
+		lines, ok := table[strings.ToLower(r.Question[0].Name)]
+		if !ok {
+			m.Rcode = dns.RcodeNameError
+		}
+		for _, l := range lines {
+			l = strings.ReplaceAll(l, "@", r.Question[0].Name)
+			rr := mustRR(t, l)
+			switch {
+			case strings.HasPrefix(l, "ns:"), rr.Header().Rrtype == dns.TypeSOA:
+				m.Ns = append(m.Ns, rr)
+			case strings.HasPrefix(l, "glue"):
+				m.Extra = append(m.Extra, rr)
+			default:
+				m.Answer = append(m.Answer, rr)
+			}
+		}
+		if o := r.IsEdns0(); o != nil {
+			m.SetEdns0(o.UDPSize(), o.Do())
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	<-started
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// TestMissAnswerFromUpstreamBytes: through upstream.Resolver the cache keeps
+// the upstream's bytes (cache.StoreWire) when it can; the answer to the
+// miss and the hit after it carry the same records as the packed answer
+// (cache off), compressed by the upstream or not, in every section.
+func TestMissAnswerFromUpstreamBytes(t *testing.T) {
+	table := map[string][]string{
+		"a.example.net.":      {"@ 1 IN A 192.0.2.1", "@ 300 IN A 192.0.2.2"},
+		"cname.example.net.":  {"@ 60 IN CNAME target.example.net.", "target.example.net. 30 IN A 192.0.2.3"},
+		"mx.example.net.":     {"@ 3600 IN MX 10 mail.example.net.", "glue.example.net. 3600 IN A 192.0.2.25", "mail.example.net. 3600 IN A 192.0.2.26"},
+		"nodata.example.net.": {"example.net. 900 IN SOA ns1.example.net. host.example.net. 1 3600 600 86400 120"},
+		"https.example.net.":  {"@ 300 IN HTTPS 1 svc.example.net. alpn=h2"},
+	}
+	for _, compress := range []bool{true, false} {
+		addr := startTableUpstream(t, compress, table)
+		ucfg := upstream.DefaultConfig()
+		ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{addr}}}
+		ucfg.Bootstrap = []string{addr}
+		res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Close()
+		mk := func(cacheOn bool) *Server {
+			cfg := testConfig()
+			if !cacheOn {
+				cfg.Cache.MaxEntries = 0
+			}
+			s, err := New(cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Swap(NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
+			return s
+		}
+		records := func(b []byte, ttl bool) string {
+			m := new(dns.Msg)
+			if err := m.Unpack(b); err != nil {
+				t.Fatalf("unpack % x: %v", b, err)
+			}
+			var out []string
+			out = append(out, dns.RcodeToString[m.Rcode], m.MsgHdr.String())
+			for _, rr := range append(append(append([]dns.RR{}, m.Answer...), m.Ns...), m.Extra...) {
+				if !ttl {
+					rr.Header().Ttl = 0
+				}
+				out = append(out, rr.String())
+			}
+			return strings.Join(out, "\n")
+		}
+		client := netip.MustParseAddrPort("192.0.2.9:5353")
+		for _, name := range []string{"a.example.net.", "A.eXample.NET.", "cname.example.net.", "mx.example.net.", "nodata.example.net.", "missing.example.net.", "https.example.net."} {
+			for _, edns := range []bool{false, true} {
+				m := query(name, dns.TypeA)
+				if strings.HasPrefix(strings.ToLower(name), "mx") {
+					m.Question[0].Qtype = dns.TypeMX
+				}
+				if strings.HasPrefix(name, "https") {
+					m.Question[0].Qtype = dns.TypeHTTPS
+				}
+				m.Id = 0x2468
+				if edns {
+					m.SetEdns0(1232, true)
+				}
+				pkt := pack(t, m)
+				want, _ := mk(false).ServeWire(pkt, client, TransportUDP, nil)
+				s := mk(true)
+				got, _ := s.ServeWire(pkt, client, TransportUDP, nil)
+				if records(got, true) != records(want, true) {
+					t.Errorf("compress=%v %s edns=%v miss:\n%s\nwant\n%s", compress, name, edns, records(got, true), records(want, true))
+				}
+				// The hits, in this case and another: the same records as
+				// from a packed entry (TTLs aside: at least MinTTL).
+				for _, other := range []string{name, strings.ToLower(name), strings.ToUpper(name)} {
+					m.Question[0].Name = other
+					pkt := pack(t, m)
+					hit, _ := s.ServeWire(pkt, client, TransportUDP, nil)
+					want, _ := mk(false).ServeWire(pkt, client, TransportUDP, nil)
+					if h, w := records(hit, false), records(want, false); h != w {
+						t.Errorf("compress=%v %s edns=%v hit as %s:\n%s\nwant\n%s", compress, name, edns, other, h, w)
+					}
+				}
+			}
+		}
+	}
 }

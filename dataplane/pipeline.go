@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -580,9 +581,17 @@ func (q *Query) cacheFlags() cache.Flags {
 func (q *Query) useEntry(e *cache.Entry) {
 	q.entry, q.ad = e, e.AD() && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
 	q.fast = fastCache
-	if q.slow {
+	if q.slow || q.caseLoose(e) {
 		q.resp = q.entryMsg(e)
 	}
+}
+
+// caseLoose: e's sections are the upstream's bytes, which give a name the
+// question's case in other places than the packed records would, and the
+// question is not in lower case (where the two read the same): the
+// answer is unpacked and packed again (cache.Entry.CaseLoose).
+func (q *Query) caseLoose(e *cache.Entry) bool {
+	return e.CaseLoose() && !bytes.Equal(q.Name, q.Lower)
 }
 
 // upstream forwards to an upstream group, serving stale answers when the
@@ -612,8 +621,10 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	// which keeps nothing of it once Forward returns (another Forwarder
 	// might), and only for a forward waited for here (below).
 	var rm *reqMsg
-	if _, ok := fwd.(*upstream.Resolver); ok && q.stale == nil {
+	res0, _ := fwd.(*upstream.Resolver)
+	if res0 != nil && q.stale == nil {
 		rm = reqMsgs.Get().(*reqMsg)
+		defer rm.putRaw()
 	}
 	req := q.upstreamRequest(name, rm)
 	type result struct {
@@ -622,13 +633,22 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		err      error
 	}
 	var res result
+	var raw []byte // the answer's bytes as received, for the cache
 	if q.stale == nil {
 		// No timer of its own: the upstream package times the deadline
 		// on its pooled UDP sockets (upstream.DeadlineContext).
 		ctx := upstream.NewDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
-		res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
+		if res0 != nil {
+			// The answer's bytes too: the cache keeps them as they are
+			// when it can instead of packing the records again.
+			res.resp, raw, res.upstream, res.err = res0.ForwardRaw(ctx, group, req, q.Client.Addr(), rm.raw)
+			if raw != nil {
+				rm.raw = raw[:0] // grown: keep it
+			}
+		} else {
+			res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
+		}
 		ctx.Release()
-		rm.put()
 		s.upHealth.result(group, res.err == nil && res.resp != nil, false, time.Now())
 	} else {
 		// A group that failed just now: answer stale at once (RFC 8767),
@@ -684,7 +704,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	r := res.resp
 	var e *cache.Entry
 	if !q.conditional && !r.Truncated && q.stale == nil {
-		e, _ = q.cache.Store(lower, q.Type, q.Class, q.cacheFlags(), r, q.cache.Now())
+		e, _ = q.cache.StoreWire(lower, q.Type, q.Class, q.cacheFlags(), r, raw, q.cache.Now())
 	}
 	if q.chase != nil {
 		return q.chaseAnswer(r)
@@ -693,7 +713,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	if r.Rcode == dns.RcodeServerFailure {
 		q.Status = StatusFailed
 	}
-	if e != nil && !q.slow && q.ede == nil && !q.fastEDE && (r.Rcode == dns.RcodeSuccess || r.Rcode == dns.RcodeNameError) && e.Rcode() == r.Rcode {
+	if e != nil && !q.slow && q.ede == nil && !q.fastEDE && (r.Rcode == dns.RcodeSuccess || r.Rcode == dns.RcodeNameError) && e.Rcode() == r.Rcode && !q.caseLoose(e) {
 		// The cache packed the answer's sections just now, with the
 		// upstream's TTLs: encodeFast copies them, as it does
 		// pre-encoded authoritative sections, instead of packing the
@@ -729,22 +749,27 @@ func (s *Server) answerStale(q *Query) stageResult {
 }
 
 // reqMsg is a pooled upstream request: the message, its question and
-// its OPT record.
+// its OPT record, and a buffer for the answer's bytes.
 type reqMsg struct {
 	m     dns.Msg
 	q     [1]dns.Question
 	opt   dns.OPT
 	extra [1]dns.RR
+	raw   []byte
 }
 
-var reqMsgs = sync.Pool{New: func() any { return new(reqMsg) }}
+var reqMsgs = sync.Pool{New: func() any { return &reqMsg{raw: make([]byte, 0, 512)} }}
 
-// put pools rm (nil: nothing) without references to the query's data.
-func (rm *reqMsg) put() {
-	if rm == nil {
-		return
+// maxRawKeep bounds the answer buffer a pooled reqMsg keeps.
+const maxRawKeep = 4 << 10
+
+// putRaw pools rm without references to the query's data.
+func (rm *reqMsg) putRaw() {
+	raw := rm.raw
+	if cap(raw) > maxRawKeep {
+		raw = nil
 	}
-	*rm = reqMsg{}
+	*rm = reqMsg{raw: raw[:0]}
 	reqMsgs.Put(rm)
 }
 

@@ -86,6 +86,7 @@ type Entry struct {
 	rcode      int
 	ad         bool
 	servfail   bool
+	caseLoose  bool // see CaseLoose
 	sections   []byte
 	counts     [3]uint16
 	ttl        []uint32 // per record: its TTL at 2i, its TTL's offset in sections at 2i+1
@@ -106,6 +107,13 @@ func (e *Entry) Rcode() int { return e.rcode }
 
 // AD reports whether the upstream set Authenticated Data.
 func (e *Entry) AD() bool { return e.ad }
+
+// CaseLoose reports whether the sections are an upstream's bytes in which
+// a name may keep its own case where the packed records would read in the
+// question's (the upstream did not compress as miekg/dns does): a client
+// whose question is not in lower case must get them unpacked and packed
+// again (Unpack keeps the case, the packing then gives the question's).
+func (e *Entry) CaseLoose() bool { return e.caseLoose }
 
 // Sections returns the encoded sections with the TTLs the upstream gave
 // (AppendSections rewrites them), for the answer to the query that
@@ -271,6 +279,14 @@ func (c *Cache) Put(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Ms
 // cached), so that the caller can answer from its encoded sections
 // (Sections) instead of packing resp again.
 func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Msg, now time.Time) (*Entry, error) {
+	return c.StoreWire(name, qtype, qclass, flags, resp, nil, now)
+}
+
+// StoreWire is Store given also the answer's bytes as the upstream sent
+// them (nil: not at hand): when they can be kept as they are
+// (rawSections), the entry keeps them instead of packing resp again.
+// resp must have been unpacked from raw (its ID and OPT may differ).
+func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *dns.Msg, raw []byte, now time.Time) (*Entry, error) {
 	if c == nil || resp == nil {
 		return nil, nil
 	}
@@ -298,6 +314,7 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 		ttl = servfailTTL
 		resp = &dns.Msg{MsgHdr: resp.MsgHdr}
 		extra = nil
+		raw = nil
 	case resp.Rcode == dns.RcodeNameError || (resp.Rcode == dns.RcodeSuccess && len(resp.Answer) == 0):
 		ttl = c.negativeTTL(resp)
 	case resp.Rcode == dns.RcodeSuccess:
@@ -309,24 +326,21 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 		return nil, nil
 	}
 	secs := uint32(ttl / time.Second)
-	pm := packMsgs.Get().(*packMsg)
-	defer pm.put()
-	msg := &pm.m
-	var nb [4 * wire.MaxNameLen]byte // escapes are at most 4 bytes per byte
-	pm.q[0] = dns.Question{Name: string(wire.AppendPresentation(nb[:0], name)), Qtype: qtype, Qclass: qclass}
-	msg.Question = pm.q[:]
-	msg.Answer, msg.Ns, msg.Extra = resp.Answer, resp.Ns, extra
-	// Packed into a pooled buffer: the entry keeps a copy of the sections.
-	bp := packBufs.Get().(*[]byte)
-	defer packBufs.Put(bp)
-	buf, err := msg.PackBuffer((*bp)[:cap(*bp)])
-	if cap(buf) > cap(*bp) && cap(buf) <= maxPackKeep {
-		*bp = buf[:0] // grown: keep the larger one
-	}
-	if err != nil {
-		return nil, fmt.Errorf("cache put: pack answer: %w", err)
-	}
 	qend := wire.HeaderLen + len(name) + 4
+	var buf []byte
+	if end, ok, exact := rawSections(raw, name, qtype, qclass, len(resp.Answer), len(resp.Ns), len(extra)); ok {
+		buf = raw[:end] // the upstream's bytes, no packing
+		e.caseLoose = !exact
+	} else {
+		// Packed into a pooled buffer: the entry keeps a copy of the
+		// sections.
+		bp := packBufs.Get().(*[]byte)
+		defer packBufs.Put(bp)
+		var err error
+		if buf, err = pack(bp, name, qtype, qclass, resp, extra); err != nil {
+			return nil, fmt.Errorf("cache put: pack answer: %w", err)
+		}
+	}
 	if len(buf)-qend > maxSections {
 		return nil, nil
 	}
@@ -357,6 +371,22 @@ func (c *Cache) Store(name []byte, qtype, qclass uint16, flags Flags, resp *dns.
 	e.hash = c.hash(name, qtype, qclass, flags)
 	c.insert(e, t)
 	return e, nil
+}
+
+// pack packs the question and records into *bp (grown if need be).
+func pack(bp *[]byte, name []byte, qtype, qclass uint16, resp *dns.Msg, extra []dns.RR) ([]byte, error) {
+	pm := packMsgs.Get().(*packMsg)
+	defer pm.put()
+	msg := &pm.m
+	var nb [4 * wire.MaxNameLen]byte // escapes are at most 4 bytes per byte
+	pm.q[0] = dns.Question{Name: string(wire.AppendPresentation(nb[:0], name)), Qtype: qtype, Qclass: qclass}
+	msg.Question = pm.q[:]
+	msg.Answer, msg.Ns, msg.Extra = resp.Answer, resp.Ns, extra
+	buf, err := msg.PackBuffer((*bp)[:cap(*bp)])
+	if cap(buf) > cap(*bp) && cap(buf) <= maxPackKeep {
+		*bp = buf[:0] // grown: keep the larger one
+	}
+	return buf, err
 }
 
 // packMsg is the message Store packs, with room for its question.

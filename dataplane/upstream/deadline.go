@@ -26,11 +26,16 @@ import (
 type DeadlineContext struct {
 	root     context.Context // not a *DeadlineContext
 	deadline time.Time
-	// real is made by the first Done; cancelled holds once Release ran.
+	// real is made by the first Done (under mu); cancelled holds once
+	// Release ran.
 	mu        sync.Mutex
-	real      context.Context
-	stop      context.CancelFunc
+	real      atomic.Pointer[realCtx]
 	cancelled atomic.Bool
+}
+
+type realCtx struct {
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // NewDeadline is context.WithDeadline for a forwarded query: one
@@ -71,11 +76,8 @@ func (c *DeadlineContext) Release() {
 		return
 	}
 	c.cancelled.Store(true)
-	c.mu.Lock()
-	stop := c.stop
-	c.mu.Unlock()
-	if stop != nil {
-		stop()
+	if r := c.real.Load(); r != nil {
+		r.stop()
 	}
 }
 
@@ -84,23 +86,26 @@ func (c *DeadlineContext) Deadline() (time.Time, bool) { return c.deadline, true
 func (c *DeadlineContext) Value(key any) any { return c.root.Value(key) }
 
 func (c *DeadlineContext) Done() <-chan struct{} {
+	if r := c.real.Load(); r != nil {
+		return r.ctx.Done()
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.real == nil {
-		c.real, c.stop = context.WithDeadline(c.root, c.deadline)
-		if c.cancelled.Load() {
-			c.stop()
+	r := c.real.Load()
+	if r == nil {
+		r = new(realCtx)
+		r.ctx, r.stop = context.WithDeadline(c.root, c.deadline)
+		c.real.Store(r)
+		if c.cancelled.Load() { // Release ran meanwhile, maybe before the Store
+			r.stop()
 		}
 	}
-	return c.real.Done()
+	return r.ctx.Done()
 }
 
 func (c *DeadlineContext) Err() error {
-	c.mu.Lock()
-	real := c.real
-	c.mu.Unlock()
-	if real != nil {
-		return real.Err()
+	if r := c.real.Load(); r != nil {
+		return r.ctx.Err()
 	}
 	if err := c.root.Err(); err != nil {
 		return err

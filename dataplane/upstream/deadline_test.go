@@ -96,7 +96,7 @@ func TestUDPPoolDeadlineWithoutTimer(t *testing.T) {
 	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
 		t.Errorf("failed after %v, want the deadline (300ms)", d)
 	}
-	if ctx.real != nil {
+	if ctx.real.Load() != nil {
 		t.Error("the pool asked for Done: a timer per query")
 	}
 }

@@ -77,18 +77,23 @@ type group struct {
 }
 
 // result of one attempt: resp may be set with err (a SERVFAIL answer).
+// raw says whether the answer's bytes were copied to the caller's raw
+// buffer (forward).
 type result struct {
 	resp *dns.Msg
 	up   *upstream
 	err  error
+	raw  bool
 }
 
 func (r result) ok() bool { return r.err == nil && r.resp != nil }
 
 // forward sends the packed query to the group's servers by its strategy.
 // When every server fails it returns the last answer received (such as a
-// SERVFAIL) without error, or else the last error.
-func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result {
+// SERVFAIL) without error, or else the last error. With raw not nil, a
+// good answer's bytes as received are also copied to *raw (result.raw),
+// except from a race.
+func (g *group) forward(ctx context.Context, wire []byte, q dns.Question, raw *[]byte) result {
 	var order []*upstream
 	var last result
 	switch g.strategy {
@@ -127,7 +132,7 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question) result
 	}
 	for _, u := range order {
 		actx, dc := withDeadline(ctx, time.Now().Add(g.timeout))
-		r := g.attempt(actx, u, g.bufs.fill(wire), q)
+		r := g.attempt(actx, u, g.bufs.fill(wire), q, raw)
 		dc.Release()
 		if r.ok() {
 			return r
@@ -169,8 +174,8 @@ func (g *group) race(ctx context.Context, a, b *upstream, wire []byte, q dns.Que
 	// The copies are made here: the loser may run on after this returns,
 	// when wire already belongs to another query.
 	ba, bb := g.bufs.fill(wire), g.bufs.fill(wire)
-	go func() { ch <- g.attempt(rctx, a, ba, q) }()
-	go func() { ch <- g.attempt(rctx, b, bb, q) }()
+	go func() { ch <- g.attempt(rctx, a, ba, q, nil) }()
+	go func() { ch <- g.attempt(rctx, b, bb, q, nil) }()
 	var last result
 	for range 2 {
 		r := <-ch
@@ -209,15 +214,16 @@ func weightedOrder(ups []*upstream) []*upstream {
 }
 
 // attempt sends the query in b (which it returns to the pool) to one
-// server and accounts for the outcome.
-func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Question) result {
+// server and accounts for the outcome; a good answer's bytes are copied
+// to *raw when raw is not nil.
+func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Question, raw *[]byte) result {
 	defer g.bufs.put(b)
 	id := uint16(0)
 	if !u.zeroID {
 		id = uint16(rand.Uint32()) // fresh random ID per attempt against spoofing
 	}
 	start := time.Now()
-	resp, err := exchangeBuf(ctx, u.t, b, id, q)
+	resp, wire, err := exchangeBuf(ctx, u.t, b, id, q)
 	elapsed := time.Since(start)
 	if err != nil {
 		if reason := classify(err); reason != "" {
@@ -238,7 +244,10 @@ func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Q
 		return result{resp: resp, up: u, err: fmt.Errorf("%s: %w %s", u.name, errRcode, dns.RcodeToString[resp.Rcode])}
 	}
 	u.observe(elapsed, false, g.timeout)
-	return result{resp: resp, up: u}
+	if raw != nil {
+		*raw = append((*raw)[:0], wire...)
+	}
+	return result{resp: resp, up: u, raw: raw != nil}
 }
 
 // classify maps an exchange error to a metric reason; "" for a cancelled
@@ -298,27 +307,29 @@ func (bp *bufPool) fill(wire []byte) *attemptBuf {
 func exchangeWire(ctx context.Context, t transport, bp *bufPool, wire []byte, id uint16, q dns.Question) (*dns.Msg, error) {
 	b := bp.fill(wire)
 	defer bp.put(b)
-	return exchangeBuf(ctx, t, b, id, q)
+	m, _, err := exchangeBuf(ctx, t, b, id, q)
+	return m, err
 }
 
-// exchangeBuf is exchangeWire on a filled buffer.
-func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q dns.Question) (*dns.Msg, error) {
+// exchangeBuf is exchangeWire on a filled buffer; it also returns the
+// answer's bytes, b's until it is put back.
+func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q dns.Question) (*dns.Msg, []byte, error) {
 	binary.BigEndian.PutUint16(b.q, id)
 	raw, err := t.exchange(ctx, b.q, &b.a)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	id = binary.BigEndian.Uint16(b.q) // the transport may have drawn another
 	resp := new(dns.Msg)
 	if err := resp.Unpack(raw); err != nil {
-		return nil, fmt.Errorf("%w: %w", errMalformed, err)
+		return nil, nil, fmt.Errorf("%w: %w", errMalformed, err)
 	}
 	if resp.Id != id || !resp.Response || len(resp.Question) != 1 {
-		return nil, fmt.Errorf("%w: id %d, %d questions", errMismatch, resp.Id, len(resp.Question))
+		return nil, nil, fmt.Errorf("%w: id %d, %d questions", errMismatch, resp.Id, len(resp.Question))
 	}
 	rq := resp.Question[0]
 	if rq.Qtype != q.Qtype || rq.Qclass != q.Qclass || !strings.EqualFold(rq.Name, q.Name) {
-		return nil, fmt.Errorf("%w: %s %s for %s %s", errMismatch, rq.Name, dns.TypeToString[rq.Qtype], q.Name, dns.TypeToString[q.Qtype])
+		return nil, nil, fmt.Errorf("%w: %s %s for %s %s", errMismatch, rq.Name, dns.TypeToString[rq.Qtype], q.Name, dns.TypeToString[q.Qtype])
 	}
-	return resp, nil
+	return resp, raw, nil
 }

@@ -139,8 +139,24 @@ func (r *Resolver) Route(qname string) (group string, conditional bool) {
 // answer req's question. When every server fails, the last failed answer
 // (SERVFAIL or REFUSED) is returned with a nil error if there was one.
 func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr) (resp *dns.Msg, upstream string, err error) {
+	resp, _, upstream, err = r.forward(ctx, group, req, client, nil)
+	return resp, upstream, err
+}
+
+// ForwardRaw is Forward that also returns the answer's bytes as the
+// upstream sent them, appended to raw[:0], for a caller that can use
+// them as they are (the cache keeps an answer's sections without packing
+// them again). rawOut is nil when they are not at hand (a coalesced or
+// raced answer, a failure); resp is then all there is. The bytes are the
+// upstream's: its ID and EDNS (the ECS mode's changes apply to resp
+// only).
+func (r *Resolver) ForwardRaw(ctx context.Context, group string, req *dns.Msg, client netip.Addr, raw []byte) (resp *dns.Msg, rawOut []byte, upstream string, err error) {
+	return r.forward(ctx, group, req, client, &raw)
+}
+
+func (r *Resolver) forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr, raw *[]byte) (resp *dns.Msg, rawOut []byte, upstream string, err error) {
 	if req == nil || len(req.Question) != 1 {
-		return nil, "", errors.New("forward: query must have exactly one question")
+		return nil, nil, "", errors.New("forward: query must have exactly one question")
 	}
 	if group == "" {
 		if g, ok := r.router.route(req.Question[0].Name); ok {
@@ -151,14 +167,14 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 	}
 	g, ok := r.groups[group]
 	if !ok {
-		return nil, "", fmt.Errorf("forward: unknown upstream group %q", group)
+		return nil, nil, "", fmt.Errorf("forward: unknown upstream group %q", group)
 	}
 	p := r.prepare(req, client)
 	b := r.bufs.p.Get().(*attemptBuf)
 	defer r.bufs.put(b)
 	wire, err := p.msg.PackBuffer(b.q[:cap(b.q)])
 	if err != nil {
-		return nil, "", fmt.Errorf("forward: pack query: %w", err)
+		return nil, nil, "", fmt.Errorf("forward: pack query: %w", err)
 	}
 	// The same question already on its way to this group: wait for its
 	// answer (see flights).
@@ -170,9 +186,9 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 		if resp != nil {
 			p.finish(resp, req.Id)
 		}
-		return resp, upstream, err
+		return resp, nil, upstream, err
 	}
-	res := g.forward(ctx, wire, req.Question[0])
+	res := g.forward(ctx, wire, req.Question[0], raw)
 	if res.up != nil {
 		upstream = res.up.name
 	}
@@ -182,7 +198,10 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 	if res.resp != nil {
 		p.finish(res.resp, req.Id)
 	}
-	return res.resp, upstream, res.err
+	if res.raw && res.err == nil {
+		rawOut = *raw
+	}
+	return res.resp, rawOut, upstream, res.err
 }
 
 // Close releases pooled connections and stops bootstrap lookups. Queries

@@ -315,7 +315,7 @@ func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, 
 	// a burst drops queries silently) is sent again after the RTO instead
 	// of failing the query at the attempt's deadline. The same timer ends
 	// the wait at ctx's deadline: a forwarded query's context
-	// (deadlineCtx) has no timer of its own, only its root's cancellation.
+	// (DeadlineContext) has no timer of its own, only its root's cancellation.
 	cancelled, deadline := deadlineOf(ctx) // ctx has a deadline (above)
 	rto := p.rto()
 	next := func(d time.Duration) time.Duration { return min(d, time.Until(deadline)) }

@@ -1,0 +1,240 @@
+package cache
+
+import (
+	"encoding/binary"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+// rawSections returns the end of the answer, authority and additional
+// records of raw (an upstream's answer, already unpacked into the message
+// Store was given) when those bytes can be kept as the entry's sections
+// as they are, instead of packing the unpacked records again:
+//
+//   - one question at offset 12 that is name (lower case, as asked), qtype
+//     and qclass, so the client's question (same length) takes its place;
+//   - an, ns and extra records in the sections, and at most one OPT, the
+//     last record (it is left out: the answer gets its own);
+//   - every name, owners and the names in the data of the types below,
+//     made of labels and pointers to earlier bytes at or after the
+//     question (so before the OPT), so it reads the same after the
+//     client's header and question, and in the client's case exactly
+//     where the packed answer has it (rawName); a record of another type
+//     (whose data could hold a compressed name) means no.
+//
+// ok false means pack as before.
+func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra int) (end int, ok, exact bool) {
+	if len(raw) < wire.HeaderLen || binary.BigEndian.Uint16(raw[4:]) != 1 ||
+		int(binary.BigEndian.Uint16(raw[6:])) != an || int(binary.BigEndian.Uint16(raw[8:])) != ns {
+		return 0, false, false
+	}
+	ar := int(binary.BigEndian.Uint16(raw[10:]))
+	if ar != extra && ar != extra+1 {
+		return 0, false, false
+	}
+	qend := wire.HeaderLen + len(name) + 4
+	if qend > len(raw) || string(raw[wire.HeaderLen:qend-4]) != string(name) ||
+		binary.BigEndian.Uint16(raw[qend-4:]) != qtype || binary.BigEndian.Uint16(raw[qend-2:]) != qclass {
+		return 0, false, false
+	}
+	q := newQuestion(raw, qend-4)
+	exact = true
+	off := qend
+	total := an + ns + ar
+	for i := range total {
+		start := off
+		n, ok, x := rawName(raw, off, q, true)
+		exact = exact && x
+		if !ok || n+10 > len(raw) {
+			return 0, false, false
+		}
+		typ := binary.BigEndian.Uint16(raw[n:])
+		rdlen := int(binary.BigEndian.Uint16(raw[n+8:]))
+		rd := n + 10
+		next := rd + rdlen
+		if next > len(raw) {
+			return 0, false, false
+		}
+		if typ == dns.TypeOPT {
+			// The one OPT, last, in the additional section; nothing may
+			// point into it (no name ends before it does).
+			if i != total-1 || i < an+ns || ar != extra+1 || raw[start] != 0 || next != len(raw) {
+				return 0, false, false
+			}
+			return start, true, exact
+		}
+		ok, x = rawData(raw, typ, rd, next, q)
+		if !ok {
+			return 0, false, false
+		}
+		exact = exact && x
+		off = next
+	}
+	if ar != extra || off != len(raw) {
+		return 0, false, false
+	}
+	return off, true, exact
+}
+
+// rawData checks the data raw[rd:next] of a record of type typ (see
+// rawSections); exact as rawName's.
+func rawData(raw []byte, typ uint16, rd, next int, q *question) (ok, exact bool) {
+	names := 0  // names at the start of the data...
+	skip := 0   // ...after this many bytes
+	fixed := -1 // or an exact length, no names
+	switch typ {
+	case dns.TypeA:
+		fixed = 4
+	case dns.TypeAAAA:
+		fixed = 16
+	case dns.TypeTXT:
+		return true, true // character-strings: no names; miekg checked them
+	case dns.TypeCNAME, dns.TypeNS, dns.TypePTR:
+		names = 1
+	case dns.TypeMX:
+		names, skip = 1, 2
+	case dns.TypeSOA:
+		names = 2
+	default:
+		return false, false
+	}
+	if fixed >= 0 {
+		return next-rd == fixed, true
+	}
+	off := rd + skip
+	exact = true
+	for range names {
+		n, ok, x := rawName(raw[:next], off, q, true)
+		if !ok {
+			return false, false
+		}
+		exact = exact && x
+		off = n
+	}
+	if typ == dns.TypeSOA {
+		off += 20
+	}
+	return off == next, exact
+}
+
+// question describes the question name of raw for rawName: the offsets
+// where its labels start (a bit each, from offset 12), its end (after
+// the root label) and its last label's start.
+type question struct {
+	starts [(wire.MaxNameLen + 63) / 64]uint64
+	end    int
+	tld    int // -1: the root
+}
+
+func newQuestion(raw []byte, end int) *question {
+	q := &question{end: end, tld: -1}
+	for off := wire.HeaderLen; off < end-1; off += 1 + int(raw[off]) {
+		i := off - wire.HeaderLen
+		q.starts[i/64] |= 1 << (i % 64)
+		q.tld = off
+	}
+	return q
+}
+
+func (q *question) isStart(off int) bool {
+	i := off - wire.HeaderLen
+	return i >= 0 && i < wire.MaxNameLen && q.starts[i/64]&(1<<(i%64)) != 0
+}
+
+// before returns the start of the question's label that ends at off, -1
+// for none.
+func (q *question) before(raw []byte, off int) int {
+	for s := wire.HeaderLen; s < off; s += 1 + int(raw[s]) {
+		if s+1+int(raw[s]) == off {
+			return s
+		}
+	}
+	return -1
+}
+
+func sameLabel(raw []byte, a, b int) bool {
+	return string(raw[a:a+1+int(raw[a])]) == string(raw[b:b+1+int(raw[b])])
+}
+
+// rawName checks the name at off in raw, returning the offset after it:
+// labels, then a zero or a pointer; every pointer (followed) goes to an
+// earlier offset at or after the question (12), so a name read in the
+// answer the client gets is made of the same bytes; at most 255 bytes in
+// all.
+//
+// The client's question (its case) replaces the question's bytes, so the
+// labels of a name read from the question take the client's case. Packing
+// the unpacked records gives exactly those labels the client's case that
+// end in a suffix of the question name byte for byte (miekg/dns
+// compresses to the first occurrence, case-sensitively, and the question
+// comes first): so a name must reach the question by a pointer to one of
+// its labels exactly where its own labels start to be a suffix of the
+// question name (the label before, read elsewhere, is not the question's
+// label before; a name ending outside the question does not end in the
+// question's last label). compress says whether the name is one packing
+// compresses (owners and the data of CNAME, NS, PTR, MX, SOA); one it
+// does not must not reach the question at all. exact reports whether the
+// name keeps to that; ok only whether it reads the same bytes.
+func rawName(raw []byte, off int, q *question, compress bool) (next int, ok, exact bool) {
+	end := -1
+	n := 0
+	last := -1   // the last label read outside the question
+	inQ := false // reading the question's labels (reached by a pointer)
+	for {
+		if off >= len(raw) {
+			return 0, false, false
+		}
+		if off < q.end && !inQ {
+			// A pointer into the question: the rest is its suffix from off
+			// when off starts one of its labels.
+			inQ = true
+			exact = compress && q.isStart(off)
+			if exact && last >= 0 {
+				if b := q.before(raw, off); b >= 0 && sameLabel(raw, last, b) {
+					exact = false
+				}
+			}
+		}
+		c := int(raw[off])
+		switch c & 0xC0 {
+		case 0:
+			if c == 0 {
+				if end < 0 {
+					end = off + 1
+				}
+				switch {
+				case inQ:
+				case compress:
+					exact = last < 0 || q.tld < 0 || !sameLabel(raw, last, q.tld)
+				default:
+					exact = true // neither compressed nor in the question
+				}
+				return end, n+1 <= 255, exact
+			}
+			n += 1 + c
+			if n > 255 || off+1+c > len(raw) {
+				return 0, false, false
+			}
+			if !inQ {
+				last = off
+			}
+			off += 1 + c
+		case 0xC0:
+			if off+1 >= len(raw) {
+				return 0, false, false
+			}
+			t := (c&0x3F)<<8 | int(raw[off+1])
+			if end < 0 {
+				end = off + 2
+			}
+			if t < wire.HeaderLen || t >= off {
+				return 0, false, false
+			}
+			off = t
+		default:
+			return 0, false, false
+		}
+	}
+}
