@@ -13,7 +13,7 @@ type clock struct{ t time.Time }
 
 func (c *clock) Now() time.Time { return c.t }
 
-func rr(t *testing.T, s string) dns.RR {
+func rr(t testing.TB, s string) dns.RR {
 	r, err := dns.NewRR(s)
 	if err != nil {
 		t.Fatal(err)

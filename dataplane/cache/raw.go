@@ -39,12 +39,23 @@ func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra in
 		binary.BigEndian.Uint16(raw[qend-4:]) != qtype || binary.BigEndian.Uint16(raw[qend-2:]) != qclass {
 		return 0, false, false
 	}
-	q := newQuestion(raw, qend-4)
-	exact = true
-	off := qend
 	total := an + ns + ar
-	for i := range total {
-		start := off
+	if ar == extra+1 {
+		// The OPT must be the last record: no name may be read from it
+		// (the answer has its own), so names are checked against the
+		// bytes before it.
+		start := skipRecords(raw, qend, total-1)
+		if start < 0 || start+11 > len(raw) || raw[start] != 0 || binary.BigEndian.Uint16(raw[start+1:]) != dns.TypeOPT ||
+			skipRecords(raw, start, 1) != len(raw) {
+			return 0, false, false
+		}
+		raw = raw[:start]
+		total--
+	}
+	q := newQuestion(raw, qend-4)
+	exact = q.plain
+	off := qend
+	for range total {
 		n, ok, x := rawName(raw, off, q, true)
 		exact = exact && x
 		if !ok || n+10 > len(raw) {
@@ -57,14 +68,6 @@ func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra in
 		if next > len(raw) {
 			return 0, false, false
 		}
-		if typ == dns.TypeOPT {
-			// The one OPT, last, in the additional section; nothing may
-			// point into it (no name ends before it does).
-			if i != total-1 || i < an+ns || ar != extra+1 || raw[start] != 0 || next != len(raw) {
-				return 0, false, false
-			}
-			return start, true, exact
-		}
 		ok, x = rawData(raw, typ, rd, next, q)
 		if !ok {
 			return 0, false, false
@@ -72,10 +75,42 @@ func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra in
 		exact = exact && x
 		off = next
 	}
-	if ar != extra || off != len(raw) {
+	if off != len(raw) {
 		return 0, false, false
 	}
 	return off, true, exact
+}
+
+// skipRecords returns the offset after n records from off, -1 when they
+// do not fit.
+func skipRecords(raw []byte, off, n int) int {
+	for range n {
+		for { // the owner, up to its end or pointer
+			if off >= len(raw) {
+				return -1
+			}
+			c := int(raw[off])
+			if c&0xC0 == 0xC0 {
+				off += 2
+				break
+			}
+			if c&0xC0 != 0 {
+				return -1
+			}
+			off += 1 + c
+			if c == 0 {
+				break
+			}
+		}
+		if off+10 > len(raw) {
+			return -1
+		}
+		off += 10 + int(binary.BigEndian.Uint16(raw[off+8:]))
+	}
+	if off > len(raw) {
+		return -1
+	}
+	return off
 }
 
 // rawData checks the data raw[rd:next] of a record of type typ (see
@@ -126,14 +161,24 @@ type question struct {
 	starts [(wire.MaxNameLen + 63) / 64]uint64
 	end    int
 	tld    int // -1: the root
+	// plain: only lower-case letters, digits, '-' and '_'. miekg/dns
+	// compresses by the names' presentation form, and a byte written
+	// escaped may be written otherwise than by the cache's question
+	// (wire.AppendPresentation), which then matches no name.
+	plain bool
 }
 
 func newQuestion(raw []byte, end int) *question {
-	q := &question{end: end, tld: -1}
+	q := &question{end: end, tld: -1, plain: true}
 	for off := wire.HeaderLen; off < end-1; off += 1 + int(raw[off]) {
 		i := off - wire.HeaderLen
 		q.starts[i/64] |= 1 << (i % 64)
 		q.tld = off
+		for _, c := range raw[off+1 : off+1+int(raw[off])] {
+			if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+				q.plain = false
+			}
+		}
 	}
 	return q
 }

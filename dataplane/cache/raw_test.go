@@ -9,7 +9,7 @@ import (
 	"github.com/svcdns/svc/dataplane/wire"
 )
 
-func lowerWire(t *testing.T, name string) []byte {
+func lowerWire(t testing.TB, name string) []byte {
 	b := make([]byte, 256)
 	n, err := dns.PackDomainName(strings.ToLower(dns.Fqdn(name)), b, 0, nil, false)
 	if err != nil {
@@ -168,4 +168,91 @@ func TestRawSections(t *testing.T) {
 	if _, ok, _ := rawSections(loop, name, dns.TypeA, dns.ClassINET, 1, 0, 0); ok {
 		t.Error("pointer loop accepted")
 	}
+}
+
+// FuzzRawSections: whatever upstream answer rawSections keeps reads, after
+// a client's header and question, as the records packed again read: the
+// same names in the same case for a client asking in lower case, and for
+// one asking in mixed case when it says exact.
+func FuzzRawSections(f *testing.F) {
+	q := new(dns.Msg)
+	q.SetQuestion("www.example.org.", dns.TypeA)
+	for _, compress := range []bool{true, false} {
+		for _, rrs := range [][]string{
+			{"www.example.org. 60 IN CNAME web.example.org.", "web.example.org. 30 IN A 192.0.2.1"},
+			{"www.example.org. 60 IN MX 10 mail.example.org.", "mail.example.org. 60 IN A 192.0.2.2"},
+			{"example.org. 900 IN SOA ns1.example.org. host.example.org. 1 2 3 4 5"},
+			{"www.example.org. 60 IN CNAME WWW.Example.ORG.", "www.example.net. 30 IN NS example.org."},
+		} {
+			m := new(dns.Msg)
+			m.SetReply(q)
+			m.Compress = compress
+			for _, s := range rrs {
+				m.Answer = append(m.Answer, rr(f, s))
+			}
+			m.SetEdns0(1232, false)
+			b, err := m.Pack()
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m := new(dns.Msg)
+		if m.Unpack(raw) != nil || len(m.Question) != 1 {
+			return
+		}
+		qn := m.Question[0]
+		name := make([]byte, 256)
+		n, err := dns.PackDomainName(qn.Name, name, 0, nil, false)
+		if err != nil {
+			return
+		}
+		name = name[:n]
+		var extra []dns.RR
+		for _, rr := range m.Extra {
+			if rr.Header().Rrtype != dns.TypeOPT {
+				extra = append(extra, rr)
+			}
+		}
+		end, ok, exact := rawSections(raw, name, qn.Qtype, qn.Qclass, len(m.Answer), len(m.Ns), len(extra))
+		if !ok {
+			return
+		}
+		bp := make([]byte, 0, 512)
+		packed, err := pack(&bp, name, qn.Qtype, qn.Qclass, m, extra)
+		if err != nil {
+			return
+		}
+		qend := wire.HeaderLen + len(name) + 4
+		read := func(client, sections []byte) string {
+			b := []byte{0xAB, 0xCD, 0x81, 0x80, 0, 1}
+			b = append(b, byte(len(m.Answer)>>8), byte(len(m.Answer)), byte(len(m.Ns)>>8), byte(len(m.Ns)), byte(len(extra)>>8), byte(len(extra)))
+			b = append(b, client...)
+			b = append(b, byte(qn.Qtype>>8), byte(qn.Qtype), byte(qn.Qclass>>8), byte(qn.Qclass))
+			b = append(b, sections...)
+			got := new(dns.Msg)
+			if err := got.Unpack(b); err != nil {
+				return "unpack: " + err.Error()
+			}
+			var out []string
+			for _, rr := range append(append(append([]dns.RR{}, got.Answer...), got.Ns...), got.Extra...) {
+				out = append(out, rr.String())
+			}
+			return strings.Join(out, "\n")
+		}
+		if got, want := read(name, raw[qend:end]), read(name, packed[qend:]); got != want {
+			t.Fatalf("lower case: kept\n%s\npacked\n%s", got, want)
+		}
+		mixed := append([]byte(nil), name...)
+		for i := range mixed {
+			if 'a' <= mixed[i] && mixed[i] <= 'z' && i%2 == 0 {
+				mixed[i] -= 'a' - 'A'
+			}
+		}
+		if got, want := read(mixed, raw[qend:end]), read(mixed, packed[qend:]); got != want && exact {
+			t.Fatalf("mixed case, exact: kept\n%s\npacked\n%s", got, want)
+		}
+	})
 }
