@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -230,4 +231,30 @@ func udpAllocsPerQuery(t *testing.T, to netip.AddrPort) float64 {
 	round(800) // warm the pools
 	const n = 4000
 	return testing.AllocsPerRun(1, func() { round(n) }) / n
+}
+
+// udpSock is one listening UDP socket of a server, of either kind (served
+// through the Go poller, or a rawUDP outside it).
+type udpSock struct {
+	rc    syscall.RawConn
+	local netip.AddrPort
+	pkt   bool // answers carry their source (wildcard socket)
+}
+
+func udpSockets(t *testing.T, s *Server) []udpSock {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []udpSock
+	for _, u := range s.rawUDP {
+		out = append(out, udpSock{rc: u, local: u.local, pkt: u.pkt})
+	}
+	for _, c := range s.udp {
+		rc, err := c.SyscallConn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, udpSock{rc: rc, local: c.LocalAddr().(*net.UDPAddr).AddrPort(), pkt: wantsPktInfo(c)})
+	}
+	return out
 }

@@ -43,6 +43,10 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		if err := s.listenOne(ctx, l.Address, slices.Contains(protos, "udp"), slices.Contains(protos, "tcp")); err != nil {
 			s.closeLocked()
+			go func() {
+				s.wg.Wait()
+				s.closeRaw()
+			}()
 			return err
 		}
 	}
@@ -104,6 +108,18 @@ func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) e
 			return fmt.Errorf("listen %s: %w", address, err)
 		}
 		for _, c := range conns {
+			if !s.cfg.DisableUDPBatch {
+				u, err := newRawUDP(c)
+				if err == nil {
+					s.rawUDP = append(s.rawUDP, u)
+					s.wg.Add(1)
+					go s.serveRawUDP(u)
+					continue
+				}
+				if !errors.Is(err, errNoRawUDP) {
+					s.log.Warn("udp listener: served through the Go poller", "address", c.LocalAddr().String(), "err", err)
+				}
+			}
 			s.udp = append(s.udp, c)
 			s.wg.Add(1)
 			go s.serveUDP(c)
@@ -128,6 +144,11 @@ func (s *Server) UDPAddrs() []netip.AddrPort {
 		a := c.LocalAddr().(*net.UDPAddr).AddrPort()
 		if !slices.Contains(out, a) {
 			out = append(out, a)
+		}
+	}
+	for _, u := range s.rawUDP {
+		if !slices.Contains(out, u.local) {
+			out = append(out, u.local)
 		}
 	}
 	return out
@@ -163,6 +184,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	defer s.workers.stopAll()
 	select {
 	case <-done:
+		s.closeRaw()
 		return nil
 	case <-ctx.Done():
 		s.cancel()
@@ -172,14 +194,30 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		<-done
+		s.closeRaw()
 		return fmt.Errorf("dataplane shutdown: %w", ctx.Err())
 	}
+}
+
+// closeRaw closes the sockets served outside the poller, once; only when
+// nothing serves or answers on them any more (s.wg done).
+func (s *Server) closeRaw() {
+	s.rawOnce.Do(func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, u := range s.rawUDP {
+			u.close()
+		}
+	})
 }
 
 func (s *Server) closeLocked() {
 	s.closed = true
 	for _, c := range s.udp {
 		c.Close()
+	}
+	for _, u := range s.rawUDP {
+		u.wake() // closed by Shutdown once nothing writes to it
 	}
 	for _, l := range s.tcp {
 		l.Close()
@@ -234,7 +272,7 @@ func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
 			continue
 		}
 		lc.begin(s, time.Now())
-		out, detached := s.udpPacket(c, &lc, q, n, addr, local)
+		out, detached := s.udpPacket(&lc, q, n, addr, local)
 		if detached {
 			continue
 		}
@@ -296,7 +334,7 @@ func (l *udpLoop) begin(s *Server, now time.Time) {
 //
 // local is the query's destination on a wildcard socket (see pktInfo): a
 // detached query's answer is sent from it too.
-func (s *Server) udpPacket(c *net.UDPConn, l *udpLoop, q *Query, n int, addr netip.AddrPort, local pktInfo) (out []byte, detached bool) {
+func (s *Server) udpPacket(l *udpLoop, q *Query, n int, addr netip.AddrPort, local pktInfo) (out []byte, detached bool) {
 	buf := q.in[:cap(q.in)]
 	client, clientID := addr, "" // clientID: from svc edge's PROXY TLV
 	if client.Addr().Is4In6() {
@@ -471,3 +509,6 @@ func (s *Server) serveTCP(conn net.Conn) {
 		}
 	}
 }
+
+// errNoRawUDP: this platform serves UDP sockets through the Go poller only.
+var errNoRawUDP = errors.New("no raw udp sockets on this platform")

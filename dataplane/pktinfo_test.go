@@ -47,10 +47,14 @@ func TestWildcardAnswersFromQueryDestination(t *testing.T) {
 			if tc.udp4 {
 				serveExtraUDP(t, s, "udp4", tc.listen)
 			}
-			if got := wantsPktInfo(s.udp[0]); got != (tc.name != "bound-batch") {
-				t.Fatalf("wantsPktInfo(%s) = %v", s.udp[0].LocalAddr(), got)
+			socks := udpSockets(t, s)
+			if len(socks) != 1 {
+				t.Fatalf("%d UDP sockets, want 1", len(socks))
 			}
-			port := s.udp[0].LocalAddr().(*net.UDPAddr).Port
+			if got := socks[0].pkt; got != (tc.name != "bound-batch") {
+				t.Fatalf("wantsPktInfo(%s) = %v", socks[0].local, got)
+			}
+			port := socks[0].local.Port()
 			for _, host := range tc.dial {
 				to := netip.AddrPortFrom(netip.MustParseAddr(host), uint16(port))
 				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to))

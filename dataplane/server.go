@@ -129,6 +129,8 @@ type Server struct {
 
 	mu            sync.Mutex
 	udp           []*net.UDPConn
+	rawUDP        []*rawUDP // sockets outside the poller (rawudp_linux.go)
+	rawOnce       sync.Once
 	tcp           []net.Listener
 	conns         map[net.Conn]struct{}
 	wg            sync.WaitGroup

@@ -26,7 +26,6 @@ const udpBatch = 64
 // allocates a net.UDPAddr per datagram; this is the allocation-free form.
 type batchLoop struct {
 	s     *Server
-	c     *net.UDPConn
 	rc    syscall.RawConn
 	hdrs  [udpBatch]unix.Mmsghdr
 	iovs  [udpBatch]unix.Iovec
@@ -55,7 +54,13 @@ func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool {
 	if err != nil {
 		return false
 	}
-	b := &batchLoop{s: s, c: c, rc: rc, pkt: r.pkt}
+	return s.serveUDPBatchOn(rc, r)
+}
+
+// serveUDPBatchOn is the batched read loop on rc (a poller's socket, or a
+// rawUDP). It reports false when the platform has no recvmmsg.
+func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
+	b := &batchLoop{s: s, rc: rc, pkt: r.pkt}
 	b.readFn = b.recv
 	b.sendFn = b.send
 	for i := range b.qs {
@@ -100,7 +105,7 @@ func (s *Server) serveUDPBatch(c *net.UDPConn, r *udpReplier) bool {
 			if b.pkt && b.hdrs[i].Hdr.Flags&unix.MSG_CTRUNC == 0 {
 				local = parsePktInfo(b.oobs[i].bytes()[:b.hdrs[i].Hdr.Controllen])
 			}
-			out, detached := s.udpPacket(c, &lc, q, int(b.hdrs[i].Len), peer, local)
+			out, detached := s.udpPacket(&lc, q, int(b.hdrs[i].Len), peer, local)
 			if detached {
 				b.arm(i, getQuery())
 				continue
@@ -178,7 +183,9 @@ func (b *batchLoop) recv(fd uintptr) bool {
 			b.hdrs[i].Hdr.SetControllen(len(b.oobs[i]) * 8)
 		}
 	}
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), udpBatch, 0, 0, 0)
+	// MSG_WAITFORONE: a blocking socket (rawUDP) waits for the first
+	// datagram only, then takes what else is queued.
+	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), udpBatch, unix.MSG_WAITFORONE, 0, 0)
 	switch errno {
 	case 0:
 		b.got = int(n)

@@ -2,7 +2,10 @@
 
 package dataplane
 
-import "net"
+import (
+	"net"
+	"net/netip"
+)
 
 // serveUDPBatch reports false: no recvmmsg/sendmmsg here, the portable
 // loop serves the socket.
@@ -19,3 +22,14 @@ func wantsPktInfo(c *net.UDPConn) bool     { return false }
 func enablePktInfo(c *net.UDPConn) error   { return nil }
 func parsePktInfo(oob []byte) pktInfo      { return pktInfo{} }
 func putPktInfo(oob []byte, p pktInfo) int { return 0 }
+
+// rawUDP: sockets are served through the Go poller here.
+type rawUDP struct {
+	local netip.AddrPort
+	pkt   bool
+}
+
+func newRawUDP(c *net.UDPConn) (*rawUDP, error) { return nil, errNoRawUDP }
+func (s *Server) serveRawUDP(u *rawUDP)         {}
+func (u *rawUDP) wake()                         {}
+func (u *rawUDP) close()                        {}

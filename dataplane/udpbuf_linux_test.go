@@ -14,9 +14,7 @@ import (
 // net.core.rmem_max.
 func TestUDPReadBufferGrown(t *testing.T) {
 	s := startServer(t, Config{Listeners: []ListenerConfig{{Address: "127.0.0.1:0"}}, Sockets: 2}, nil)
-	s.mu.Lock()
-	conns := s.udp
-	s.mu.Unlock()
+	conns := udpSockets(t, s)
 	if len(conns) != 2 {
 		t.Fatalf("%d UDP sockets", len(conns))
 	}
@@ -31,10 +29,7 @@ func TestUDPReadBufferGrown(t *testing.T) {
 		}
 	}
 	for _, c := range conns {
-		rc, err := c.SyscallConn()
-		if err != nil {
-			t.Fatal(err)
-		}
+		rc := c.rc
 		var n int
 		var gerr error
 		if err := rc.Control(func(fd uintptr) { n, gerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF) }); err != nil || gerr != nil {

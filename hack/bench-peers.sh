@@ -359,7 +359,7 @@ rss() { # RSS (or the /proc/PID/status field $1) of the server and its descendan
 }
 hz=$(getconf CLK_TCK)
 
-printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB | tee "$work/table"
+printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop | tee "$work/table"
 declare -A base
 for w in $workloads; do
   for s in $peers; do
@@ -384,6 +384,10 @@ for w in $workloads; do
     cpu="$( { TIMEFORMAT='%U %S'; time $pin1 dnsperf "${args[@]}" -l "$secs" "${verbose[@]}" >"$work/out" 2>&1; } 2>&1 )"
     t1=$(date +%s.%N); c1=$(ticks)
     loaded=$(rss)
+    drops="-"
+    if [ "$s" = svc ]; then # query-log rows dropped (a full buffer)
+      drops=$(curl -s "http://127.0.0.1:$p_met/metrics" | awk '$1 == "service_querylog_dropped_rows_total" {printf "%.0f", $2}')
+    fi
     kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
     qps=$(sed -n 's/.*Queries per second: *\([0-9.]*\).*/\1/p' "$work/out")
     done_=$(sed -n 's/.*Queries completed: *\([0-9]*\).*/\1/p' "$work/out")
@@ -400,10 +404,10 @@ for w in $workloads; do
     [ "$s" = svc ] && base[$w]=$per
     r="-"
     [ -n "${base[$w]:-}" ] && r=$(echo "$per / ${base[$w]}" | bc -l | xargs printf '%.2f')
-    printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" | tee -a "$work/table"
+    printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" | tee -a "$work/table"
   done
 done
-echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only)"
+echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer)"
 
 [ "$idle_secs" = 0 ] && exit 0
 # Memory at rest: the cache workload's config, one query answered, then

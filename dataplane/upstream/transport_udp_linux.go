@@ -72,7 +72,7 @@ func (s *udpSock) writeBatch(batch []udpOut, arena []byte) {
 }
 
 func (w *udpWriter) send(fd uintptr) bool {
-	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.sent])), uintptr(w.n-w.sent), 0, 0, 0)
+	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.sent])), uintptr(w.n-w.sent), 0, 0, 0)
 	switch errno {
 	case 0:
 		w.sent += int(n)
