@@ -17,6 +17,7 @@ targets=(
 	"./dataplane/xfr FuzzJournal"
 	"./internal/externaldns FuzzDecodeChanges"
 	"./internal/publish FuzzPlan"
+	"./dataplane/cache FuzzRawSections"
 )
 for e in "${targets[@]}"; do
 	read -r pkg name <<<"$e"
