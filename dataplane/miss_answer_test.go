@@ -75,18 +75,7 @@ func TestMissAnswerFromCacheBytes(t *testing.T) {
 			return &dns.Msg{MsgHdr: dns.MsgHdr{Rcode: dns.RcodeServerFailure}}
 		},
 	}
-	mk := func(cacheOn bool) *Server {
-		cfg := testConfig()
-		if !cacheOn {
-			cfg.Cache.MaxEntries = 0
-		}
-		s, err := New(cfg, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Swap(NewSnapshot(SnapshotInput{Forwarder: fwd}))
-		return s
-	}
+	mk := func(cacheOn bool) *Server { return missServer(t, cacheOn, SnapshotInput{Forwarder: fwd}) }
 	type tc struct {
 		name  string
 		qtype uint16
@@ -205,16 +194,7 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 		}
 		defer res.Close()
 		mk := func(cacheOn bool) *Server {
-			cfg := testConfig()
-			if !cacheOn {
-				cfg.Cache.MaxEntries = 0
-			}
-			s, err := New(cfg, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Swap(NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
-			return s
+			return missServer(t, cacheOn, SnapshotInput{Forwarder: res, Router: res})
 		}
 		records := func(b []byte, ttl bool) string {
 			m := new(dns.Msg)
@@ -266,4 +246,20 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// missServer is a server answering from in (its forwarder), with its cache
+// on or off (maxEntries 0).
+func missServer(t *testing.T, cacheOn bool, in SnapshotInput) *Server {
+	t.Helper()
+	cfg := testConfig()
+	if !cacheOn {
+		cfg.Cache.MaxEntries = 0
+	}
+	s, err := New(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(NewSnapshot(in))
+	return s
 }

@@ -133,14 +133,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 // The client ID the transport found (DoT SNI label, DoH path segment)
 // reaches the query-log row; a query without one has none.
 func TestRowCarriesClientID(t *testing.T) {
-	out := &sink{}
-	lg := dnslog.New(out)
-	defer lg.Close()
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	out, lg, s := loggedServer(t)
 	client := netip.MustParseAddrPort("[::ffff:192.0.2.9]:5353")
 	m := new(dns.Msg)
 	m.SetQuestion("www.example.org.", dns.TypeA)
@@ -170,14 +163,7 @@ func TestRowCarriesClientID(t *testing.T) {
 // trailing dot, escapes kept) and the client's address, the first time and
 // when the converter already knows them.
 func TestRowNamesAndClients(t *testing.T) {
-	out := &sink{}
-	lg := dnslog.New(out)
-	defer lg.Close()
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	out, lg, s := loggedServer(t)
 	type ask struct{ name, client, wantDomain, wantClient string }
 	asks := []ask{
 		{"WWW.Example.COM.", "192.0.2.9:53", "www.example.com", "192.0.2.9"},
@@ -208,4 +194,19 @@ func TestRowNamesAndClients(t *testing.T) {
 			}
 		}
 	}
+}
+
+// loggedServer is a server with no zones or upstreams (it refuses every
+// query) whose records reach out through a Logger, closed by the test.
+func loggedServer(t *testing.T) (*sink, *dnslog.Logger, *dataplane.Server) {
+	t.Helper()
+	out := &sink{}
+	lg := dnslog.New(out)
+	t.Cleanup(func() { lg.Close() })
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	return out, lg, s
 }
