@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/upstream"
 )
 
 var compileTime = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -257,4 +259,19 @@ func udpSockets(t *testing.T, s *Server) []udpSock {
 		out = append(out, udpSock{rc: rc, local: c.LocalAddr().(*net.UDPAddr).AddrPort(), pkt: wantsPktInfo(c)})
 	}
 	return out
+}
+
+// resolverFor is an upstream resolver whose default group (and bootstrap)
+// is the one server at addr, closed when the test ends.
+func resolverFor(tb testing.TB, addr string) *upstream.Resolver {
+	tb.Helper()
+	ucfg := upstream.DefaultConfig()
+	ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{addr}}}
+	ucfg.Bootstrap = []string{addr}
+	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = res.Close() })
+	return res
 }

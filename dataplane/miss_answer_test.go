@@ -3,7 +3,6 @@ package dataplane
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/dataplane/upstream"
 )
 
 // recordForwarder answers with the records of its table for the question
@@ -184,15 +182,7 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 		"https.example.net.":  {"@ 300 IN HTTPS 1 svc.example.net. alpn=h2"},
 	}
 	for _, compress := range []bool{true, false} {
-		addr := startTableUpstream(t, compress, table)
-		ucfg := upstream.DefaultConfig()
-		ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{addr}}}
-		ucfg.Bootstrap = []string{addr}
-		res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Close()
+		res := resolverFor(t, startTableUpstream(t, compress, table))
 		mk := func(cacheOn bool) *Server {
 			return missServer(t, cacheOn, SnapshotInput{Forwarder: res, Router: res})
 		}

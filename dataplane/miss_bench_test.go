@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/dataplane/upstream"
 )
 
 // answerForwarder answers every A query in-process, as an upstream would
@@ -127,15 +125,7 @@ func startPlainUpstream(tb testing.TB) string {
 // exchange and the batched answers all run; allocs/op counts every
 // goroutine of the process (the client and the upstream allocate nothing).
 func BenchmarkUDPCacheMiss(b *testing.B) {
-	up := startPlainUpstream(b)
-	ucfg := upstream.DefaultConfig()
-	ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{up}}}
-	ucfg.Bootstrap = []string{up}
-	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer res.Close()
+	res := resolverFor(b, startPlainUpstream(b))
 	cfg := Config{Node: "bench", Listeners: []ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}}, Sockets: 1, Cache: cache.DefaultConfig()}
 	s := startServer(b, cfg, NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))

@@ -617,12 +617,12 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 	}
 	q.UpstreamGroup = group
-	// The request is pooled when the forwarder is this module's Resolver,
-	// which keeps nothing of it once Forward returns (another Forwarder
-	// might), and only for a forward waited for here (below).
+	// The request is pooled when the forwarder is a RawForwarder, which
+	// keeps nothing of it once it returns (another Forwarder might), and
+	// only for a forward waited for here (below).
 	var rm *reqMsg
-	res0, _ := fwd.(*upstream.Resolver)
-	if res0 != nil && q.stale == nil {
+	rf, _ := fwd.(RawForwarder)
+	if rf != nil && q.stale == nil {
 		rm = reqMsgs.Get().(*reqMsg)
 		defer rm.putRaw()
 	}
@@ -638,10 +638,10 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		// No timer of its own: the upstream package times the deadline
 		// on its pooled UDP sockets (upstream.DeadlineContext).
 		ctx := upstream.NewDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
-		if res0 != nil {
+		if rf != nil {
 			// The answer's bytes too: the cache keeps them as they are
 			// when it can instead of packing the records again.
-			res.resp, raw, res.upstream, res.err = res0.ForwardRaw(ctx, group, req, q.Client.Addr(), rm.raw)
+			res.resp, raw, res.upstream, res.err = rf.ForwardRaw(ctx, group, req, q.Client.Addr(), rm.raw)
 			if raw != nil {
 				rm.raw = raw[:0] // grown: keep it
 			}
@@ -747,6 +747,10 @@ func (s *Server) answerStale(q *Query) stageResult {
 	q.entry = q.stale
 	return stageDone
 }
+
+// The node's forwarder takes the raw path (a change of its signature must
+// not silently send every miss through Forward and a second pack).
+var _ RawForwarder = (*upstream.Resolver)(nil)
 
 // reqMsg is a pooled upstream request: the message, its question and
 // its OPT record, and a buffer for the answer's bytes.

@@ -328,7 +328,7 @@ type QueryRecord struct {
 
 // Name returns the question name in presentation form, lower-cased.
 func (r *QueryRecord) Name() string {
-	return string(wire.AppendPresentation(nil, r.name[:r.nameLen]))
+	return string(r.AppendName(nil))
 }
 
 // AppendName appends the question name in presentation form, lower-cased,

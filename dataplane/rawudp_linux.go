@@ -115,7 +115,5 @@ func (r *rawUDP) Write(f func(fd uintptr) bool) error {
 // serveRawUDP serves one socket taken out of the poller.
 func (s *Server) serveRawUDP(u *rawUDP) {
 	defer s.wg.Done()
-	r := &udpReplier{s: s, rc: u, pkt: u.pkt}
-	r.fn = r.send
-	s.serveUDPBatchOn(u, r)
+	s.serveUDPBatchOn(u, newUDPReplierOn(s, u, u.pkt))
 }

@@ -48,8 +48,16 @@ type queuedReply struct {
 }
 
 func newUDPReplier(s *Server, c *net.UDPConn) *udpReplier {
-	r := &udpReplier{s: s, c: c}
-	r.rc, _ = c.SyscallConn()
+	rc, _ := c.SyscallConn()
+	r := newUDPReplierOn(s, rc, false)
+	r.c = c
+	return r
+}
+
+// newUDPReplierOn is a replier sending on rc (a rawUDP, or a poller's
+// socket); pkt: answers carry their source.
+func newUDPReplierOn(s *Server, rc syscall.RawConn, pkt bool) *udpReplier {
+	r := &udpReplier{s: s, rc: rc, pkt: pkt}
 	r.fn = r.send
 	return r
 }

@@ -112,6 +112,16 @@ type Forwarder interface {
 	Forward(ctx context.Context, group string, req *dns.Msg, client netip.Addr) (resp *dns.Msg, upstream string, err error)
 }
 
+// RawForwarder is a Forwarder that also returns the answer's bytes as the
+// upstream sent them (appended to raw[:0]; nil when not at hand), so the
+// cache can keep them instead of packing the records again, and that
+// keeps nothing of req once it returns, so the request can be pooled.
+// upstream.Resolver is one.
+type RawForwarder interface {
+	Forwarder
+	ForwardRaw(ctx context.Context, group string, req *dns.Msg, client netip.Addr, raw []byte) (resp *dns.Msg, rawOut []byte, upstream string, err error)
+}
+
 // Router says whether a name is conditionally forwarded; such answers are
 // never cached.
 type Router interface {

@@ -208,12 +208,6 @@ func (l *Logger) Close() error {
 	return nil
 }
 
-// Convert turns a data-plane record into a row.
-func Convert(rec *dataplane.QueryRecord) querylog.Row {
-	var c converter
-	return c.convert(rec)
-}
-
 // maxClients bounds a converter's map of client addresses.
 const maxClients = 1 << 12
 
@@ -227,6 +221,7 @@ type converter struct {
 	buf     []byte
 }
 
+// convert turns a data-plane record into a row.
 func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 	r := querylog.Row{
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,

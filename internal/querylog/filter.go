@@ -60,10 +60,8 @@ func compileDomainPatterns(patterns []string) (*domainMatcher, error) {
 }
 
 func (m *domainMatcher) match(name string) bool {
-	if len(m.exact) > 0 {
-		if _, ok := m.exact[name]; ok {
-			return true
-		}
+	if _, ok := m.exact[name]; ok {
+		return true
 	}
 	for _, s := range m.suffixes {
 		if strings.HasSuffix(name, s) {
