@@ -10,7 +10,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/svcdns/svc/dataplane/cache"
 )
 
 // recordForwarder answers with the records of its table for the question
@@ -125,7 +124,6 @@ func TestMissAnswerFromCacheBytes(t *testing.T) {
 			t.Errorf("tcp %s %s edns=%d: got % x\nwant % x", c.name, dns.TypeToString[c.qtype], c.edns, got, want)
 		}
 	}
-	_ = cache.FlagDO
 }
 
 // startTableUpstream is a miekg/dns upstream answering from a table of
