@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
-
 )
 
 // recordForwarder answers with the records of its table for the question
