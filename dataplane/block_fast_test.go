@@ -32,8 +32,9 @@ func wireName(t testing.TB, name string) string {
 
 // testBlocker blocks zero.ads., nx.ads., refused.ads., custom.ads.
 // (192.0.2.66 / 2001:db8::66, TTL 60 s), policy.ads. (EDE 17 with a text)
-// and rule.ads. (EDE text joined from a prefix and the rule, as
-// dataplane/policy gives it).
+// rule.ads. (EDE text joined from a prefix and the rule, as
+// dataplane/policy gives it) and adblock.ads. (the same with an adblock
+// rule, given as its name and the constant text around it).
 func testBlocker(t testing.TB) nameBlocker {
 	return nameBlocker{
 		wireName(t, "zero.ads."):    {Mode: BlockZeroIP, List: "ads"},
@@ -43,6 +44,8 @@ func testBlocker(t testing.TB) nameBlocker {
 			IPv4: netip.MustParseAddr("192.0.2.66"), IPv6: netip.MustParseAddr("2001:db8::66")},
 		wireName(t, "policy.ads."): {Mode: BlockNXDomain, EDECode: dns.ExtendedErrorCodeFiltered, EDEText: "policy kids"},
 		wireName(t, "rule.ads."): {Mode: BlockZeroIP, List: "default/ads", Rule: "rule.ads",
+			EDEText: "policy (global) list default/ads", EDERule: true},
+		wireName(t, "adblock.ads."): {Mode: BlockNXDomain, List: "default/ads", RulePre: "||", Rule: "adblock.ads", RulePost: "^",
 			EDEText: "policy (global) list default/ads", EDERule: true},
 	}
 }
@@ -71,6 +74,7 @@ var blockCases = []goldenCase{
 	{name: "block-policy-ede-text", qname: "policy.ads.", qtype: dns.TypeA, edns: 1232},
 	{name: "block-rule-ede-text", qname: "rule.ads.", qtype: dns.TypeA, edns: 1232},
 	{name: "block-rule-no-edns", qname: "rule.ads.", qtype: dns.TypeA},
+	{name: "block-adblock-rule-ede-text", qname: "adblock.ads.", qtype: dns.TypeA, edns: 1232},
 	{name: "block-cookie", qname: "zero.ads.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{cookie()}},
 	{name: "block-ecs-trusted", qname: "zero.ads.", qtype: dns.TypeA, edns: 1232, opts: []dns.EDNS0{ecs("127.0.0.2/32")}},
 	{name: "block-padding-dot", qname: "custom.ads.", qtype: dns.TypeAAAA, edns: 1232, opts: []dns.EDNS0{cookie(), padding()}, tr: TransportDoT},
@@ -105,9 +109,12 @@ func TestBlockFastPath(t *testing.T) {
 		if err := m.Unpack(f); err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
 		}
-		if tc.name == "block-rule-ede-text" {
-			if ede := findEDE(m); ede == nil || ede.ExtraText != "policy (global) list default/ads rule rule.ads" {
-				t.Errorf("%s: EDE %v, want the text with the rule", tc.name, ede)
+		if want, ok := map[string]string{
+			"block-rule-ede-text":         "policy (global) list default/ads rule rule.ads",
+			"block-adblock-rule-ede-text": "policy (global) list default/ads rule ||adblock.ads^",
+		}[tc.name]; ok {
+			if ede := findEDE(m); ede == nil || ede.ExtraText != want {
+				t.Errorf("%s: EDE %v, want %q", tc.name, ede, want)
 			}
 		}
 		if tc.qname == "custom.ads." && tc.qtype == dns.TypeA {

@@ -42,7 +42,7 @@ func (s *Server) Explain(ctx context.Context, req QueryRequest) (Explanation, er
 	if err != nil {
 		return Explanation{}, fmt.Errorf("query %q: %w", req.Name, err)
 	}
-	e := Explanation{Decided: decided, Status: q.Status, Reason: q.Reason, List: q.List, Rule: q.Rule, Policy: q.Policy}
+	e := Explanation{Decided: decided, Status: q.Status, Reason: q.Reason, List: q.List, Rule: q.RuleText(), Policy: q.Policy}
 	e.Groups = append(e.Groups, q.ClientInfo.Groups...)
 	return e, nil
 }

@@ -375,7 +375,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 		return stageNext
 	}
 	d := b.Decide(q.Lower, q.Type, q.ClientInfo)
-	q.List, q.Rule, q.Policy, q.NoLog = d.List, d.Rule, d.Policy, d.NoLog
+	q.List, q.Rule, q.RulePre, q.RulePost, q.Policy, q.NoLog = d.List, d.Rule, d.RulePre, d.RulePost, d.Policy, d.NoLog
 	if d.UpstreamGroup != "" && q.forwardGroup == "" {
 		q.forwardGroup = d.UpstreamGroup
 	}
@@ -529,9 +529,8 @@ func (q *Query) fastBlock(d Decision) {
 	}
 	if q.EDNS.Present {
 		q.fastEDE, q.edeCode, q.edeText = true, d.EDECode, d.EDEText
-		if d.EDERule {
-			q.edeRule = d.Rule
-		}
+		q.edeRule = d.EDERule && d.Rule != ""
+
 		if q.edeCode == 0 {
 			q.edeCode = dns.ExtendedErrorCodeBlocked
 		}
@@ -845,7 +844,7 @@ func stageLog(s *Server, q *Query) stageResult {
 		Time: q.Start, Client: q.Client, Transport: q.Transport, Node: q.Node,
 		Type: q.Type, Class: q.Class, Rcode: q.Rcode, Status: q.Status, Reason: q.Reason,
 		ClientID: q.ClientID, ClientName: q.ClientInfo.Name, Groups: q.ClientInfo.Groups,
-		List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Zone: q.Zone, Duration: q.Duration,
+		List: q.List, Rule: q.Rule, RulePre: q.RulePre, RulePost: q.RulePost, Policy: q.Policy, Upstream: q.Upstream, Zone: q.Zone, Duration: q.Duration,
 	}
 	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
 	s.logger.Log(rec)

@@ -229,10 +229,12 @@ type Query struct {
 	// the policy (blocking, when no zone chose one) sends the query to.
 	forwardGroup string
 
-	// Blocking (Policy and Rule also from local).
-	List, Rule string
-	Policy     string
-	NoLog      bool
+	// Blocking (Policy and Rule also from local). RulePre and RulePost
+	// wrap Rule as in Decision.
+	List, Rule        string
+	RulePre, RulePost string
+	Policy            string
+	NoLog             bool
 	// ede is the Extended DNS Error added to the OPT of a block answer.
 	ede *dns.EDNS0_EDE
 	// The fast block answer (issue #27 item 2): its one record, if any
@@ -242,7 +244,7 @@ type Query struct {
 	fastEDE bool
 	edeCode uint16
 	edeText string
-	edeRule string // appended to edeText after ruleSep when not empty (Decision.EDERule)
+	edeRule bool // the rule (RulePre, Rule, RulePost) follows edeText after ruleSep (Decision.EDERule)
 	// chase holds a rewrite's records ending in a CNAME whose target
 	// (chaseLower, lower-case wire) the cache and upstream stages resolve.
 	chase      []dns.RR
@@ -318,13 +320,22 @@ type QueryRecord struct {
 	ClientName string
 	Groups     []string
 	List, Rule string
-	Policy     string
-	Upstream   string
+	// RulePre and RulePost wrap Rule as in Decision: RuleText joins them
+	// (off the DNS path).
+	RulePre, RulePost string
+	Policy            string
+	Upstream          string
 	// Zone is the apex of the authoritative zone that answered ("" for
 	// none), e.g. "example.com."; owned by the authority table.
 	Zone     string
 	Duration time.Duration
 }
+
+// RuleText is the rule's text (Decision.RuleText).
+func (r *QueryRecord) RuleText() string { return joinRule(r.RulePre, r.Rule, r.RulePost) }
+
+// RuleText is the rule's text (Decision.RuleText).
+func (q *Query) RuleText() string { return joinRule(q.RulePre, q.Rule, q.RulePost) }
 
 // Name returns the question name in presentation form, lower-cased.
 func (r *QueryRecord) Name() string {

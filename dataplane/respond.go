@@ -148,7 +148,11 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 		opt := len(out)
 		out = wire.AppendOPT(out, uint16(s.cfg.MaxUDPSize), uint8(rcode>>4), q.EDNS.DO)
 		if q.fastEDE && !truncated {
-			out = appendEDE(out, opt, q.edeCode, q.edeText, q.edeRule)
+			var pre, rule, post string
+			if q.edeRule {
+				pre, rule, post = q.RulePre, q.Rule, q.RulePost
+			}
+			out = appendEDE(out, opt, q.edeCode, q.edeText, pre, rule, post)
 		}
 		if q.EDNS.ECS.Present {
 			out = wire.AppendECS(out, opt, q.EDNS.ECS, q.ecsScope())
@@ -165,11 +169,12 @@ const blockRRLen = 2 + 2 + 2 + 4 + 2 + 16
 
 // appendEDE appends an Extended DNS Error option (RFC 8914) to the OPT
 // record starting at opt, as miekg/dns packs EDNS0_EDE; its text is text,
-// then ruleSep and rule when rule is not empty (Decision.ExtraText).
-func appendEDE(b []byte, opt int, code uint16, text, rule string) []byte {
+// then ruleSep and pre, rule and post when rule is not empty
+// (Decision.ExtraText).
+func appendEDE(b []byte, opt int, code uint16, text, pre, rule, post string) []byte {
 	n := 2 + len(text)
 	if rule != "" {
-		n += len(ruleSep) + len(rule)
+		n += len(ruleSep) + len(pre) + len(rule) + len(post)
 	}
 	rdlen := binary.BigEndian.Uint16(b[opt+9:])
 	binary.BigEndian.PutUint16(b[opt+9:], rdlen+4+uint16(n))
@@ -177,7 +182,7 @@ func appendEDE(b []byte, opt int, code uint16, text, rule string) []byte {
 	b = binary.BigEndian.AppendUint16(b, code)
 	b = append(b, text...)
 	if rule != "" {
-		b = append(append(b, ruleSep...), rule...)
+		b = append(append(append(append(b, ruleSep...), pre...), rule...), post...)
 	}
 	return b
 }

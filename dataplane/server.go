@@ -417,7 +417,7 @@ func (s *Server) Query(ctx context.Context, req QueryRequest) (QueryResult, erro
 		return QueryResult{}, fmt.Errorf("query %q: %w", req.Name, ctx.Err())
 	}
 	b := s.encode(q)
-	res := QueryResult{Status: q.Status, Reason: q.Reason, List: q.List, Rule: q.Rule, Policy: q.Policy, Upstream: q.Upstream, Latency: q.Duration}
+	res := QueryResult{Status: q.Status, Reason: q.Reason, List: q.List, Rule: q.RuleText(), Policy: q.Policy, Upstream: q.Upstream, Latency: q.Duration}
 	if b == nil {
 		return res, errors.New("query dropped")
 	}

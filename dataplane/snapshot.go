@@ -67,11 +67,16 @@ type Decision struct {
 	// IPv4 and IPv6 answer BlockCustomIP and BlockPage; invalid means NODATA.
 	IPv4, IPv6 netip.Addr
 	// Answer is a prebuilt answer for VerdictRewrite (safe search, rewrites).
-	Answer        []dns.RR
-	List, Rule    string
-	Policy        string
-	UpstreamGroup string // policy's upstream group, empty for the default
-	NoLog         bool   // policy excludes these clients from the query log
+	Answer     []dns.RR
+	List, Rule string
+	// RulePre and RulePost are the rule's text around Rule when Rule is
+	// the name a list stores (adblock syntax: "||" Rule "^"). They are
+	// constants, so a block by such a rule allocates nothing; RuleText
+	// joins the three.
+	RulePre, RulePost string
+	Policy            string
+	UpstreamGroup     string // policy's upstream group, empty for the default
+	NoLog             bool   // policy excludes these clients from the query log
 	// EDECode and EDEText are the Extended DNS Error (RFC 8914) a block
 	// answer carries when the client sent EDNS: 15 Blocked for a list rule,
 	// 17 Filtered for a policy's own decision. EDECode 0 on a block means 15.
@@ -93,7 +98,18 @@ func (d Decision) ExtraText() string {
 	if !d.EDERule || d.Rule == "" {
 		return d.EDEText
 	}
-	return d.EDEText + ruleSep + d.Rule
+	return d.EDEText + ruleSep + d.RuleText()
+}
+
+// RuleText is the rule's text: RulePre, Rule and RulePost joined. It
+// allocates when there is a RulePre or RulePost.
+func (d Decision) RuleText() string { return joinRule(d.RulePre, d.Rule, d.RulePost) }
+
+func joinRule(pre, rule, post string) string {
+	if pre == "" && post == "" {
+		return rule
+	}
+	return pre + rule + post
 }
 
 // ruleSep joins EDEText and Rule when EDERule is set.

@@ -221,22 +221,37 @@ func (l *List) SourceName(m Match) string {
 }
 
 // RuleText renders the rule that decided m, normalised as its source format
-// writes it (hosts lines render as the bare name). Allocates; for the query
-// log and Extended DNS Error text.
+// writes it (hosts lines render as the bare name). It allocates for
+// adblock rules; the DNS path takes RuleParts instead.
 func (l *List) RuleText(m Match) string {
+	pre, name, post := l.RuleParts(m)
+	if pre == "" && post == "" {
+		return name
+	}
+	return pre + name + post
+}
+
+// RuleParts is RuleText in three parts that allocate nothing: the rule's
+// name (stored in the list's table) and the constant text around it in
+// adblock syntax ("||" and "^" for ||name^), so that a blocked answer and
+// its log record carry the rule without building its text (issue #27:
+// no allocation per query on the fast path).
+func (l *List) RuleParts(m Match) (pre, name, post string) {
 	if m.Source < 0 || m.Source >= len(l.sources) {
-		return ""
+		return "", "", ""
 	}
 	s := l.sources[m.Source]
 	switch m.Rule.kind {
 	case kindBlockRe:
-		return s.blockRe[m.Rule.off].text
+		return "", s.blockRe[m.Rule.off].text, ""
 	case kindExceptRe:
-		return s.exceptRe[m.Rule.off].text
+		return "", s.exceptRe[m.Rule.off].text, ""
 	case 0:
-		return ""
+		return "", "", ""
 	}
-	return ruleText(s.tab.nameAt(m.Rule.off), m.Rule.kind, m.Rule.plain)
+	name = s.tab.nameAt(m.Rule.off)
+	pre, post = ruleAffixes(m.Rule.kind, m.Rule.plain)
+	return pre, name, post
 }
 
 // String is for logs.

@@ -41,25 +41,35 @@ func (r rule) text() string {
 }
 
 func ruleText(name string, flag uint8, plain bool) string {
+	pre, post := ruleAffixes(flag, plain)
+	if pre == "" && post == "" {
+		return name
+	}
+	return pre + name + post
+}
+
+// ruleAffixes is the text a rule of flag writes before and after its name
+// (none for hosts and plain-domain lines).
+func ruleAffixes(flag uint8, plain bool) (pre, post string) {
 	switch flag {
 	case flagExact, flagSubtree:
 		if plain {
-			return name
+			return "", ""
 		}
 		if flag == flagExact {
-			return "|" + name + "^"
+			return "|", "^"
 		}
-		return "||" + name + "^"
+		return "||", "^"
 	case flagWild:
-		return "*." + name
+		return "*.", ""
 	case flagExExact:
-		return "@@|" + name + "^"
+		return "@@|", "^"
 	case flagExSubtree:
-		return "@@||" + name + "^"
+		return "@@||", "^"
 	case flagExWild:
-		return "@@*." + name
+		return "@@*.", ""
 	}
-	return name
+	return "", ""
 }
 
 // lineParser turns lines of one format into rules. It reuses its rule slice;

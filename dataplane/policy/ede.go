@@ -37,7 +37,7 @@ func EDEText(d dataplane.Decision) string {
 	}
 	add("policy", d.Policy)
 	add("list", d.List)
-	add("rule", d.Rule)
+	add("rule", d.RuleText())
 	if d.List == "" && d.Verdict == dataplane.VerdictBlock {
 		add("reason", "allowOnly")
 	}

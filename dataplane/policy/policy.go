@@ -544,7 +544,8 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 	if allowedBy < 0 {
 		if p.services != nil {
 			if m := p.services.MatchBytes(name); m.Matched {
-				d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.services.SourceName(m), p.services.RuleText(m)
+				d.Verdict, d.List = dataplane.VerdictBlock, p.services.SourceName(m)
+				d.RulePre, d.Rule, d.RulePost = p.services.RuleParts(m)
 				t.answer(&d, p, nil)
 				d.EDEText = EDEText(d)
 				return d
@@ -552,7 +553,8 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 		}
 		for i := range p.block {
 			if m, l := p.block[i].match(name, client.Groups); m.Matched {
-				d.Verdict, d.List, d.Rule = dataplane.VerdictBlock, p.block[i].name, l.RuleText(m)
+				d.Verdict, d.List = dataplane.VerdictBlock, p.block[i].name
+				d.RulePre, d.Rule, d.RulePost = l.RuleParts(m)
 				t.answer(&d, p, &p.block[i])
 				d.EDEText, d.EDERule = p.block[i].ede, true
 				return d

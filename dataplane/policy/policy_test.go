@@ -143,7 +143,7 @@ func TestDecide(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tab.Decide(wireName(t, tc.qname), tc.qtype, tc.client)
-			if d.Verdict != tc.verdict || d.List != tc.list || d.Rule != tc.rule {
+			if d.Verdict != tc.verdict || d.List != tc.list || d.RuleText() != tc.rule {
 				t.Fatalf("decision %+v; want verdict %d list %q rule %q", d, tc.verdict, tc.list, tc.rule)
 			}
 			if tc.verdict == dataplane.VerdictBlock && (d.Mode != tc.mode || d.TTL != tc.ttl) {
@@ -284,13 +284,20 @@ func TestDecideAllocs(t *testing.T) {
 			s.SafeSearch = true
 		})},
 	}, &now)
-	// Blocks by hosts and domains lines allocate nothing either (issue #27
-	// item 2): the rule is the stored name and the EDE text is the
-	// policy's, joined with the rule only when an answer carries it.
-	for _, n := range []string{"tracker.example", "plain.example"} {
+	// Blocks allocate nothing either (issue #27 item 2): the rule is the
+	// stored name (with adblock syntax's constant text around it) and the
+	// EDE text is the policy's, joined with the rule only when an answer
+	// carries it.
+	for _, c := range []struct{ name, list, rule string }{
+		{"tracker.example", "default/hosts", "tracker.example"},
+		{"plain.example", "default/hosts", "plain.example"},
+		{"ads.example", "default/ads", "||ads.example^"},
+		{"www.ads.example", "default/ads", "||ads.example^"},
+	} {
+		n := c.name
 		q := wireName(t, n)
 		d := tab.Decide(q, dns.TypeA, dataplane.ClientInfo{})
-		if d.Verdict != dataplane.VerdictBlock || d.Rule != n || d.ExtraText() != "policy default/p list default/hosts rule "+n {
+		if d.Verdict != dataplane.VerdictBlock || d.RuleText() != c.rule || d.ExtraText() != "policy default/p list "+c.list+" rule "+c.rule {
 			t.Fatalf("Decide(%s) = %+v, text %q", n, d, d.ExtraText())
 		}
 		if a := testing.AllocsPerRun(200, func() { tab.Decide(q, dns.TypeA, dataplane.ClientInfo{}) }); a != 0 {

@@ -434,7 +434,7 @@ func TestGlobalLists(t *testing.T) {
 	}
 	rec := r.log.last(t, "malware.example.", 1)
 	if rec.Status != dataplane.StatusBlocked || rec.Reason != dataplane.ReasonBlockList || rec.Policy != policy.GlobalPolicy ||
-		rec.List != "default/malware" || rec.Rule != "||malware.example^" {
+		rec.List != "default/malware" || rec.RuleText() != "||malware.example^" {
 		t.Fatalf("record %+v", rec)
 	}
 	// ads is global: false, named by policies: not for the others
@@ -468,7 +468,7 @@ func TestLogAllowVsBlock(t *testing.T) {
 	r.exchange(t, r.lanUDP, query("www.ads.example.", dns.TypeA, false))
 	rec := r.log.last(t, "www.ads.example.", 1)
 	if rec.Status != dataplane.StatusBlocked || rec.Reason != dataplane.ReasonBlockList || rec.List != "default/ads" ||
-		rec.Rule != "||ads.example^" || rec.Policy != "default/lan" || rec.Upstream != "" {
+		rec.RuleText() != "||ads.example^" || rec.Policy != "default/lan" || rec.Upstream != "" {
 		t.Fatalf("blocked record: %+v", rec)
 	}
 	// passing through a policy with no match: answered, no list
