@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -60,12 +61,30 @@ func authRecords(b *testing.B) []dataplane.QueryRecord {
 	return c.recs
 }
 
+// blockRecords are authRecords turned into the records of blocked queries
+// as make bench's block workload logs them: list, policy and a rule per
+// name (the name a plain domain list stores).
+func blockRecords(b *testing.B) []dataplane.QueryRecord {
+	recs := authRecords(b)
+	for i := range recs {
+		r := &recs[i]
+		r.Status, r.Reason, r.Rcode, r.Zone = dataplane.StatusBlocked, dataplane.ReasonBlockList, dns.RcodeNameError, ""
+		r.List, r.Policy = "default/ads", "(global)"
+		r.Rule = strings.TrimSuffix(r.Name(), ".")
+	}
+	return recs
+}
+
 // BenchmarkLogPipeline is the query log's whole cost per query with the
 // default configuration: the data plane's Log call, the conversion to a
 // row and the writer's batches into querylog.db, as CPU time of the
 // process per row (run with -cpu 1 for one core's share).
 func BenchmarkLogPipeline(b *testing.B) {
-	recs := authRecords(b)
+	b.Run("auth", func(b *testing.B) { benchLogPipeline(b, authRecords(b)) })
+	b.Run("block", func(b *testing.B) { benchLogPipeline(b, blockRecords(b)) })
+}
+
+func benchLogPipeline(b *testing.B, recs []dataplane.QueryRecord) {
 	cfg := querylog.DefaultConfig()
 	cfg.DataDir = b.TempDir()
 	w, err := querylog.Open(context.Background(), cfg, querylog.Options{MaintainEvery: -1})

@@ -30,7 +30,8 @@ import (
 //	      the others;
 //	    the names kinds (a few values each): each value:
 //	      0: "", odd x: the names dictionary id x>>1,
-//	      even x >= 2: (x>>1)-1 bytes of text follow;
+//	      2: the row's own domain (sameDomain),
+//	      even x >= 4: (x>>1)-1 bytes of text follow;
 //	  when m > 1: byte width, then per row the index of its value in width
 //	  bytes (m <= 1: every row has the single value, or "" when m is 0).
 //
@@ -39,6 +40,13 @@ import (
 // batch is stored once. The per-row parts have a fixed width so a read
 // takes one row of a block without decoding the others: decoding a block
 // parses only its value lists.
+//
+// sameDomain (value 2, which no earlier encoder wrote: it wrote "" as 0)
+// is the rule of a block by a hosts or plain-domain line, which is the
+// blocked name itself: such rows share one value instead of a value, a
+// dictionary entry and a map lookup per blocked name (BenchmarkLogPipeline
+// /block). A binary from before reads it as "" (an empty rule), not as a
+// corrupt block.
 //
 // Version 2 added the client_id kind. Blocks are written once and kept
 // for the raw retention, so version 1 blocks (one text column fewer, no
@@ -78,7 +86,11 @@ type colEncoder struct {
 	last   string // the previous row's value and its index: runs skip the map
 	lastI  uint32
 	has    bool
+	same   int32 // index of the sameDomain value, -1 when none yet
 }
+
+// sameDomainValue marks the sameDomain value in colEncoder.stored.
+type sameDomainValue struct{}
 
 func (c *colEncoder) reset() {
 	if c.idx == nil {
@@ -87,6 +99,17 @@ func (c *colEncoder) reset() {
 	clear(c.idx)
 	c.vals, c.stored, c.rows = c.vals[:0], c.stored[:0], c.rows[:0]
 	c.last, c.lastI, c.has = "", 0, false
+	c.same = -1
+}
+
+// addSameDomain appends a row whose value is its own domain (sameDomain).
+func (c *colEncoder) addSameDomain() {
+	if c.same < 0 {
+		c.same = int32(len(c.vals))
+		c.vals = append(c.vals, "")
+		c.stored = append(c.stored, sameDomainValue{})
+	}
+	c.rows = append(c.rows, uint32(c.same))
 }
 
 // add appends a row's value; kind >= 0 encodes new values through nm.
@@ -127,7 +150,12 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 		e.cols[colDomain].add(r.Domain, nm, -1)
 		e.cols[colClient].add(r.Client, nm, -1)
 		for k := range nKinds {
-			e.cols[colKinds+k].add(*rowField(r, k), nm, k)
+			v := *rowField(r, k)
+			if k == kRule && v != "" && v == r.Domain {
+				e.cols[colKinds+k].addSameDomain()
+				continue
+			}
+			e.cols[colKinds+k].add(v, nm, k)
 		}
 		pb.addRow(r.ID, r.Domain, r.Client, st.stored[st.lastI])
 	}
@@ -169,6 +197,8 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 				b = append(b, 0)
 			case int64:
 				b = binary.AppendUvarint(b, uint64(x)<<1|1)
+			case sameDomainValue:
+				b = append(b, 2)
 			case string:
 				b = binary.AppendUvarint(b, uint64(len(x)+1)<<1)
 				b = append(b, x...)
@@ -274,6 +304,7 @@ type rowBlock struct {
 // domain and client values are read in place (ends, text).
 type blockCol struct {
 	vals  []string
+	same  uint64 // 1 + the index of the sameDomain value (kinds), 0: none
 	m     uint64
 	ends  fixedCol
 	text  int // offset of the values' bytes in the blob
@@ -296,6 +327,9 @@ func (b *rowBlock) text(c int, i int) string {
 		return ""
 	}
 	if c >= colKinds {
+		if col.same != 0 && x == col.same-1 {
+			return b.text(colDomain, i)
+		}
 		return col.vals[x]
 	}
 	var start uint64
@@ -448,6 +482,8 @@ func decodeBlock(first int64, data []byte, nm *names) (*rowBlock, error) {
 			case x == 0:
 			case x&1 == 1:
 				ids = append(ids, dictRef{ci, vi, int64(x >> 1)})
+			case x == 2:
+				c.same = uint64(vi) + 1
 			default:
 				l := x>>1 - 1
 				if l > uint64(r.left()) {

@@ -20,7 +20,11 @@ func TestBlockRoundTrip(t *testing.T) {
 		if i%3 == 0 {
 			rows[i].ClientID = []string{"kids", "laptop-7"}[i%2]
 		}
+		if i%4 == 1 && rows[i].Domain != "" {
+			rows[i].Rule = rows[i].Domain // a hosts or plain-domain line: sameDomain
+		}
 	}
+	rows[5].Domain, rows[5].Rule = "", "" // hidden domains: not sameDomain
 	var enc blockEncoder
 	var pb postingBuilder
 	pb.reset()
@@ -45,6 +49,9 @@ func TestBlockRoundTrip(t *testing.T) {
 	if len(pb.keys) == 0 {
 		t.Fatal("no postings")
 	}
+	if c := &b.cols[colKinds+kRule]; c.same == 0 {
+		t.Fatal("rules equal to their domain were not stored as sameDomain")
+	}
 	for _, cut := range []int{0, 1, 2, len(data) / 2, len(data) - 1} {
 		if _, err := decodeBlock(41, data[:cut], nm); !errors.Is(err, errBlockCorrupt) {
 			t.Fatalf("truncated to %d bytes: %v", cut, err)
@@ -63,6 +70,13 @@ func FuzzDecodeBlock(f *testing.F) {
 		data, _, _ := enc.encode(nm, &pb, normalizeRows(layoutRows(n, time.Unix(1e9, 0)), 1))
 		f.Add(append([]byte(nil), data...))
 	}
+	rows := normalizeRows(layoutRows(20, time.Unix(1e9, 0)), 1)
+	for i := range rows {
+		rows[i].Rule = rows[i].Domain // sameDomain
+	}
+	pb.reset()
+	data, _, _ := enc.encode(nm, &pb, rows)
+	f.Add(append([]byte(nil), data...))
 	f.Add([]byte{blockVersion, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	if v1, err := hex.DecodeString(blockV1Fixture); err == nil {
 		f.Add(v1)
