@@ -81,7 +81,7 @@ type blockEncoder struct {
 type colEncoder struct {
 	idx    map[string]uint32
 	vals   []string
-	stored []any // per value: nil, a names id (int64) or the text (kinds only)
+	stored []any // kinds only: per value nil, a names id (int64), the text or sameDomainValue
 	rows   []uint32
 	last   string // the previous row's value and its index: runs skip the map
 	lastI  uint32
@@ -123,14 +123,16 @@ func (c *colEncoder) add(s string, nm *names, kind int) uint32 {
 		i = uint32(len(c.vals))
 		c.idx[s] = i
 		c.vals = append(c.vals, s)
-		var st any
-		if s != "" {
-			st = s
-			if kind >= 0 {
+		if kind >= 0 {
+			// Only the kinds keep a stored form: boxing each of the
+			// thousands of domain and client values was an allocation per
+			// distinct value.
+			var st any
+			if s != "" {
 				st = nm.encode(kind, s)
 			}
+			c.stored = append(c.stored, st)
 		}
-		c.stored = append(c.stored, st)
 	}
 	c.last, c.lastI, c.has = s, i, true
 	c.rows = append(c.rows, i)

@@ -76,6 +76,11 @@ type postingBuilder struct {
 	keys  []postHead
 	ents  []postEnt
 	blobs [][]byte // encoded ids, reused
+	// The previous row's client and its group: a run of one client's
+	// queries hashes its address once.
+	lastClient string
+	lastG      uint32
+	lastT      uint16
 }
 
 // A batch's postings live in two slices reused from batch to batch, so the
@@ -157,8 +162,11 @@ func (p *postingBuilder) addRow(id int64, domain, client string, status any) {
 		p.add(postKey(b, postDomain, g), id, t, true)
 	}
 	if client != "" {
-		g, t := p.group(client)
-		p.add(postKey(b, postClient, g), id, t, true)
+		if client != p.lastClient {
+			p.lastClient = client
+			p.lastG, p.lastT = p.group(client)
+		}
+		p.add(postKey(b, postClient, p.lastG), id, p.lastT, true)
 	}
 	if status != nil {
 		p.add(postKey(b, postStatus, statusPostValue(status)), id, 0, false)
