@@ -114,6 +114,7 @@ func (lw *legacyWriter) write(ctx context.Context, batch []Row) error {
 		lw.nextID++
 		rows = append(rows, *r)
 	}
+	agg.finish()
 	return inTx(ctx, lw.db, func(tx *sql.Tx) error {
 		var chunk *sql.Stmt
 		for rest := rows; len(rest) > 0; {
