@@ -25,7 +25,7 @@ func (c *capture) Log(rec dataplane.QueryRecord) { c.recs = append(c.recs, rec) 
 
 // authRecords are the records of 10,000 authoritative answers for distinct
 // names from one client, as make bench's auth workload asks them.
-func authRecords(b *testing.B) []dataplane.QueryRecord {
+func authRecords(b testing.TB) []dataplane.QueryRecord {
 	z := v1alpha1.DNSZone{}
 	z.Name, z.Spec.ZoneName = "bench", "bench"
 	rs := v1alpha1.DNSRecordSet{}
@@ -64,7 +64,7 @@ func authRecords(b *testing.B) []dataplane.QueryRecord {
 // blockRecords are authRecords turned into the records of blocked queries
 // as make bench's block workload logs them: list, policy and a rule per
 // name (the name a plain domain list stores).
-func blockRecords(b *testing.B) []dataplane.QueryRecord {
+func blockRecords(b testing.TB) []dataplane.QueryRecord {
 	recs := authRecords(b)
 	for i := range recs {
 		r := &recs[i]

@@ -242,6 +242,8 @@ type rowQueue struct {
 	max   int           // rows held at most; a push beyond is refused
 	full  int           // ready is signalled when this many rows wait
 	ready chan struct{} // capacity 1
+	// behind is set while more than half of max rows wait (Writer.Behind).
+	behind atomic.Bool
 }
 
 func (q *rowQueue) push(r Row) bool {
@@ -258,6 +260,9 @@ func (q *rowQueue) push(r Row) bool {
 		q.rows = rows
 	}
 	q.rows = append(q.rows, r)
+	if n+1 == q.max/2 {
+		q.behind.Store(true)
+	}
 	q.mu.Unlock()
 	if n+1 == q.full {
 		select {
@@ -274,8 +279,15 @@ func (q *rowQueue) take(spare []Row) []Row {
 	defer q.mu.Unlock()
 	rows := q.rows
 	q.rows = spare[:0]
+	q.behind.Store(false)
 	return rows
 }
+
+// Behind reports that more than half of the writer's buffer waits: the
+// data plane's hand-off then yields the core now and then (dnslog), so
+// that on one core (GOMAXPROCS 1) a saturated DNS loop does not starve the
+// writer into dropping rows.
+func (w *Writer) Behind() bool { return w.queue.behind.Load() }
 
 // Dropped returns how many rows were dropped so far.
 func (w *Writer) Dropped() float64 { return counterValue(w.dropped) }
