@@ -243,6 +243,11 @@ const maxClients = 1 << 12
 type converter struct {
 	clients map[netip.Addr]string
 	buf     []byte
+	// The previous record's client and its text: most records come in
+	// runs of one client, and hashing a netip.Addr (a generic map key
+	// with a pointer) cost more than formatting the row's name.
+	last    netip.Addr
+	lastStr string
 }
 
 // convert turns a data-plane record into a row.
@@ -276,6 +281,15 @@ func (c *converter) domain(rec *dataplane.QueryRecord) string {
 }
 
 func (c *converter) client(a netip.Addr) string {
+	if a == c.last && c.lastStr != "" {
+		return c.lastStr
+	}
+	s := c.lookupClient(a)
+	c.last, c.lastStr = a, s
+	return s
+}
+
+func (c *converter) lookupClient(a netip.Addr) string {
 	if s, ok := c.clients[a]; ok {
 		return s
 	}
