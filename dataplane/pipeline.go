@@ -543,7 +543,8 @@ func stageCache(s *Server, q *Query) stageResult {
 	if c == nil {
 		return stageNext
 	}
-	e, st := c.Get(q.fwdLower(), q.Type, q.Class, q.cacheFlags(), c.Now())
+	q.cacheNow = c.NowOr(q.Start)
+	e, st := c.Get(q.fwdLower(), q.Type, q.Class, q.cacheFlags(), q.cacheNow)
 	switch st {
 	case cache.Fresh:
 		s.metrics.cacheHits.Inc()

@@ -253,7 +253,10 @@ type Query struct {
 	// Cache.
 	entry *cache.Entry // the cached answer encode copies
 	stale *cache.Entry // an expired entry upstream may serve when it fails
-	ad    bool
+	// cacheNow is the time the cache stage looked the query up
+	// (Cache.NowOr: the receive time), which encode counts TTLs to.
+	cacheNow time.Time
+	ad       bool
 
 	// Upstream.
 	Upstream      string

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -140,7 +141,7 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 			out = append(out, q.authWire...)
 			h.AN, h.NS, h.AR = q.counts[0], q.counts[1], q.counts[2]
 		case fastCache:
-			out = q.entry.AppendSections(out, q.cache.Now(), q.cache, q.entry == q.stale)
+			out = q.entry.AppendSections(out, q.cacheTime(), q.cache, q.entry == q.stale)
 			h.AN, h.NS, h.AR = q.entry.Counts()
 		}
 	}
@@ -217,6 +218,15 @@ func (s *Server) encodeSlow(q *Query, out []byte) ([]byte, error) {
 	return b, nil
 }
 
+// cacheTime is the time the cache stage looked the query up (a cache
+// entry's remaining TTLs are counted to it), or now.
+func (q *Query) cacheTime() time.Time {
+	if !q.cacheNow.IsZero() {
+		return q.cacheNow
+	}
+	return q.cache.Now()
+}
+
 // entryMsg unpacks a cache entry for the slow path.
 func (q *Query) entryMsg(e *cache.Entry) *dns.Msg { return q.entryMsgFor(q.Lower, e) }
 
@@ -226,7 +236,7 @@ func (q *Query) entryMsgFor(lower []byte, e *cache.Entry) *dns.Msg {
 	b = append(b, lower...)
 	b = binary.BigEndian.AppendUint16(b, q.Type)
 	b = binary.BigEndian.AppendUint16(b, q.Class)
-	b = e.AppendSections(b, q.cache.Now(), q.cache, e == q.stale)
+	b = e.AppendSections(b, q.cacheTime(), q.cache, e == q.stale)
 	h := wire.Header{QD: 1}
 	h.AN, h.NS, h.AR = e.Counts()
 	h.Flags = uint16(e.Rcode() & 0xF)

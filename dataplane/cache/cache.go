@@ -132,7 +132,10 @@ func (e *Entry) SectionsLen() int { return len(e.sections) }
 func (e *Entry) AppendSections(dst []byte, now time.Time, c *Cache, stale bool) []byte {
 	base := len(dst)
 	dst = append(dst, e.sections...)
-	elapsed := uint32((c.clock(now) - e.stored) / int64(time.Second))
+	// now may be a little earlier than the entry was stored (NowOr: the
+	// query's receive time, and another query stored the entry since):
+	// that is no time elapsed, not a wrapped-around age.
+	elapsed := uint32(max(c.clock(now)-e.stored, 0) / int64(time.Second))
 	staleTTL := uint32(c.staleAnswerTTL / time.Second)
 	for i := 0; i+1 < len(e.ttl); i += 2 {
 		t := staleTTL
@@ -212,6 +215,21 @@ func (c *Cache) Now() time.Time {
 		return c.cfg.Now()
 	}
 	return time.Now()
+}
+
+// NowOr is the cache's own clock when it has one (Config.Now, for tests),
+// else t, or the time now when t is zero: the pipeline passes the time its
+// query was received, read once per receive batch, instead of reading the
+// clock again for every cache hit (two clock reads per hit were 1.9% of a
+// server's core on the cache workload).
+func (c *Cache) NowOr(t time.Time) time.Time {
+	if c != nil && c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
 }
 
 func (c *Cache) clock(t time.Time) int64 { return t.Sub(c.base).Nanoseconds() }

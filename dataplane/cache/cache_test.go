@@ -183,3 +183,34 @@ func TestOff(t *testing.T) {
 		t.Fatal("nil cache hit")
 	}
 }
+
+// A time before the entry was stored (the pipeline passes a query's
+// receive time, and another query may have stored the entry since) counts
+// as no time elapsed: the full TTL, not 0 from a wrapped-around age. NowOr
+// is the cache's own clock when it has one, else the time given, else now.
+func TestTimeBeforeStored(t *testing.T) {
+	c, clk := newTest(t, nil, nil)
+	if err := c.Put(wname("a."), dns.TypeA, dns.ClassINET, 0, &dns.Msg{Answer: []dns.RR{rr(t, "a. 300 IN A 192.0.2.1")}}, clk.t); err != nil {
+		t.Fatal(err)
+	}
+	e, st := c.Get(wname("a."), dns.TypeA, dns.ClassINET, 0, clk.t)
+	if st != Fresh {
+		t.Fatalf("state %v", st)
+	}
+	for _, before := range []time.Duration{time.Millisecond, 1500 * time.Millisecond, time.Hour} {
+		if got := ttls(t, c, e, clk.t.Add(-before), false); len(got) != 1 || got[0] != 300 {
+			t.Errorf("%v before it was stored: ttls %v, want [300]", before, got)
+		}
+	}
+	given := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	if got := c.NowOr(given); !got.Equal(clk.t) {
+		t.Errorf("NowOr with the cache's clock = %v, want %v", got, clk.t)
+	}
+	own := New(DefaultConfig(), nil)
+	if got := own.NowOr(given); !got.Equal(given) {
+		t.Errorf("NowOr = %v, want the time given", got)
+	}
+	if got := own.NowOr(time.Time{}); time.Since(got) > time.Minute || got.IsZero() {
+		t.Errorf("NowOr(zero) = %v, want now", got)
+	}
+}
