@@ -3,7 +3,8 @@
 # service and, where installed, Knot, NSD, Unbound, dnsdist and CoreDNS, in
 # the same run, all driven by Debian's dnsperf 2.10:
 #   auth   10,000 A records of one zone, asked in turn (authoritative)
-#   cache  1,000 names forwarded once (warm-up) and then answered from cache
+#   cache  CACHE_NAMES (1,000) names forwarded once (warm-up) and then
+#          answered from cache
 #   block  names of a 1,000,000-name block list (NXDOMAIN or 0.0.0.0)
 #   miss   a unique name per query, forwarded to a loopback upstream (CoreDNS
 #          answering every name from a template): the cache-miss path of
@@ -22,7 +23,7 @@
 # pages (/proc/PID/status), the service's Go heap in use, and the ratio of
 # RSS to CoreDNS's.
 # Env: SECONDS_PER_RUN (5), SVC (bin/svc), PEERS (svc svc-nolog knot nsd
-# unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000),
+# unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000), CACHE_NAMES (1000),
 # IDLE_SECONDS (20; 0 leaves the memory table out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,7 @@ peers="${PEERS:-svc svc-nolog knot nsd unbound dnsdist coredns}"
 workloads="${WORKLOADS:-auth cache block miss}"
 idle_secs="${IDLE_SECONDS:-20}"
 nblock="${BLOCK_NAMES:-1000000}"
+ncache="${CACHE_NAMES:-1000}"
 tools="$HOME/.cache/service-tools/bin"
 coredns="$(command -v coredns || echo "$tools/coredns")"
 work="$(mktemp -d /tmp/svc-bench-peers.XXXXXX)"
@@ -67,9 +69,9 @@ PY
 )
 
 # ---------------------------------------------------------------- data
-python3 - "$work" "$nblock" <<'PY'
+python3 - "$work" "$nblock" "$ncache" <<'PY'
 import random, sys
-w, nblock = sys.argv[1], int(sys.argv[2])
+w, nblock, ncache = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 random.seed(27)
 with open(f"{w}/bench.zone", "w") as z, open(f"{w}/q-auth.txt", "w") as q, open(f"{w}/unbound-auth.conf", "w") as u:
     z.write("$ORIGIN bench.\n$TTL 300\n@ SOA ns1.bench. hostmaster.bench. 1 3600 600 86400 300\n@ NS ns1.bench.\nns1 A 192.0.2.53\n")
@@ -88,7 +90,7 @@ with open(f"{w}/objects.yaml", "w") as o:
         for i in range(k*1000, (k+1)*1000):
             o.write(f"    - {{dnsName: h{i}.bench, recordType: A, targets: [192.0.2.{i%250+1}]}}\n")
 with open(f"{w}/q-cache.txt", "w") as q:
-    for i in range(1000):
+    for i in range(ncache):
         q.write(f"c{i}.cache.up. A\n")
 with open(f"{w}/blocklist.txt", "w") as b, open(f"{w}/hosts", "w") as h, open(f"{w}/unbound-block.conf", "w") as u:
     for i in range(nblock):
