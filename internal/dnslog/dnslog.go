@@ -137,16 +137,19 @@ func (l *Logger) Log(rec dataplane.QueryRecord) {
 	}
 	// A DNS goroutine that always finds packets waiting gives up its P
 	// only when preempted (every 10 ms); with GOMAXPROCS 1 the converter
-	// and the writer then fall behind and rows are dropped. While either
-	// buffer is more than half full, every yieldEvery-th record yields the
-	// core to them: answers slow a little instead of the log losing rows.
+	// and the writer then fall behind and rows are dropped. While the
+	// converter's buffer is more than half full or the writer reports a
+	// backlog, every yieldEvery-th record yields the core to them: answers
+	// slow a little instead of the log losing rows.
 	if check && (n+1 >= l.max/2 || l.behind()) {
 		runtime.Gosched()
 	}
 }
 
-// yieldEvery is how often (in records) Log checks for a backlog.
-const yieldEvery = 64
+// yieldEvery is how often (in records) Log checks for a backlog: a yield
+// costs about as much as a tenth of a logged row, and the writer, whose
+// SQLite calls can each lose the core to the DNS loop, needs it often.
+const yieldEvery = 8
 
 func (l *Logger) drop() {
 	l.dropped.Add(1)
