@@ -242,8 +242,8 @@ type rowQueue struct {
 	max   int           // rows held at most; a push beyond is refused
 	full  int           // ready is signalled when this many rows wait
 	ready chan struct{} // capacity 1
-	// behind is set while more than a quarter of max rows wait
-	// (Writer.Behind).
+	// behind is set while more rows wait than the writer was woken for,
+	// by a margin (Writer.Behind).
 	behind atomic.Bool
 }
 
@@ -261,7 +261,7 @@ func (q *rowQueue) push(r Row) bool {
 		q.rows = rows
 	}
 	q.rows = append(q.rows, r)
-	if n+1 == q.max/4 {
+	if n+1 == min(q.full+q.full/8, q.max) {
 		q.behind.Store(true)
 	}
 	q.mu.Unlock()
@@ -284,8 +284,9 @@ func (q *rowQueue) take(spare []Row) []Row {
 	return rows
 }
 
-// Behind reports that more than a quarter of the writer's buffer waits
-// (more than its 5,000-row batch at the default sizes): the
+// Behind reports that the writer is late: an eighth more rows wait than
+// the batch it was woken for (5,625 at the default sizes; below that,
+// rows waiting for their batch are no backlog). The
 // data plane's hand-off then yields the core now and then (dnslog), so
 // that on one core (GOMAXPROCS 1) a saturated DNS loop does not starve the
 // writer into dropping rows.
