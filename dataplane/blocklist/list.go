@@ -223,13 +223,7 @@ func (l *List) SourceName(m Match) string {
 // RuleText renders the rule that decided m, normalised as its source format
 // writes it (hosts lines render as the bare name). It allocates for
 // adblock rules; the DNS path takes RuleParts instead.
-func (l *List) RuleText(m Match) string {
-	pre, name, post := l.RuleParts(m)
-	if pre == "" && post == "" {
-		return name
-	}
-	return pre + name + post
-}
+func (l *List) RuleText(m Match) string { return joinRule(l.RuleParts(m)) }
 
 // RuleParts is RuleText in three parts that allocate nothing: the rule's
 // name (stored in the list's table) and the constant text around it in

@@ -42,6 +42,12 @@ func (r rule) text() string {
 
 func ruleText(name string, flag uint8, plain bool) string {
 	pre, post := ruleAffixes(flag, plain)
+	return joinRule(pre, name, post)
+}
+
+// joinRule is a rule's text from its parts (RuleParts); a bare name is
+// returned as it is, without a copy.
+func joinRule(pre, name, post string) string {
 	if pre == "" && post == "" {
 		return name
 	}
