@@ -530,7 +530,6 @@ func (q *Query) fastBlock(d Decision) {
 	if q.EDNS.Present {
 		q.fastEDE, q.edeCode, q.edeText = true, d.EDECode, d.EDEText
 		q.edeRule = d.EDERule && d.Rule != ""
-
 		if q.edeCode == 0 {
 			q.edeCode = dns.ExtendedErrorCodeBlocked
 		}

@@ -210,12 +210,7 @@ func (c *Cache) Config() Config {
 }
 
 // Now reads the cache clock.
-func (c *Cache) Now() time.Time {
-	if c != nil && c.cfg.Now != nil {
-		return c.cfg.Now()
-	}
-	return time.Now()
-}
+func (c *Cache) Now() time.Time { return c.NowOr(time.Time{}) }
 
 // NowOr is the cache's own clock when it has one (Config.Now, for tests),
 // else t, or the time now when t is zero: the pipeline passes the time its
