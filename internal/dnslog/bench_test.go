@@ -85,13 +85,7 @@ func BenchmarkLogPipeline(b *testing.B) {
 }
 
 func benchLogPipeline(b *testing.B, recs []dataplane.QueryRecord) {
-	cfg := querylog.DefaultConfig()
-	cfg.DataDir = b.TempDir()
-	w, err := querylog.Open(context.Background(), cfg, querylog.Options{MaintainEvery: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer w.Close()
+	w := openWriter(b)
 	// A buffer large enough that the writer takes its full 5,000-row
 	// batches, as it does under load, between the flushes that keep the
 	// benchmark from outrunning it.
@@ -121,6 +115,20 @@ func benchLogPipeline(b *testing.B, recs []dataplane.QueryRecord) {
 		b.Fatalf("%d records dropped", d)
 	}
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/row")
+}
+
+// openWriter is a query-log writer with the default configuration on a
+// fresh querylog.db, closed when the test ends (no maintenance ticks).
+func openWriter(tb testing.TB) *querylog.Writer {
+	tb.Helper()
+	cfg := querylog.DefaultConfig()
+	cfg.DataDir = tb.TempDir()
+	w, err := querylog.Open(context.Background(), cfg, querylog.Options{MaintainEvery: -1})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = w.Close() })
+	return w
 }
 
 func cpuTime() time.Duration {

@@ -35,7 +35,7 @@ type Sink interface {
 type dropCounter interface{ CountDropped() }
 
 // behinder is implemented by sinks that report a backlog
-// (*querylog.Writer: more than half of its buffer waits).
+// (*querylog.Writer: it is late for the batch it was woken for).
 type behinder interface{ Behind() bool }
 
 // enabler is implemented by sinks that can be switched off
