@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
@@ -52,12 +51,7 @@ func floodResolver(tb testing.TB) *upstream.Resolver {
 	}
 	ucfg.Conditional = map[string]string{"good.example.": "good"}
 	ucfg.Bootstrap = []string{good}
-	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = res.Close() })
-	return res
+	return newResolver(tb, ucfg)
 }
 
 // udpFrom is a client socket bound to a given loopback address (another

@@ -268,6 +268,12 @@ func resolverFor(tb testing.TB, addr string) *upstream.Resolver {
 	ucfg := upstream.DefaultConfig()
 	ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{addr}}}
 	ucfg.Bootstrap = []string{addr}
+	return newResolver(tb, ucfg)
+}
+
+// newResolver is an upstream resolver of ucfg, closed when the test ends.
+func newResolver(tb testing.TB, ucfg upstream.Config) *upstream.Resolver {
+	tb.Helper()
 	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		tb.Fatal(err)
