@@ -2,7 +2,6 @@ package dataplane
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -54,11 +53,7 @@ func TestStaleAtOnceWhileUpstreamSilent(t *testing.T) {
 	ucfg := upstream.DefaultConfig()
 	ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: []string{addr}, Timeout: time.Second}}
 	ucfg.Bootstrap = []string{addr}
-	res, err := upstream.New(ucfg, slog.New(slog.DiscardHandler), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = res.Close() })
+	res := newResolver(t, ucfg)
 	clock := newFakeClock()
 	cfg := testConfig()
 	cfg.Cache.Now = clock.Now
