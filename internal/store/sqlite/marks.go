@@ -12,12 +12,13 @@ import (
 // Marked reports whether Mark recorded key in this database: one-time
 // upgrade steps of the node (a later start must not run them again, and
 // they travel with the file, not with the binary).
-func (d *Driver) Marked(ctx context.Context, key string) (bool, error) {
+func (d *Driver) Marked(ctx context.Context, key string) (_ bool, err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return false, store.ErrClosed
 	}
 	var v int64
-	err := d.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, "mark:"+key).Scan(&v)
+	err = d.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = ?`, "mark:"+key).Scan(&v)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -28,7 +29,8 @@ func (d *Driver) Marked(ctx context.Context, key string) (bool, error) {
 }
 
 // Mark records key (see Marked).
-func (d *Driver) Mark(ctx context.Context, key string) error {
+func (d *Driver) Mark(ctx context.Context, key string) (err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return store.ErrClosed
 	}

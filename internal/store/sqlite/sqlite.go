@@ -128,6 +128,15 @@ func (d *Driver) Close() error {
 	return errors.Join(d.r.Close(), d.w.Close())
 }
 
+// closedErr turns the error of a call that raced Close (it passed the
+// isClosed check, then found the database closed under it) into ErrClosed, so
+// followers stop quietly instead of reporting "sql: database is closed".
+func (d *Driver) closedErr(err *error) {
+	if *err != nil && !errors.Is(*err, store.ErrClosed) && d.isClosed() {
+		*err = fmt.Errorf("%w (%v)", store.ErrClosed, *err)
+	}
+}
+
 func (d *Driver) isClosed() bool {
 	d.nmu.Lock()
 	defer d.nmu.Unlock()
@@ -198,12 +207,13 @@ func decode(b []byte) (*unstructured.Unstructured, error) {
 }
 
 // Get returns the stored object.
-func (d *Driver) Get(ctx context.Context, key store.Key) (*unstructured.Unstructured, error) {
+func (d *Driver) Get(ctx context.Context, key store.Key) (_ *unstructured.Unstructured, err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return nil, store.ErrClosed
 	}
 	var b []byte
-	err := d.r.QueryRowContext(ctx, `SELECT object FROM objects WHERE kind = ? AND namespace = ? AND name = ?`,
+	err = d.r.QueryRowContext(ctx, `SELECT object FROM objects WHERE kind = ? AND namespace = ? AND name = ?`,
 		key.Kind, key.Namespace, key.Name).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w", key, store.ErrNotFound)
@@ -237,7 +247,8 @@ func decodeCursor(s string) (cursor, error) {
 // List returns one page ordered by (namespace, name). The continue token is
 // the last key returned, so each object that exists for the whole paging is
 // returned exactly once even while others are added or removed.
-func (d *Driver) List(ctx context.Context, opts store.ListOptions) (store.ListResult, error) {
+func (d *Driver) List(ctx context.Context, opts store.ListOptions) (_ store.ListResult, err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return store.ListResult{}, store.ErrClosed
 	}
@@ -330,7 +341,8 @@ func (d *Driver) List(ctx context.Context, opts store.ListOptions) (store.ListRe
 }
 
 // Write commits writes in one transaction. Each write gets the next version.
-func (d *Driver) Write(ctx context.Context, writes []store.Write) ([]*unstructured.Unstructured, error) {
+func (d *Driver) Write(ctx context.Context, writes []store.Write) (_ []*unstructured.Unstructured, err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return nil, store.ErrClosed
 	}

@@ -247,3 +247,48 @@ func TestKillDuringApplies(t *testing.T) {
 		}
 	}
 }
+
+// Calls that race Close (a follower listing again while a refused start
+// closes the store) report ErrClosed, never database/sql's "database is
+// closed", so Follow stops quietly instead of logging a warning.
+func TestCallsRacingCloseReportClosed(t *testing.T) {
+	for round := range 20 {
+		ctx := t.Context()
+		s, err := sqlite.NewStore(ctx, filepath.Join(t.TempDir(), "state.db"), storetest.SchemaLite{}, sqlite.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := []func(int) error{
+			func(int) error { _, err := s.List(ctx, store.ListOptions{Kind: store.KindDNSRecordSet}); return err },
+			func(int) error { _, err := s.Get(ctx, store.KindDNSRecordSet, "ns", "a"); return err },
+			func(i int) error {
+				_, err := s.Apply(ctx, storetest.RecordSet("ns", fmt.Sprintf("r%d", i), "z", "192.0.2.1"), store.ApplyOptions{Manager: store.ManagerAPI})
+				return err
+			},
+			func(int) error { _, err := s.Watch(ctx, store.WatchOptions{Kind: store.KindDNSRecordSet}); return err },
+		}
+		errs := make(chan error, len(calls))
+		start := make(chan struct{})
+		for _, call := range calls {
+			go func() {
+				<-start
+				for i := 0; ; i++ {
+					if err := call(i); err != nil && !errors.Is(err, store.ErrNotFound) {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		time.Sleep(time.Duration(round%5) * time.Millisecond)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range calls {
+			if err := <-errs; !errors.Is(err, store.ErrClosed) {
+				t.Fatalf("round %d: a call racing Close returned %v, want ErrClosed", round, err)
+			}
+		}
+	}
+}

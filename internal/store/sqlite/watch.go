@@ -15,7 +15,8 @@ const logBatch = 256
 // Watch follows the change log. Each watch reads committed rows after its own
 // cursor, so a writer never waits for a watcher: it only wakes them. A watcher
 // whose reader falls behind the retained log ends with ErrExpired.
-func (d *Driver) Watch(ctx context.Context, opts store.WatchOptions) (<-chan store.Event, error) {
+func (d *Driver) Watch(ctx context.Context, opts store.WatchOptions) (_ <-chan store.Event, err error) {
+	defer d.closedErr(&err)
 	if d.isClosed() {
 		return nil, store.ErrClosed
 	}
