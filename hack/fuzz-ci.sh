@@ -24,6 +24,7 @@ targets=(
 	"./internal/externaldns FuzzDecodeChanges"
 	"./internal/publish FuzzPlan"
 	"./dataplane/cache FuzzRawSections"
+	"./dataplane/wire FuzzScanAnswer"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
