@@ -143,6 +143,7 @@ func startTableUpstream(t testing.TB, compress bool, table map[string][]string) 
 		if !ok {
 			m.Rcode = dns.RcodeNameError
 		}
+		m.AuthenticatedData = strings.HasPrefix(strings.ToLower(r.Question[0].Name), "ad.")
 		for _, l := range lines {
 			l = strings.ReplaceAll(l, "@", r.Question[0].Name)
 			rr := mustRR(t, l)
@@ -177,6 +178,7 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 		"mx.example.net.":     {"@ 3600 IN MX 10 mail.example.net.", "glue.example.net. 3600 IN A 192.0.2.25", "mail.example.net. 3600 IN A 192.0.2.26"},
 		"nodata.example.net.": {"example.net. 900 IN SOA ns1.example.net. host.example.net. 1 3600 600 86400 120"},
 		"https.example.net.":  {"@ 300 IN HTTPS 1 svc.example.net. alpn=h2"},
+		"ad.example.net.":     {"@ 300 IN A 192.0.2.4"}, // the upstream sets AD
 	}
 	for _, compress := range []bool{true, false} {
 		res := resolverFor(t, startTableUpstream(t, compress, table))
@@ -199,7 +201,7 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 			return strings.Join(out, "\n")
 		}
 		client := netip.MustParseAddrPort("192.0.2.9:5353")
-		for _, name := range []string{"a.example.net.", "A.eXample.NET.", "cname.example.net.", "mx.example.net.", "nodata.example.net.", "missing.example.net.", "https.example.net."} {
+		for _, name := range []string{"a.example.net.", "A.eXample.NET.", "cname.example.net.", "mx.example.net.", "nodata.example.net.", "missing.example.net.", "https.example.net.", "ad.example.net."} {
 			for _, edns := range []bool{false, true} {
 				m := query(name, dns.TypeA)
 				if strings.HasPrefix(strings.ToLower(name), "mx") {

@@ -648,7 +648,8 @@ func stageUpstream(s *Server, q *Query) stageResult {
 			res.resp, res.upstream, res.err = fwd.Forward(ctx, group, req, q.Client.Addr())
 		}
 		ctx.Release()
-		s.upHealth.result(group, res.err == nil && res.resp != nil, false, time.Now())
+		// A nil message with bytes: a light answer (see below).
+		s.upHealth.result(group, res.err == nil && (res.resp != nil || raw != nil), false, time.Now())
 	} else {
 		// A group that failed just now: answer stale at once (RFC 8767),
 		// and only the probe asks the upstream, in the background.
@@ -687,6 +688,31 @@ func stageUpstream(s *Server, q *Query) stageResult {
 			return s.answerStale(q)
 		}
 	}
+	var e *cache.Entry
+	stored := false // the answer went to the cache (or was found not cacheable)
+	if res.err == nil && res.resp == nil && raw != nil {
+		// A light answer (upstream.Resolver.ForwardRaw): a NOERROR or
+		// NXDOMAIN left unparsed. The cache keeps its bytes as they are
+		// and the client's answer is written from them; it is unpacked
+		// only when the cache cannot keep it or the answer needs records.
+		a, _ := wire.ScanAnswer(raw) // accepted upstream; cheap next to Unpack
+		if !q.conditional {
+			var err error
+			e, err = q.cache.StoreRaw(lower, q.Type, q.Class, q.cacheFlags(), raw, a, q.cache.Now())
+			stored = !errors.Is(err, cache.ErrNotRaw)
+		}
+		if q.chase == nil && q.answersFrom(e, int(a.Rcode)) {
+			q.Upstream = res.upstream
+			q.Status, q.Rcode = StatusAnswered, int(a.Rcode)
+			return q.answerFrom(e)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(raw); err != nil { // ScanAnswer rules this out
+			res.err = fmt.Errorf("unpack upstream answer: %w", err)
+		} else {
+			res.resp = r
+		}
+	}
 	if res.err != nil || res.resp == nil {
 		q.Reason = ReasonUpstreamError
 		if errors.Is(res.err, context.DeadlineExceeded) {
@@ -701,8 +727,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	}
 	q.Upstream = res.upstream
 	r := res.resp
-	var e *cache.Entry
-	if !q.conditional && !r.Truncated && q.stale == nil {
+	if !stored && !q.conditional && !r.Truncated && q.stale == nil {
 		e, _ = q.cache.StoreWire(lower, q.Type, q.Class, q.cacheFlags(), r, raw, q.cache.Now())
 	}
 	if q.chase != nil {
@@ -712,19 +737,14 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	if r.Rcode == dns.RcodeServerFailure {
 		q.Status = StatusFailed
 	}
-	if e != nil && !q.slow && q.ede == nil && !q.fastEDE && (r.Rcode == dns.RcodeSuccess || r.Rcode == dns.RcodeNameError) && e.Rcode() == r.Rcode && !q.caseLoose(e) {
-		// The cache packed the answer's sections just now, with the
-		// upstream's TTLs: encodeFast copies them, as it does
-		// pre-encoded authoritative sections, instead of packing the
-		// same records again. The bytes are those encodeSlow would
-		// write (the same records, packed the same way after the same
-		// question) and the header is set by the same flags.
-		q.fast, q.authWire = fastAuth, e.Sections()
-		q.counts[0], q.counts[1], q.counts[2] = e.Counts()
-		return stageDone
+	if q.answersFrom(e, r.Rcode) {
+		return q.answerFrom(e)
 	}
 	m := q.newResponseName(r.Rcode, false, name) // name: q.Lower's form, no chase here
-	m.AuthenticatedData = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
+	// The header is written from q's flags (Server.flags): AD as a cache
+	// hit on this answer would set it.
+	q.ad = r.AuthenticatedData && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
+	m.AuthenticatedData = q.ad
 	m.Answer, m.Ns = r.Answer, r.Ns
 	for _, rr := range r.Extra {
 		if rr.Header().Rrtype != dns.TypeOPT {
@@ -732,6 +752,26 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 	}
 	q.resp = m
+	return stageDone
+}
+
+// answersFrom reports whether the answer to a miss (rcode from the
+// upstream) can be written from the entry the cache made of it just now.
+func (q *Query) answersFrom(e *cache.Entry, rcode int) bool {
+	return e != nil && !q.slow && q.ede == nil && !q.fastEDE && (rcode == dns.RcodeSuccess || rcode == dns.RcodeNameError) &&
+		e.Rcode() == rcode && !q.caseLoose(e)
+}
+
+// answerFrom answers a miss from e (answersFrom). The cache stored the
+// answer's sections just now, with the upstream's TTLs: encodeFast copies
+// them, as it does pre-encoded authoritative sections, instead of packing
+// the same records again. The bytes are those encodeSlow would write (the
+// same records, packed the same way after the same question) and the
+// header is set by the same flags, AD as a cache hit sets it.
+func (q *Query) answerFrom(e *cache.Entry) stageResult {
+	q.fast, q.authWire = fastAuth, e.Sections()
+	q.counts[0], q.counts[1], q.counts[2] = e.Counts()
+	q.ad = e.AD() && (q.EDNS.DO || q.Flags&wire.FlagAD != 0)
 	return stageDone
 }
 

@@ -25,6 +25,7 @@ targets=(
 	"./internal/publish FuzzPlan"
 	"./dataplane/cache FuzzRawSections"
 	"./dataplane/wire FuzzScanAnswer"
+	"./dataplane/cache FuzzStoreRawParity"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

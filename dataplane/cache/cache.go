@@ -6,6 +6,7 @@ package cache
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"runtime"
@@ -338,7 +339,6 @@ func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *
 	if ttl <= 0 {
 		return nil, nil
 	}
-	secs := uint32(ttl / time.Second)
 	qend := wire.HeaderLen + len(name) + 4
 	var buf []byte
 	if end, ok, exact := rawSections(raw, name, qtype, qclass, len(resp.Answer), len(resp.Ns), len(extra)); ok {
@@ -362,8 +362,92 @@ func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *
 	if err != nil {
 		return nil, fmt.Errorf("cache put: walk answer: %w", err)
 	}
-	e.sections = append([]byte(nil), buf[qend:]...)
 	e.counts = [3]uint16{uint16(len(resp.Answer)), uint16(len(resp.Ns)), uint16(len(extra))}
+	c.finish(e, name, buf, qend, offs, ttl, now)
+	return e, nil
+}
+
+// ErrNotRaw is StoreRaw's answer for bytes the cache cannot keep as they
+// are: unpack them and call StoreWire.
+var ErrNotRaw = errors.New("cache: answer bytes not kept as they are")
+
+// StoreRaw is StoreWire for an answer left unparsed: a NOERROR or NXDOMAIN
+// whose bytes raw wire.ScanAnswer accepted (a). When the bytes can be kept
+// as they are (rawSections) it stores them, with the TTLs read from the
+// records (the SOA's for a negative answer), exactly as StoreWire would
+// from the unpacked message; a nil entry with a nil error means the answer
+// is not cached (TTL 0, too large). ErrNotRaw: nothing was stored.
+func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []byte, a wire.Answer, now time.Time) (*Entry, error) {
+	if c == nil {
+		return nil, nil
+	}
+	if len(name) == 0 || len(name) > wire.MaxNameLen {
+		return nil, fmt.Errorf("cache put: bad name length %d", len(name))
+	}
+	if a.Rcode != dns.RcodeSuccess && a.Rcode != dns.RcodeNameError {
+		return nil, ErrNotRaw
+	}
+	an, ns, ex := a.Counts[0], a.Counts[1], a.Counts[2]
+	end, ok, exact := rawSections(raw, name, qtype, qclass, an, ns, ex)
+	if !ok {
+		return nil, ErrNotRaw
+	}
+	buf := raw[:end]
+	qend := wire.HeaderLen + len(name) + 4
+	if len(buf)-qend > maxSections {
+		return nil, nil
+	}
+	var ob [16]uint16
+	offs, _, err := wire.TTLOffsets(buf, qend, an+ns+ex, ob[:0])
+	if err != nil {
+		return nil, fmt.Errorf("cache put: walk answer: %w", err)
+	}
+	var ttl time.Duration
+	if a.Rcode == dns.RcodeNameError || an == 0 {
+		// negativeTTL on the wire: the authority section's SOA records.
+		ttl = c.cfg.NegativeTTL
+		for _, off := range offs[an : an+ns] {
+			typ := binary.BigEndian.Uint16(buf[off-4:])
+			if typ != dns.TypeSOA {
+				continue
+			}
+			next := int(off) + 6 + int(binary.BigEndian.Uint16(buf[off+4:]))
+			soa := min(binary.BigEndian.Uint32(buf[off:]), binary.BigEndian.Uint32(buf[next-4:]))
+			ttl = min(ttl, time.Duration(soa)*time.Second)
+		}
+		if ttl < c.cfg.MinTTL {
+			ttl = min(c.cfg.MinTTL, c.cfg.NegativeTTL)
+		}
+	} else {
+		// positiveTTL on the wire: the smallest TTL of every record.
+		least := uint32(1<<31 - 1)
+		for _, off := range offs {
+			least = min(least, binary.BigEndian.Uint32(buf[off:]))
+		}
+		ttl = c.clamp(time.Duration(least) * time.Second)
+	}
+	if ttl <= 0 {
+		return nil, nil
+	}
+	e := &Entry{
+		name:      string(name),
+		qtype:     qtype,
+		qclass:    qclass,
+		flags:     flags,
+		rcode:     int(a.Rcode),
+		ad:        a.Flags&wire.FlagAD != 0,
+		caseLoose: !exact,
+		counts:    [3]uint16{uint16(an), uint16(ns), uint16(ex)},
+	}
+	c.finish(e, name, buf, qend, offs, ttl, now)
+	return e, nil
+}
+
+// finish fills in e's sections (buf from qend, the records whose TTL
+// fields are at offs), TTLs and times, and inserts it under name.
+func (c *Cache) finish(e *Entry, name, buf []byte, qend int, offs []uint16, ttl time.Duration, now time.Time) {
+	secs := uint32(ttl / time.Second)
+	e.sections = append([]byte(nil), buf[qend:]...)
 	e.ttl = make([]uint32, 2*len(offs))
 	for i, off := range offs {
 		// Records keep their own TTL, raised to MinTTL and never past the
@@ -381,9 +465,8 @@ func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *
 		e.staleUntil += int64(c.cfg.StaleTTL)
 	}
 	e.windowStart.Store(t)
-	e.hash = c.hash(name, qtype, qclass, flags)
+	e.hash = c.hash(name, e.qtype, e.qclass, e.flags)
 	c.insert(e, t)
-	return e, nil
 }
 
 // pack packs the question and records into *bp (grown if need be).

@@ -81,8 +81,9 @@ func (fs *flights) join(h uint64, group string, wire []byte) (f *flight, leader 
 }
 
 // land ends f with the leader's result; followers get a copy of resp made
-// before the leader's caller changes it.
-func (fs *flights) land(h uint64, f *flight, resp *dns.Msg, up string, err error) {
+// before the leader's caller changes it, or of light, an answer the leader
+// left unparsed (its bytes, which wire.ScanAnswer accepted).
+func (fs *flights) land(h uint64, f *flight, resp *dns.Msg, light []byte, up string, err error) {
 	fs.mu.Lock()
 	delete(fs.m, h)
 	followed := f.done != nil
@@ -92,10 +93,18 @@ func (fs *flights) land(h uint64, f *flight, resp *dns.Msg, up string, err error
 		fs.pool.Put(f)
 		return
 	}
-	if resp != nil {
-		f.resp = resp.Copy()
-	}
 	f.up, f.err = up, err
+	switch {
+	case resp != nil:
+		f.resp = resp.Copy()
+	case light != nil:
+		m := new(dns.Msg)
+		if uerr := m.Unpack(light); uerr != nil {
+			f.err = fmt.Errorf("%w: %w", errMalformed, uerr) // ScanAnswer rules this out
+		} else {
+			f.resp = m
+		}
+	}
 	close(f.done)
 }
 

@@ -150,6 +150,10 @@ func (r *Resolver) Forward(ctx context.Context, group string, req *dns.Msg, clie
 // raced answer, a failure); resp is then all there is. The bytes are the
 // upstream's: its ID and EDNS (the ECS mode's changes apply to resp
 // only).
+//
+// resp is nil, with a nil error, when the answer is a NOERROR or NXDOMAIN
+// whose bytes passed wire.ScanAnswer: the caller reads the header from
+// rawOut and unpacks it (without error) only if it needs the records.
 func (r *Resolver) ForwardRaw(ctx context.Context, group string, req *dns.Msg, client netip.Addr, raw []byte) (resp *dns.Msg, rawOut []byte, upstream string, err error) {
 	return r.forward(ctx, group, req, client, &raw)
 }
@@ -193,7 +197,11 @@ func (r *Resolver) forward(ctx context.Context, group string, req *dns.Msg, clie
 		upstream = res.up.name
 	}
 	if f != nil {
-		r.fl.land(h, f, res.resp, upstream, res.err)
+		var light []byte
+		if res.light {
+			light = *raw
+		}
+		r.fl.land(h, f, res.resp, light, upstream, res.err)
 	}
 	if res.resp != nil {
 		p.finish(res.resp, req.Id)
