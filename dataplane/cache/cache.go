@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -90,8 +91,9 @@ type Entry struct {
 	caseLoose  bool // see CaseLoose
 	sections   []byte
 	counts     [3]uint16
-	ttl        []uint32 // per record: its TTL at 2i, its TTL's offset in sections at 2i+1
-	stored     int64    // nanoseconds on the cache clock
+	ttl        []uint32  // per record: its TTL at 2i, its TTL's offset in sections at 2i+1
+	ttlBuf     [8]uint32 // ttl for up to 4 records, saving an allocation
+	stored     int64     // nanoseconds on the cache clock
 	expires    int64
 	staleUntil int64
 	origTTL    int64
@@ -308,7 +310,6 @@ func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *
 		return nil, fmt.Errorf("cache put: bad name length %d", len(name))
 	}
 	e := &Entry{
-		name:   string(name),
 		qtype:  qtype,
 		qclass: qclass,
 		flags:  flags,
@@ -430,7 +431,6 @@ func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []b
 		return nil, nil
 	}
 	e := &Entry{
-		name:      string(name),
 		qtype:     qtype,
 		qclass:    qclass,
 		flags:     flags,
@@ -447,8 +447,18 @@ func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []b
 // fields are at offs), TTLs and times, and inserts it under name.
 func (c *Cache) finish(e *Entry, name, buf []byte, qend int, offs []uint16, ttl time.Duration, now time.Time) {
 	secs := uint32(ttl / time.Second)
-	e.sections = append([]byte(nil), buf[qend:]...)
-	e.ttl = make([]uint32, 2*len(offs))
+	// One allocation for the name and the sections, which are never
+	// written again: e.name reads the first bytes.
+	b := make([]byte, len(name)+len(buf)-qend)
+	copy(b, name)
+	copy(b[len(name):], buf[qend:])
+	e.name = unsafe.String(&b[0], len(name))
+	e.sections = b[len(name):]
+	if 2*len(offs) <= len(e.ttlBuf) {
+		e.ttl = e.ttlBuf[:2*len(offs)]
+	} else {
+		e.ttl = make([]uint32, 2*len(offs))
+	}
 	for i, off := range offs {
 		// Records keep their own TTL, raised to MinTTL and never past the
 		// entry's lifetime, which is the smallest clamped TTL.

@@ -52,7 +52,9 @@ func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra in
 		raw = raw[:start]
 		total--
 	}
-	q := newQuestion(raw, qend-4)
+	var qs question // on the stack: rawName and rawData keep no pointer
+	q := &qs
+	q.init(raw, qend-4)
 	exact = q.plain
 	off := qend
 	for range total {
@@ -168,8 +170,8 @@ type question struct {
 	plain bool
 }
 
-func newQuestion(raw []byte, end int) *question {
-	q := &question{end: end, tld: -1, plain: true}
+func (q *question) init(raw []byte, end int) {
+	*q = question{end: end, tld: -1, plain: true}
 	for off := wire.HeaderLen; off < end-1; off += 1 + int(raw[off]) {
 		i := off - wire.HeaderLen
 		q.starts[i/64] |= 1 << (i % 64)
@@ -180,7 +182,6 @@ func newQuestion(raw []byte, end int) *question {
 			}
 		}
 	}
-	return q
 }
 
 func (q *question) isStart(off int) bool {
