@@ -239,7 +239,7 @@ func TestMissAnswerFromUpstreamBytes(t *testing.T) {
 
 // missServer is a server answering from in (its forwarder), with its cache
 // on or off (maxEntries 0).
-func missServer(t *testing.T, cacheOn bool, in SnapshotInput) *Server {
+func missServer(t testing.TB, cacheOn bool, in SnapshotInput) *Server {
 	t.Helper()
 	cfg := testConfig()
 	if !cacheOn {

@@ -26,6 +26,7 @@ targets=(
 	"./dataplane/cache FuzzRawSections"
 	"./dataplane/wire FuzzScanAnswer"
 	"./dataplane/cache FuzzStoreRawParity"
+	"./dataplane FuzzLightMiss"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -168,6 +168,35 @@ type question struct {
 	// escaped may be written otherwise than by the cache's question
 	// (wire.AppendPresentation), which then matches no name.
 	plain bool
+	// labels holds the offsets of the labels read so far outside the
+	// question (nl of them). A pointer outside the question must land on
+	// one: a pointer into a record's fixed fields would read its TTL,
+	// which the cache rewrites as the entry ages, and the name would
+	// change under the client (FuzzLightMiss found it).
+	labels [maxLabels]uint16
+	nl     int
+}
+
+// maxLabels bounds the labels rawSections remembers; an answer with more
+// is packed instead.
+const maxLabels = 96
+
+func (q *question) addLabel(off int) bool {
+	if q.nl == maxLabels {
+		return false
+	}
+	q.labels[q.nl] = uint16(off)
+	q.nl++
+	return true
+}
+
+func (q *question) isLabel(off int) bool {
+	for _, l := range q.labels[:q.nl] {
+		if int(l) == off {
+			return true
+		}
+	}
+	return false
 }
 
 func (q *question) init(raw []byte, end int) {
@@ -226,8 +255,9 @@ func sameLabel(raw []byte, a, b int) bool {
 func rawName(raw []byte, off int, q *question, compress bool) (next int, ok, exact bool) {
 	end := -1
 	n := 0
-	last := -1   // the last label read outside the question
-	inQ := false // reading the question's labels (reached by a pointer)
+	last := -1      // the last label read outside the question
+	inQ := false    // reading the question's labels (reached by a pointer)
+	jumped := false // reading labels reached by a pointer: already in q.labels
 	for {
 		if off >= len(raw) {
 			return 0, false, false
@@ -265,6 +295,9 @@ func rawName(raw []byte, off int, q *question, compress bool) (next int, ok, exa
 			}
 			if !inQ {
 				last = off
+				if !jumped && !q.addLabel(off) {
+					return 0, false, false
+				}
 			}
 			off += 1 + c
 		case 0xC0:
@@ -275,10 +308,10 @@ func rawName(raw []byte, off int, q *question, compress bool) (next int, ok, exa
 			if end < 0 {
 				end = off + 2
 			}
-			if t < wire.HeaderLen || t >= off {
+			if t < wire.HeaderLen || t >= off || t >= q.end && !q.isLabel(t) {
 				return 0, false, false
 			}
-			off = t
+			off, jumped = t, true
 		default:
 			return 0, false, false
 		}
