@@ -132,6 +132,9 @@ type Forwarder interface {
 // upstream sent them (appended to raw[:0]; nil when not at hand), so the
 // cache can keep them instead of packing the records again, and that
 // keeps nothing of req once it returns, so the request can be pooled.
+// resp may be nil with rawOut set and a nil error: a NOERROR or NXDOMAIN
+// answer left unparsed, whose bytes wire.ScanAnswer accepts (a light
+// answer; stageUpstream unpacks it only when it must).
 // upstream.Resolver is one.
 type RawForwarder interface {
 	Forwarder
