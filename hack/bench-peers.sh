@@ -24,7 +24,11 @@
 # RSS to CoreDNS's.
 # Env: SECONDS_PER_RUN (5), SVC (bin/svc), PEERS (svc svc-nolog knot nsd
 # unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000), CACHE_NAMES (1000),
-# IDLE_SECONDS (20; 0 leaves the memory table out).
+# IDLE_SECONDS (20; 0 leaves the memory table out), ROUNDS (1: each
+# workload's rows are run this many times, the peers interleaved round by
+# round, and each server then gets a summary line: the median answers per
+# core-second and the median and range of its per-round ratio to the
+# service; this machine's noise between single runs is 5-10%).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(pwd)"
@@ -36,6 +40,7 @@ svc="$(cd "$(dirname "$svc")" && pwd)/$(basename "$svc")"
 peers="${PEERS:-svc svc-nolog knot nsd unbound dnsdist coredns}"
 workloads="${WORKLOADS:-auth cache block miss}"
 idle_secs="${IDLE_SECONDS:-20}"
+rounds="${ROUNDS:-1}"
 nblock="${BLOCK_NAMES:-1000000}"
 ncache="${CACHE_NAMES:-1000}"
 tools="$HOME/.cache/service-tools/bin"
@@ -362,8 +367,13 @@ rss() { # RSS (or the /proc/PID/status field $1) of the server and its descendan
 hz=$(getconf CLK_TCK)
 
 printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop | tee "$work/table"
-declare -A base
+declare -A base pers ratios
+# median of the numbers given; "-" for none.
+median() {
+  printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (!NR) {print "-"; exit} if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
+}
 for w in $workloads; do
+  for round in $(seq "$rounds"); do
   for s in $peers; do
     pid=""
     if ! "start_$s" "$w"; then continue; fi
@@ -407,6 +417,16 @@ for w in $workloads; do
     r="-"
     [ -n "${base[$w]:-}" ] && r=$(echo "$per / ${base[$w]}" | bc -l | xargs printf '%.2f')
     printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" | tee -a "$work/table"
+    pers[$w.$s]+="$per "
+    [ "$r" != "-" ] && ratios[$w.$s]+="$r "
+  done
+  done
+  [ "$rounds" -gt 1 ] || continue
+  for s in $peers; do
+    [ -n "${pers[$w.$s]:-}" ] || continue
+    lo=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | head -1)
+    hi=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | tail -1)
+    printf '%-6s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
   done
 done
 echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer)"
