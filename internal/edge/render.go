@@ -93,9 +93,16 @@ func (c *Config) serverLua(b Backend, auth bool) string {
 	if iv < 1 {
 		iv = 1
 	}
-	return fmt.Sprintf("newServer({address=%s, name=%s, pool=%s, useProxyProtocol=true%s, checkName=%s, checkType=\"TXT\", checkInterval=%d, maxCheckFailures=1, rise=1})",
-		luaQuote(b.Address.String()), luaQuote(name), pools, ecs, luaQuote(HealthName), iv)
+	// weight: chashed and whashed put a server on their hash ring weight
+	// times; with dnsdist's default of 1 point each, two backends split
+	// the names in a random, often very uneven share (a node may get
+	// almost none). Equal weights change nothing for the other policies.
+	return fmt.Sprintf("newServer({address=%s, name=%s, pool=%s, weight=%d, useProxyProtocol=true%s, checkName=%s, checkType=\"TXT\", checkInterval=%d, maxCheckFailures=1, rise=1})",
+		luaQuote(b.Address.String()), luaQuote(name), pools, serverWeight, ecs, luaQuote(HealthName), iv)
 }
+
+// serverWeight is every backend's dnsdist weight (see serverLua).
+const serverWeight = 1000
 
 // authCached: the authoritative pool has a packet cache.
 func (c *Config) authCached() bool { return c.AuthoritativeCache && c.CacheSize > 0 }
