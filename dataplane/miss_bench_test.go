@@ -70,9 +70,10 @@ func BenchmarkServeWireCacheMiss(b *testing.B) {
 	}
 }
 
-// startPlainUpstream is an allocation-free loopback upstream: it answers
-// each A query with one A record (name compressed to the question).
-func startPlainUpstream(tb testing.TB) string {
+// startUDPResponder serves answer on a loopback UDP socket until the test
+// ends: each datagram's reply is answer(out[:0], query), not sent when ok
+// is false. It returns the socket's address.
+func startUDPResponder(tb testing.TB, answer func(out, q []byte) (reply []byte, ok bool)) string {
 	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		tb.Fatal(err)
@@ -83,7 +84,6 @@ func startPlainUpstream(tb testing.TB) string {
 		defer close(done)
 		in := make([]byte, 1500)
 		out := make([]byte, 0, 1500)
-		rr := []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 51, 100, 1}
 		for {
 			n, addr, err := c.ReadFromUDPAddrPort(in)
 			if err != nil {
@@ -92,30 +92,42 @@ func startPlainUpstream(tb testing.TB) string {
 				}
 				continue
 			}
-			if n < 17 {
-				continue
+			var ok bool
+			if out, ok = answer(out[:0], in[:n]); ok {
+				_, _ = c.WriteToUDPAddrPort(out, addr)
 			}
-			out = append(out[:0], in[:n]...)
-			out[2] |= 0x80 // QR
-			out[3] = 0x80  // RA, NOERROR
-			binary.BigEndian.PutUint16(out[6:], 1)
-			binary.BigEndian.PutUint16(out[8:], 0)
-			binary.BigEndian.PutUint16(out[10:], 0)
-			// Keep header and question only (drop the query's OPT).
-			end := 12
-			for end < n && in[end] != 0 {
-				end += 1 + int(in[end])
-			}
-			end += 5
-			if end > n {
-				continue
-			}
-			out = append(out[:end], rr...)
-			_, _ = c.WriteToUDPAddrPort(out, addr)
 		}
 	}()
 	tb.Cleanup(func() { c.Close(); <-done })
 	return c.LocalAddr().String()
+}
+
+// startPlainUpstream is an allocation-free loopback upstream: it answers
+// each A query with one A record (name compressed to the question).
+func startPlainUpstream(tb testing.TB) string {
+	rr := []byte{0xC0, 12, 0, 1, 0, 1, 0, 0, 1, 44, 0, 4, 198, 51, 100, 1}
+	return startUDPResponder(tb, func(out, in []byte) ([]byte, bool) {
+		n := len(in)
+		if n < 17 {
+			return out, false
+		}
+		out = append(out, in...)
+		out[2] |= 0x80 // QR
+		out[3] = 0x80  // RA, NOERROR
+		binary.BigEndian.PutUint16(out[6:], 1)
+		binary.BigEndian.PutUint16(out[8:], 0)
+		binary.BigEndian.PutUint16(out[10:], 0)
+		// Keep header and question only (drop the query's OPT).
+		end := 12
+		for end < n && in[end] != 0 {
+			end += 1 + int(in[end])
+		}
+		end += 5
+		if end > n {
+			return out, false
+		}
+		return append(out[:end], rr...), true
+	})
 }
 
 // BenchmarkUDPCacheMiss is a cache miss end to end on loopback: a client

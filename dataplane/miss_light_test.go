@@ -3,9 +3,7 @@ package dataplane
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -38,33 +36,7 @@ func (u *replayUpstream) set(flags, an, ns, ar uint16, body []byte) {
 	u.mu.Unlock()
 }
 
-func (u *replayUpstream) start(tb testing.TB) string {
-	c, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		in := make([]byte, 1500)
-		var out []byte
-		for {
-			n, addr, err := c.ReadFromUDPAddrPort(in)
-			if err != nil {
-				if errors.Is(err, net.ErrClosed) {
-					return
-				}
-				continue
-			}
-			var ok bool
-			if out, ok = u.answer(out[:0], in[:n]); ok {
-				_, _ = c.WriteToUDPAddrPort(out, addr)
-			}
-		}
-	}()
-	tb.Cleanup(func() { c.Close(); <-done })
-	return c.LocalAddr().String()
-}
+func (u *replayUpstream) start(tb testing.TB) string { return startUDPResponder(tb, u.answer) }
 
 // answer appends to out the answer to query q.
 func (u *replayUpstream) answer(out, q []byte) ([]byte, bool) {
