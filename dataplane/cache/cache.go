@@ -416,9 +416,7 @@ func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []b
 			soa := min(binary.BigEndian.Uint32(buf[off:]), binary.BigEndian.Uint32(buf[next-4:]))
 			ttl = min(ttl, time.Duration(soa)*time.Second)
 		}
-		if ttl < c.cfg.MinTTL {
-			ttl = min(c.cfg.MinTTL, c.cfg.NegativeTTL)
-		}
+		ttl = c.negativeFloor(ttl)
 	} else {
 		// positiveTTL on the wire: the smallest TTL of every record.
 		least := uint32(1<<31 - 1)
@@ -535,8 +533,15 @@ func (c *Cache) negativeTTL(resp *dns.Msg) time.Duration {
 			ttl = min(ttl, time.Duration(min(soa.Hdr.Ttl, soa.Minttl))*time.Second)
 		}
 	}
+	return c.negativeFloor(ttl)
+}
+
+// negativeFloor raises a negative answer's TTL (NegativeTTL or below, from
+// the SOA) to MinTTL, never past NegativeTTL: StoreWire's rule and
+// StoreRaw's.
+func (c *Cache) negativeFloor(ttl time.Duration) time.Duration {
 	if ttl < c.cfg.MinTTL {
-		ttl = min(c.cfg.MinTTL, c.cfg.NegativeTTL)
+		return min(c.cfg.MinTTL, c.cfg.NegativeTTL)
 	}
 	return ttl
 }
