@@ -695,15 +695,17 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		// NXDOMAIN left unparsed. The cache keeps its bytes as they are
 		// and the client's answer is written from them; it is unpacked
 		// only when the cache cannot keep it or the answer needs records.
-		a, _ := wire.ScanAnswer(raw) // accepted upstream; cheap next to Unpack
+		// The upstream checked the bytes (wire.ScanAnswer): no extended
+		// RCODE, so the header's is the answer's.
+		rcode := int(raw[3] & 0xF)
 		if !q.conditional {
 			var err error
-			e, err = q.cache.StoreRaw(lower, q.Type, q.Class, q.cacheFlags(), raw, a, q.cache.Now())
+			e, err = q.cache.StoreRaw(lower, q.Type, q.Class, q.cacheFlags(), raw, q.cache.Now())
 			stored = !errors.Is(err, cache.ErrNotRaw)
 		}
-		if q.chase == nil && q.answersFrom(e, int(a.Rcode)) {
+		if q.chase == nil && q.answersFrom(e, rcode) {
 			q.Upstream = res.upstream
-			q.Status, q.Rcode = StatusAnswered, int(a.Rcode)
+			q.Status, q.Rcode = StatusAnswered, rcode
 			return q.answerFrom(e)
 		}
 		r := new(dns.Msg)

@@ -373,22 +373,31 @@ func (c *Cache) StoreWire(name []byte, qtype, qclass uint16, flags Flags, resp *
 var ErrNotRaw = errors.New("cache: answer bytes not kept as they are")
 
 // StoreRaw is StoreWire for an answer left unparsed: a NOERROR or NXDOMAIN
-// whose bytes raw wire.ScanAnswer accepted (a). When the bytes can be kept
-// as they are (rawSections) it stores them, with the TTLs read from the
-// records (the SOA's for a negative answer), exactly as StoreWire would
-// from the unpacked message; a nil entry with a nil error means the answer
-// is not cached (TTL 0, too large). ErrNotRaw: nothing was stored.
-func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []byte, a wire.Answer, now time.Time) (*Entry, error) {
+// whose bytes raw wire.ScanAnswer accepted (the upstream package checked
+// them; StoreRaw reads the header and counts from the bytes instead of
+// walking them again). When the bytes can be kept as they are
+// (rawSections) it stores them, with the TTLs read from the records (the
+// SOA's for a negative answer), exactly as StoreWire would from the
+// unpacked message; a nil entry with a nil error means the answer is not
+// cached (TTL 0, too large). ErrNotRaw: nothing was stored.
+func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []byte, now time.Time) (*Entry, error) {
 	if c == nil {
 		return nil, nil
 	}
 	if len(name) == 0 || len(name) > wire.MaxNameLen {
 		return nil, fmt.Errorf("cache put: bad name length %d", len(name))
 	}
-	if a.Rcode != dns.RcodeSuccess && a.Rcode != dns.RcodeNameError {
+	if len(raw) < wire.HeaderLen {
 		return nil, ErrNotRaw
 	}
-	an, ns, ex := a.Counts[0], a.Counts[1], a.Counts[2]
+	rcode := int(raw[3] & 0xF)
+	if rcode != dns.RcodeSuccess && rcode != dns.RcodeNameError {
+		return nil, ErrNotRaw
+	}
+	an, ns, ex := int(binary.BigEndian.Uint16(raw[6:])), int(binary.BigEndian.Uint16(raw[8:])), int(binary.BigEndian.Uint16(raw[10:]))
+	if ex > 0 && lastIsOPT(raw, wire.HeaderLen+len(name)+4, an+ns+ex) {
+		ex--
+	}
 	end, ok, exact := rawSections(raw, name, qtype, qclass, an, ns, ex)
 	if !ok {
 		return nil, ErrNotRaw
@@ -404,7 +413,7 @@ func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []b
 		return nil, fmt.Errorf("cache put: walk answer: %w", err)
 	}
 	var ttl time.Duration
-	if a.Rcode == dns.RcodeNameError || an == 0 {
+	if rcode == dns.RcodeNameError || an == 0 {
 		// negativeTTL on the wire: the authority section's SOA records.
 		ttl = c.cfg.NegativeTTL
 		for _, off := range offs[an : an+ns] {
@@ -432,8 +441,8 @@ func (c *Cache) StoreRaw(name []byte, qtype, qclass uint16, flags Flags, raw []b
 		qtype:     qtype,
 		qclass:    qclass,
 		flags:     flags,
-		rcode:     int(a.Rcode),
-		ad:        a.Flags&wire.FlagAD != 0,
+		rcode:     rcode,
+		ad:        binary.BigEndian.Uint16(raw[2:])&wire.FlagAD != 0,
 		caseLoose: !exact,
 		counts:    [3]uint16{uint16(an), uint16(ns), uint16(ex)},
 	}

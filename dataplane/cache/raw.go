@@ -83,6 +83,13 @@ func rawSections(raw []byte, name []byte, qtype, qclass uint16, an, ns, extra in
 	return off, true, exact
 }
 
+// lastIsOPT reports whether the last of total records from off is an OPT
+// record owned by the root.
+func lastIsOPT(raw []byte, off, total int) bool {
+	start := skipRecords(raw, off, total-1)
+	return start >= 0 && start+3 <= len(raw) && raw[start] == 0 && binary.BigEndian.Uint16(raw[start+1:]) == dns.TypeOPT
+}
+
 // skipRecords returns the offset after n records from off, -1 when they
 // do not fit.
 func skipRecords(raw []byte, off, n int) int {
