@@ -19,6 +19,7 @@ import (
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/proxyproto"
 	"github.com/svcdns/svc/dataplane/ratelimit"
+	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/dataplane/wire"
 )
 
@@ -273,6 +274,7 @@ func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
 		}
 		lc.begin(s, time.Now())
 		out, detached := s.udpPacket(&lc, q, n, addr, local)
+		lc.batch.Flush()
 		if detached {
 			continue
 		}
@@ -316,6 +318,10 @@ type udpLoop struct {
 	proxy bool
 	ecs   bool        // listeners.ecsClientFrom is set
 	reply *udpReplier // answers of detached queries
+	// The async lane's misses of this batch: their queries, flushed after
+	// the batch, and whether the query just run went on that lane.
+	batch   upstream.AsyncBatch
+	started bool
 }
 
 func (l *udpLoop) begin(s *Server, now time.Time) {
@@ -381,7 +387,13 @@ func (s *Server) udpPacket(l *udpLoop, q *Query, n int, addr netip.AddrPort, loc
 	q.snap = l.snap
 	q.cache = l.cache
 	q.detachable = true
+	q.lane, q.replyAddr, q.replyLocal = l, addr, local
 	if !s.run(q) {
+		if l.started {
+			// Sent upstream on the async lane, which answers it.
+			l.started = false
+			return nil, true
+		}
 		// The query needs an upstream: a worker finishes it and writes the
 		// answer, so this loop keeps reading.
 		s.wg.Add(1)

@@ -25,6 +25,16 @@ type stage struct {
 	run  func(*Server, *Query) stageResult
 }
 
+// stageIndex is the index of the named stage in buildPipeline's order.
+func stageIndex(name string) int {
+	for i, st := range buildPipeline() {
+		if st.name == name {
+			return i
+		}
+	}
+	panic("no stage " + name)
+}
+
 // buildPipeline is the one place the stage order is decided (spec: ingress,
 // identify, control, local, authoritative, blocking, cache, upstream, log).
 func buildPipeline() []stage {
@@ -69,6 +79,8 @@ func (s *Server) run(q *Query) (done bool) {
 		case stageDetach:
 			q.next = i
 			return false
+		case stageAwait:
+			return false // q belongs to the async lane now: not touched
 		case stageDrop:
 			q.Status = StatusDropped
 			q.fast, q.resp = fastNone, nil
@@ -597,7 +609,17 @@ func (q *Query) caseLoose(e *cache.Entry) bool {
 // upstream fails or is slower than maxWait (RFC 8767).
 func stageUpstream(s *Server, q *Query) stageResult {
 	if q.detachable {
+		if s.startAsync(q) {
+			return stageAwait
+		}
 		return stageDetach
+	}
+	if q.asyncRaw != nil {
+		// The async lane's light answer (Query.AsyncLight).
+		raw := q.asyncRaw
+		q.asyncRaw = nil
+		s.upHealth.result(q.UpstreamGroup, true, false, time.Now())
+		return s.upstreamAnswer(q, q.fwdLower(), "", nil, raw, q.asyncUp, nil)
 	}
 	fwd := q.snap.in.Forwarder
 	if fwd == nil {
@@ -637,7 +659,17 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		// No timer of its own: the upstream package times the deadline
 		// on its pooled UDP sockets (upstream.DeadlineContext).
 		ctx := upstream.NewDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
-		if rf != nil {
+		if h := q.handoff; h != nil {
+			// Handed off by the async lane: the forward goes on from its
+			// first attempt, within the query's first deadline.
+			q.handoff = nil
+			ctx.Release()
+			ctx = upstream.NewDeadline(s.ctx, q.upDeadline)
+			res.resp, raw, res.upstream, res.err = fwd.(AsyncForwarder).Resume(ctx, h, rm.raw)
+			if raw != nil {
+				rm.raw = raw[:0]
+			}
+		} else if rf != nil {
 			// The answer's bytes too: the cache keeps them as they are
 			// when it can instead of packing the records again.
 			res.resp, raw, res.upstream, res.err = rf.ForwardRaw(ctx, group, req, q.Client.Addr(), rm.raw)
@@ -688,6 +720,20 @@ func stageUpstream(s *Server, q *Query) stageResult {
 			return s.answerStale(q)
 		}
 	}
+	return s.upstreamAnswer(q, lower, name, res.resp, raw, res.upstream, res.err)
+}
+
+// upstreamAnswer finishes q with what its upstream said: resp, or a light
+// answer's bytes (raw with resp nil), from upstream; or err.
+//
+// name is lower's presentation form ("": made when needed).
+func (s *Server) upstreamAnswer(q *Query, lower []byte, name string, resp *dns.Msg, raw []byte, up string, err error) stageResult {
+	type result struct {
+		resp     *dns.Msg
+		upstream string
+		err      error
+	}
+	res := result{resp, up, err}
 	var e *cache.Entry
 	stored := false // the answer went to the cache (or was found not cacheable)
 	if res.err == nil && res.resp == nil && raw != nil {
@@ -741,6 +787,10 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	}
 	if q.answersFrom(e, r.Rcode) {
 		return q.answerFrom(e)
+	}
+	if name == "" {
+		var nb [4 * wire.MaxNameLen]byte
+		name = string(wire.AppendPresentation(nb[:0], lower))
 	}
 	m := q.newResponseName(r.Rcode, false, name) // name: q.Lower's form, no chase here
 	// The header is written from q's flags (Server.flags): AD as a cache

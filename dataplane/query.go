@@ -11,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/dataplane/wire"
 )
 
@@ -127,6 +128,7 @@ const (
 	stageDone                      // answer decided: skip to the log stage
 	stageDrop                      // send nothing (still logged)
 	stageDetach                    // continue on another goroutine (UDP slow path)
+	stageAwait                     // sent upstream on the async lane, which owns q now
 )
 
 type fastKind uint8
@@ -189,6 +191,20 @@ type Query struct {
 	snap       *Snapshot    // the configuration this query is answered with
 	cache      *cache.Cache // the snapshot's cache, loaded once
 	detachable bool         // the UDP slow path may continue on a worker (stageDetach)
+	// The async lane of a UDP miss (Server.startAsync): lane is the read
+	// loop's and replyAddr, replyLocal where the answer goes; the rest is
+	// set while the query is upstream.
+	lane       *udpLoop
+	replyAddr  netip.AddrPort
+	replyLocal pktInfo
+	replier    *udpReplier
+	srv        *Server
+	upDeadline time.Time
+	handoff    *upstream.Handoff // the lane handed the query off (Resume)
+	asyncRaw   []byte            // the lane's light answer, during AsyncLight
+	asyncUp    string
+	jobPrefix  clientPrefix
+	jobCost    int64
 	// ecsChecked: the peer's trust for ECS has been looked at (the UDP
 	// read loop does it before rate limiting); ecsClient: Client is the
 	// address of the ECS option of a listeners.ecsClientFrom forwarder.

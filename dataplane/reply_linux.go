@@ -65,6 +65,20 @@ func newUDPReplierOn(s *Server, rc syscall.RawConn, pkt bool) *udpReplier {
 // reply sends q's answer b (in q.out) to addr, from local when set, now or
 // with the next batch, then releases q and its s.wg count.
 func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInfo) {
+	if r.enqueue(q, b, addr, local) {
+		// Let the other workers made runnable by the same upstream read
+		// queue their answers first; with nothing else to run this
+		// returns at once.
+		runtime.Gosched()
+		r.Flush()
+	}
+}
+
+// enqueue is reply without the sending: it reports whether the caller now
+// owns the flush (no flush was going on) and must call Flush. The async
+// lane's answers are enqueued by the upstream socket's reader, which
+// flushes once it has read every answer that came (upstream.Flusher).
+func (r *udpReplier) enqueue(q *Query, b []byte, addr netip.AddrPort, local pktInfo) bool {
 	if r.rc == nil {
 		if local.ok {
 			var o oobBuf
@@ -75,20 +89,22 @@ func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInf
 		}
 		putQuery(q)
 		r.s.wg.Done()
-		return
+		return false
 	}
 	q.out = b
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.queue = append(r.queue, queuedReply{q, addr, local})
 	if r.flushing {
-		r.mu.Unlock()
-		return
+		return false
 	}
 	r.flushing = true
-	r.mu.Unlock()
-	// Let the other workers made runnable by the same upstream read queue
-	// their answers first; with nothing else to run this returns at once.
-	runtime.Gosched()
+	return true
+}
+
+// Flush sends the queued answers until the queue is empty; only the owner
+// of the flush (enqueue reported true) calls it.
+func (r *udpReplier) Flush() {
 	for {
 		r.mu.Lock()
 		batch := r.queue

@@ -23,3 +23,12 @@ func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInf
 	putQuery(q)
 	r.s.wg.Done()
 }
+
+// enqueue is reply here: nothing is left to flush.
+func (r *udpReplier) enqueue(q *Query, b []byte, addr netip.AddrPort, local pktInfo) bool {
+	r.reply(q, b, addr, local)
+	return false
+}
+
+// Flush has nothing to do here.
+func (r *udpReplier) Flush() {}

@@ -67,6 +67,10 @@ type Config struct {
 	// DisableUDPBatch reads and writes one datagram per syscall instead of
 	// batches with recvmmsg/sendmmsg (benchmarks, debugging).
 	DisableUDPBatch bool
+	// SyncMisses sends every UDP cache miss to a worker that waits for the
+	// upstream, instead of the async lane where the upstream socket's
+	// reader finishes it (benchmarks, debugging; docs/dataplane.md).
+	SyncMisses bool
 	// ProxyProtocol is listeners.proxyProtocolFrom and its secret: peers
 	// that put a PROXY v2 header before each UDP datagram and TCP
 	// connection. Nil: nobody.
@@ -119,6 +123,7 @@ type Server struct {
 	logger      QueryLogger
 	metrics     *metrics
 	stages      []stage
+	upIdx       int // the upstream stage's index, where an async miss resumes
 	snap        atomic.Pointer[Snapshot]
 	cache       atomic.Pointer[cache.Cache]
 	lameduck    atomic.Bool
@@ -168,6 +173,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		logger:   opts.QueryLogger,
 		metrics:  m,
 		stages:   buildPipeline(),
+		upIdx:    stageIndex("upstream"),
 		ctx:      ctx,
 		cancel:   cancel,
 		conns:    make(map[net.Conn]struct{}),

@@ -114,6 +114,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 				b.queue(i, out, local)
 			}
 		}
+		lc.batch.Flush() // the misses' queries first: their answers take longest
 		b.flush()
 		for i := 0; i < b.got; i++ {
 			q := b.qs[i]

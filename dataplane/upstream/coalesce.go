@@ -80,6 +80,25 @@ func (fs *flights) join(h uint64, group string, wire []byte) (f *flight, leader 
 	return f, true
 }
 
+// lead makes the caller the leader of a new flight for the question, or
+// reports false when the same question is in flight already (the caller
+// then joins it on the synchronous path). f is nil, with true, when the
+// question cannot be coalesced (a hash collision).
+func (fs *flights) lead(h uint64, group string, wire []byte) (f *flight, ok bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f = fs.m[h]; f != nil {
+		return nil, !sameKey(f.key, group, wire)
+	}
+	f, _ = fs.pool.Get().(*flight)
+	if f == nil {
+		f = &flight{}
+	}
+	f.key = append(append(append(f.key[:0], group...), 0), wire[2:]...)
+	fs.m[h] = f
+	return f, true
+}
+
 // land ends f with the leader's result; followers get a copy of resp made
 // before the leader's caller changes it, or of light, an answer the leader
 // left unparsed (its bytes, which wire.ScanAnswer accepted).

@@ -135,6 +135,12 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question, raw *[
 	case RTTWeighted:
 		order = weightedOrder(g.ups)
 	}
+	return g.try(ctx, order, wire, q, raw, last)
+}
+
+// try asks the servers of order in turn until one gives a good answer;
+// last is the outcome of what was asked before (none: the zero result).
+func (g *group) try(ctx context.Context, order []*upstream, wire []byte, q dns.Question, raw *[]byte, last result) result {
 	for _, u := range order {
 		actx, dc := withDeadline(ctx, time.Now().Add(g.timeout))
 		r := g.attempt(actx, u, g.bufs.fill(wire), q, raw)
@@ -229,7 +235,13 @@ func (g *group) attempt(ctx context.Context, u *upstream, b *attemptBuf, q dns.Q
 	}
 	start := time.Now()
 	resp, wire, err := exchangeBuf(ctx, u.t, b, id, q, raw != nil)
-	elapsed := time.Since(start)
+	return g.judge(u, resp, wire, err, time.Since(start), raw)
+}
+
+// judge accounts for the outcome of one exchange with u that took elapsed
+// and makes it a result; a good answer's bytes are copied to *raw when raw
+// is not nil.
+func (g *group) judge(u *upstream, resp *dns.Msg, wire []byte, err error, elapsed time.Duration, raw *[]byte) result {
 	if err != nil {
 		if reason := classify(err); reason != "" {
 			u.m.errors[reason].Inc()
@@ -337,11 +349,17 @@ func exchangeBuf(ctx context.Context, t transport, b *attemptBuf, id uint16, q d
 	if err != nil {
 		return nil, nil, err
 	}
-	id = binary.BigEndian.Uint16(b.q) // the transport may have drawn another
+	return checkAnswer(b.q, raw, q, light)
+}
+
+// checkAnswer is exchangeBuf's verdict on raw, the answer to query (whose
+// ID is the one sent).
+func checkAnswer(query, raw []byte, q dns.Question, light bool) (*dns.Msg, []byte, error) {
+	id := binary.BigEndian.Uint16(query) // the transport may have drawn another
 	if light {
 		if a, ok := wire.ScanAnswer(raw); ok && a.Flags&(wire.FlagQR|wire.FlagTC) == wire.FlagQR &&
 			(a.Rcode == dns.RcodeSuccess || a.Rcode == dns.RcodeNameError) &&
-			binary.BigEndian.Uint16(raw) == id && sameQuestion(b.q, raw) {
+			binary.BigEndian.Uint16(raw) == id && sameQuestion(query, raw) {
 			return nil, raw, nil
 		}
 	}

@@ -185,6 +185,11 @@ type udpSock struct {
 	nAband       int  // entries written to abandoned, ever
 	retired      bool // takes no new queries; closes when pending is empty
 	dead         bool // closed
+	// asyncN counts the async queries in pending; while there are any,
+	// sweepT runs sweep every udpSweep (sweeping: armed).
+	asyncN   int
+	sweeping bool
+	sweepT   *time.Timer
 
 	// Queries queued for sending (send); wmu guards the w* fields.
 	wmu       sync.Mutex
@@ -225,16 +230,30 @@ const udpSendKeep = 64 << 10
 // empty. A datagram the kernel refuses fails its query with the error
 // (failSend), as the write of its own would have.
 func (s *udpSock) send(id uint16, uq *udpQuery, q []byte) {
+	if s.queue(id, uq, q) {
+		runtime.Gosched()
+		s.flush()
+	}
+}
+
+// queue adds q (copied) to s's send queue. It reports whether the caller
+// must flush: no flush was going on, and the caller now owns it (an
+// AsyncBatch flushes after the data plane's batch instead of yielding).
+func (s *udpSock) queue(id uint16, uq *udpQuery, q []byte) (flush bool) {
 	s.wmu.Lock()
+	defer s.wmu.Unlock()
 	s.wq = append(s.wq, udpOut{id: id, uq: uq, off: len(s.warena), n: len(q)})
 	s.warena = append(s.warena, q...)
 	if s.wflushing {
-		s.wmu.Unlock()
-		return
+		return false
 	}
 	s.wflushing = true
-	s.wmu.Unlock()
-	runtime.Gosched()
+	return true
+}
+
+// flush writes what is queued on s until the queue is empty; only the
+// owner of the flush (queue returned true) calls it.
+func (s *udpSock) flush() {
 	for {
 		s.wmu.Lock()
 		batch, arena := s.wq, s.warena
@@ -259,14 +278,22 @@ func (s *udpSock) send(id uint16, uq *udpQuery, q []byte) {
 // failSend delivers a write error to o's query if it still waits.
 func (s *udpSock) failSend(o udpOut, err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.pending[o.id] != o.uq {
+		s.mu.Unlock()
 		return // given up meanwhile
 	}
 	delete(s.pending, o.id)
+	if o.uq.async != nil {
+		s.asyncN--
+		s.closeIfDrainedLocked()
+		s.mu.Unlock()
+		s.p.handoff(o.uq, &sendError{err})
+		return
+	}
 	o.uq.err = &sendError{err}
 	o.uq.done <- struct{}{}
 	s.closeIfDrainedLocked()
+	s.mu.Unlock()
 }
 
 // udpQuery is one outstanding query. done receives exactly once per
@@ -283,6 +310,17 @@ type udpQuery struct {
 	resent   int         // times sent again after the RTO
 	ticks    int         // RTO expiries, for resend
 	timer    *time.Timer // the RTO; kept with the query in udpQueries
+	// async: a query started by Resolver.StartRaw, which no goroutine
+	// waits for: its answer goes to the callback (deliver), its RTO and
+	// deadline are kept by the socket's sweep (due: UnixNano).
+	async *Handoff
+	due   int64
+}
+
+// putUDPQuery returns a finished query to the pool.
+func putUDPQuery(uq *udpQuery) {
+	uq.q, uq.ans, uq.async = nil, nil, nil
+	udpQueries.Put(uq)
 }
 
 var udpQueries = sync.Pool{New: func() any { return &udpQuery{done: make(chan struct{}, 1)} }}
@@ -304,7 +342,7 @@ func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, 
 		ctx, cancel = context.WithTimeout(ctx, udpMaxWait)
 		defer cancel()
 	}
-	s, uq, err := p.register(ctx, q, ans)
+	s, uq, _, err := p.register(ctx, q, ans, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -377,14 +415,17 @@ wait:
 
 // register finds a socket with room, draws an ID free on it (rewriting q)
 // and records the query as outstanding.
-func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf) (*udpSock, *udpQuery, error) {
+//
+// h, when set, makes it an async query (Resolver.StartRaw), queued for
+// sending at once; flush then says the caller must flush the socket.
+func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf, h *Handoff) (*udpSock, *udpQuery, bool, error) {
 	var aps []netip.AddrPort // current addresses of a named upstream
 	if !p.fixed.IsValid() {
 		// Every query consults the bootstrap cache, so an expired entry is
 		// refreshed and a changed address gets new sockets.
 		var err error
 		if aps, err = p.d.addrs(ctx, p.addr); err != nil {
-			return nil, nil, err
+			return nil, nil, false, err
 		}
 	}
 	n := uint32(len(p.slots))
@@ -396,27 +437,28 @@ func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf) (*udpSock
 			if s == nil {
 				var err error
 				if s, err = p.replace(ctx, i, nil); err != nil {
-					return nil, nil, err
+					return nil, nil, false, err
 				}
 			}
 			var uq *udpQuery
+			var flush bool
 			stale := aps != nil && !slices.Contains(aps, s.remote) // address changed
 			if !stale {
-				uq, stale = s.add(q, ans)
+				uq, stale, flush = s.add(q, ans, h)
 			}
 			if uq != nil {
-				return s, uq, nil
+				return s, uq, flush, nil
 			}
 			if !stale {
 				break // full: try the next slot
 			}
 			var err error
 			if s, err = p.replace(ctx, i, s); err != nil {
-				return nil, nil, err
+				return nil, nil, false, err
 			}
 		}
 	}
-	return nil, nil, errPoolBusy
+	return nil, nil, false, errPoolBusy
 }
 
 // replace puts a new socket in slot i unless another query already did,
@@ -477,14 +519,14 @@ func udpNet(ap netip.AddrPort) string {
 // add records q as outstanding on s with an ID no other outstanding query
 // of s uses. It returns nil when s cannot take it: stale when s is due for
 // rotation or closed, else s is full or out of free IDs.
-func (s *udpSock) add(q []byte, ans *msgBuf) (uq *udpQuery, stale bool) {
+func (s *udpSock) add(q []byte, ans *msgBuf, h *Handoff) (uq *udpQuery, stale, flush bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retired || s.dead || s.used >= s.p.rotateQueries || time.Since(s.born) >= s.p.rotateAge {
-		return nil, true
+		return nil, true, false
 	}
 	if len(s.pending) >= s.p.maxPending {
-		return nil, false
+		return nil, false, false
 	}
 	id := binary.BigEndian.Uint16(q)
 	for try := 0; ; try++ {
@@ -492,7 +534,7 @@ func (s *udpSock) add(q []byte, ans *msgBuf) (uq *udpQuery, stale bool) {
 			break
 		}
 		if try == udpIDTries {
-			return nil, false
+			return nil, false, false
 		}
 		id = uint16(rand.Uint32())
 	}
@@ -503,7 +545,14 @@ func (s *udpSock) add(q []byte, ans *msgBuf) (uq *udpQuery, stale bool) {
 	uq.lastSent = uq.sent.UnixNano()
 	s.pending[id] = uq
 	s.used++
-	return uq, false
+	if h != nil {
+		uq.async = h
+		uq.due = uq.lastSent + int64(min(jitter(h.rto), h.deadline.Sub(uq.sent)))
+		s.asyncN++
+		s.armSweepLocked()
+		flush = s.queue(id, uq, q)
+	}
+	return uq, false, flush
 }
 
 // cancel withdraws uq; false when the reader delivered it first (done then
@@ -597,14 +646,23 @@ func (s *udpSock) closeIfDrainedLocked() {
 
 // failAll delivers err to every outstanding query.
 func (s *udpSock) failAll(err error) {
+	var async []*udpQuery
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for id, uq := range s.pending {
 		delete(s.pending, id)
+		if uq.async != nil {
+			async = append(async, uq)
+			continue
+		}
 		uq.err = err
 		uq.done <- struct{}{}
 	}
+	s.asyncN = 0
 	s.closeIfDrainedLocked()
+	s.mu.Unlock()
+	for _, uq := range async {
+		s.p.handoff(uq, err)
+	}
 }
 
 // read is the socket's only reader: it delivers answers to waiting queries
@@ -615,9 +673,11 @@ func (s *udpSock) read() {
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	buf := *bp
+	var fl flushers // async answers' work, flushed before the reader blocks
 	for {
-		n, err := s.c.Read(buf)
+		n, err := s.readNext(buf, &fl)
 		if err != nil {
+			fl.flush()
 			if errors.Is(err, net.ErrClosed) {
 				s.failAll(fmt.Errorf("udp read: %w", errClosed))
 				return
@@ -638,7 +698,7 @@ func (s *udpSock) read() {
 			}
 			continue
 		}
-		s.deliver(buf[:n])
+		fl.add(s.deliver(buf[:n]))
 	}
 }
 
@@ -647,11 +707,13 @@ func isICMPError(err error) bool {
 		errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTDOWN)
 }
 
-// deliver hands an answer to the query waiting for it, or drops it.
-func (s *udpSock) deliver(m []byte) {
+// deliver hands an answer to the query waiting for it, or drops it. An
+// async query's answer goes to its callback, which may return work to
+// flush before the reader next blocks.
+func (s *udpSock) deliver(m []byte) Flusher {
 	if len(m) < 12 || m[2]&0x80 == 0 {
 		s.p.drops[iMalformed].Inc()
-		return
+		return nil
 	}
 	id := binary.BigEndian.Uint16(m)
 	s.mu.Lock()
@@ -664,13 +726,13 @@ func (s *udpSock) deliver(m []byte) {
 		} else {
 			s.p.drops[iUnsolicited].Inc()
 		}
-		return
+		return nil
 	}
 	if !sameQuestion(uq.q, m) {
 		uq.mismatch = true
 		s.mu.Unlock()
 		s.p.drops[iMismatch].Inc()
-		return
+		return nil
 	}
 	delete(s.pending, id)
 	s.p.answered(uq.lastSent)
@@ -681,10 +743,17 @@ func (s *udpSock) deliver(m []byte) {
 		// answer may still come for this ID: a late one, not unsolicited.
 		s.abandon(id)
 	}
+	if uq.async != nil {
+		s.asyncN--
+		s.closeIfDrainedLocked()
+		s.mu.Unlock()
+		return s.p.completeAsync(uq, m)
+	}
 	uq.n = copy(uq.ans.take(len(m)), m)
 	uq.done <- struct{}{} // buffered, empty: never blocks
 	s.closeIfDrainedLocked()
 	s.mu.Unlock()
+	return nil
 }
 
 // sameQuestion reports whether answer a carries exactly one question equal

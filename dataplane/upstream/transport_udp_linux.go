@@ -21,11 +21,19 @@ type udpWriter struct {
 	sent int
 	err  error
 	fn   func(fd uintptr) bool
+	// The reader's state for rc.Read (readNext), made once: a closure
+	// per read would be an allocation per answer.
+	rbuf  []byte
+	rn    int
+	rerr  error
+	rfl   *flushers
+	readF func(fd uintptr) bool
 }
 
 func (w *udpWriter) init(c *net.UDPConn) {
 	w.rc, _ = c.SyscallConn()
 	w.fn = w.send
+	w.readF = w.recv
 }
 
 // writeBatch writes the queued queries; each one the kernel refuses fails
@@ -119,4 +127,39 @@ func readDatagram(c net.Conn, ans *msgBuf) ([]byte, error) {
 		return nil, err
 	}
 	return buf[:n], nil
+}
+
+// readNext reads the next datagram on s into buf. Before it would block,
+// it flushes the work fl holds (the answers of async queries, queued by
+// their callbacks), so the answers read in one wake-up go out together.
+func (s *udpSock) readNext(buf []byte, fl *flushers) (int, error) {
+	w := &s.w
+	if w.rc == nil {
+		fl.flush()
+		return s.c.Read(buf)
+	}
+	w.rbuf, w.rfl, w.rn, w.rerr = buf, fl, 0, nil
+	err := w.rc.Read(w.readF)
+	w.rbuf, w.rfl = nil, nil
+	if err != nil {
+		return 0, err
+	}
+	if w.rerr != nil {
+		return 0, &net.OpError{Op: "read", Net: "udp", Err: w.rerr}
+	}
+	return w.rn, nil
+}
+
+func (w *udpWriter) recv(fd uintptr) bool {
+	for {
+		w.rn, w.rerr = unix.Read(int(fd), w.rbuf)
+		if w.rerr != unix.EINTR {
+			break
+		}
+	}
+	if w.rerr == unix.EAGAIN {
+		w.rfl.flush()
+		return false // wait for the next datagram
+	}
+	return true
 }

@@ -24,3 +24,10 @@ func (s *udpSock) writeBatch(batch []udpOut, arena []byte) {
 func readDatagram(c net.Conn, ans *msgBuf) ([]byte, error) {
 	return readDatagramFull(c, ans)
 }
+
+// readNext reads the next datagram on s into buf, after flushing the work
+// fl holds (no way here to learn that a read would block).
+func (s *udpSock) readNext(buf []byte, fl *flushers) (int, error) {
+	fl.flush()
+	return s.c.Read(buf)
+}

@@ -1,0 +1,402 @@
+package upstream
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/dataplane/wire"
+)
+
+// The async lane of a cache miss (docs/upstreams.md, "Async misses"). A
+// forwarded query used to hold a goroutine for its whole round trip: the
+// data plane handed it to a worker, which sent it and parked until the
+// socket's reader woke it with the answer. With StartRaw the caller (the
+// data plane's UDP read loop) sends the query and goes on; the socket's
+// reader hands a light answer (a NOERROR or NXDOMAIN that wire.ScanAnswer
+// accepts, the common case) straight to the caller's callback, which
+// finishes the query there. Everything else (another answer, a
+// retransmission that ran out, a send or socket error, the root context
+// ending) is handed off: the caller resumes the query on a goroutine that
+// may block (Resume), which goes on exactly as Forward would have after
+// that first attempt: TCP after a truncated answer, the group's next
+// servers after a failure. No query is sent twice for it.
+
+// AsyncCallback receives the outcome of a query StartRaw started: exactly
+// one of its methods is called, once, from a goroutine of this package
+// (a socket's reader or sweep, a flusher), never from StartRaw's caller.
+// Neither may block.
+type AsyncCallback interface {
+	// AsyncLight gets a NOERROR or NXDOMAIN answer from upstream whose
+	// bytes passed wire.ScanAnswer, with the query's ID and question;
+	// raw is valid only during the call. Work the callback queued for a
+	// batch (an answer to send) is returned as a Flusher, flushed before
+	// the reader next waits; nil if none.
+	AsyncLight(raw []byte, upstream string) Flusher
+	// AsyncHandoff: the query must go on with Resume, on a goroutine that
+	// may block. Resume must be called, even when the caller gave up: it
+	// releases what the query holds and answers the queries coalesced
+	// with it.
+	AsyncHandoff(h *Handoff)
+}
+
+// Flusher is work queued by callbacks for one batch, such as answers to
+// send with one sendmmsg.
+type Flusher interface{ Flush() }
+
+// flushers are the distinct Flushers of one reader's batch.
+type flushers struct{ fs []Flusher }
+
+func (f *flushers) add(x Flusher) {
+	if x == nil || slices.Contains(f.fs, x) {
+		return
+	}
+	f.fs = append(f.fs, x)
+}
+
+func (f *flushers) flush() {
+	for i, x := range f.fs {
+		x.Flush()
+		f.fs[i] = nil
+	}
+	f.fs = f.fs[:0]
+}
+
+// AsyncBatch collects the sockets holding queries StartRaw queued, so the
+// caller sends those of one batch together (Flush). The zero value is
+// ready; one goroutine uses it, and must call Flush after each batch:
+// until then no other query is written on those sockets.
+type AsyncBatch struct{ socks []*udpSock }
+
+// Flush writes the queued queries.
+func (b *AsyncBatch) Flush() {
+	for i, s := range b.socks {
+		s.flush()
+		b.socks[i] = nil
+	}
+	b.socks = b.socks[:0]
+}
+
+// udpSweep is how often a socket with async queries checks their RTO and
+// deadline: a granularity well below the smallest RTO (udpMinRTO).
+const udpSweep = 20 * time.Millisecond
+
+// Handoff is a query StartRaw started: its state while it is in flight,
+// and the outcome of its first attempt when it is handed off to Resume.
+type Handoff struct {
+	r     *Resolver
+	g     *group
+	u     *upstream   // the server asked
+	b     *attemptBuf // the query as sent (b.q); a handed-off answer (b.a)
+	q     dns.Question
+	reqID uint16 // the caller's message ID, which Forward's answers carry
+	// From prepare, for the answer Resume returns.
+	addedOPT, stripResp bool
+	f                   *flight // led for the question; nil if not coalesced
+	fh                  uint64
+	cb                  AsyncCallback
+	root                context.Context
+	deadline            time.Time     // of the attempt
+	rto                 time.Duration // the RTO of the next expiry
+	// The outcome handed off: an answer that is not light (in b.a), or
+	// an error.
+	ans     []byte
+	err     error
+	elapsed time.Duration
+}
+
+var handoffs = sync.Pool{New: func() any { return new(Handoff) }}
+
+func (h *Handoff) release() {
+	h.r.bufs.put(h.b)
+	*h = Handoff{}
+	handoffs.Put(h)
+}
+
+// StartRaw sends req to the named upstream group (as Forward) without
+// waiting for the answer, which goes to cb. It reports false, having sent
+// nothing and kept nothing, when the query cannot go this way: then the
+// caller forwards it with ForwardRaw. It goes this way when the group's
+// first server (by its strategy) is a plain DNS server given by IP
+// address, the group does not race two servers (parallel_best with more
+// than one server), and the same question is not already in flight (the
+// caller then waits for that answer with ForwardRaw).
+//
+// The query ends with root (the server's lifetime) and at deadline; the
+// attempt on the first server ends after the group's timeout. With batch
+// set, the query is written when the caller flushes the batch.
+func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group string, req *dns.Msg, client netip.Addr, batch *AsyncBatch, cb AsyncCallback) bool {
+	if req == nil || len(req.Question) != 1 || root.Err() != nil {
+		return false
+	}
+	if group == "" {
+		group = DefaultGroup
+		if g, ok := r.router.route(req.Question[0].Name); ok {
+			group = g
+		}
+	}
+	g := r.groups[group]
+	if g == nil {
+		return false
+	}
+	u := g.first()
+	if u == nil || u.zeroID {
+		return false
+	}
+	ut, ok := u.t.(*udpTransport)
+	if !ok || ut.pool == nil || !ut.pool.fixed.IsValid() {
+		return false
+	}
+	p := r.prepare(req, client)
+	b := r.bufs.p.Get().(*attemptBuf)
+	w, err := p.msg.PackBuffer(b.q[:cap(b.q)])
+	if err != nil || len(w) < 12 {
+		r.bufs.put(b)
+		return false
+	}
+	b.q = w
+	binary.BigEndian.PutUint16(w, uint16(rand.Uint32()))
+	fh := r.fl.hash(g.name, w)
+	f, ok := r.fl.lead(fh, g.name, w)
+	if !ok {
+		r.bufs.put(b)
+		return false
+	}
+	h := handoffs.Get().(*Handoff)
+	*h = Handoff{r: r, g: g, u: u, b: b, q: req.Question[0], reqID: req.Id,
+		addedOPT: p.addedOPT, stripResp: p.stripResp, f: f, fh: fh, cb: cb, root: root,
+		deadline: minTime(deadline, time.Now().Add(g.timeout)), rto: ut.pool.rto()}
+	// The query is queued for sending as it is registered: from then on
+	// the reader, the sweep or a socket error may end it on another
+	// goroutine, so neither h nor the query is touched after this.
+	s, _, flush, err := ut.pool.register(root, w, &b.a, h)
+	if err != nil {
+		if f != nil {
+			// A question that joined meanwhile cannot be answered.
+			r.fl.land(fh, f, nil, nil, "", fmt.Errorf("upstream %s: %w", u.name, err))
+		}
+		h.release()
+		return false
+	}
+	if flush {
+		if batch != nil {
+			batch.socks = append(batch.socks, s)
+		} else {
+			s.flush()
+		}
+	}
+	return true
+}
+
+// Resume finishes a query StartRaw handed off, as ForwardRaw would have
+// finished it after its first attempt: its answer, the next servers, the
+// same results. raw is the buffer for the answer's bytes (ForwardRaw's).
+// ctx bounds what is left to do; h is released.
+func (r *Resolver) Resume(ctx context.Context, h *Handoff, raw []byte) (resp *dns.Msg, rawOut []byte, up string, err error) {
+	defer h.release()
+	g, u, b := h.g, h.u, h.b
+	w, err, elapsed := h.ans, h.err, h.elapsed
+	if err == nil && w[2]&0x02 != 0 { // TC: ask again over TCP, as udpTransport does
+		start := time.Now()
+		w, err = u.t.(*udpTransport).tcp.exchange(ctx, b.q, &b.a)
+		elapsed += time.Since(start)
+	} else if errors.Is(err, errSend) {
+		err = fmt.Errorf("udp write: %w", errors.Unwrap(err))
+	} else if err != nil {
+		err = fmt.Errorf("udp read: %w", err)
+	}
+	var m *dns.Msg
+	if err == nil {
+		m, w, err = checkAnswer(b.q, w, h.q, true)
+	}
+	res := g.judge(u, m, w, err, elapsed, &raw)
+	if !res.ok() {
+		var order []*upstream
+		if ctx.Err() == nil {
+			order = g.rest(u)
+		}
+		res = g.try(ctx, order, b.q, h.q, &raw, res)
+	}
+	if res.up != nil {
+		up = res.up.name
+	}
+	if h.f != nil {
+		var light []byte
+		if res.light {
+			light = raw
+		}
+		r.fl.land(h.fh, h.f, res.resp, light, up, res.err)
+	}
+	if res.resp != nil {
+		(&prepared{addedOPT: h.addedOPT, stripResp: h.stripResp}).finish(res.resp, h.reqID)
+	}
+	if res.raw && res.err == nil {
+		rawOut = raw
+	}
+	return res.resp, rawOut, up, res.err
+}
+
+// first is the server a query asks first, by the group's strategy; nil
+// when the group races two (parallel_best).
+func (g *group) first() *upstream {
+	if len(g.ups) == 0 {
+		return nil
+	}
+	switch g.strategy {
+	case Strict:
+		return g.ups[0]
+	case ParallelBest:
+		if len(g.ups) == 1 {
+			return g.ups[0]
+		}
+	case Random:
+		return g.ups[rand.IntN(len(g.ups))]
+	case RTTWeighted:
+		return weightedPick(g.ups)
+	}
+	return nil
+}
+
+// rest is the order of the servers to ask after u failed.
+func (g *group) rest(u *upstream) []*upstream {
+	var order []*upstream
+	switch g.strategy {
+	case RTTWeighted:
+		order = weightedOrder(g.ups)
+	default:
+		order = slices.Clone(g.ups)
+		if g.strategy == Random {
+			rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		}
+	}
+	return slices.DeleteFunc(order, func(x *upstream) bool { return x == u })
+}
+
+// weightedPick is weightedOrder's first draw, without its allocations.
+func weightedPick(ups []*upstream) *upstream {
+	total := 0.0
+	for _, u := range ups {
+		total += 1 / u.rtt().Seconds()
+	}
+	x := rand.Float64() * total
+	for _, u := range ups {
+		x -= 1 / u.rtt().Seconds()
+		if x < 0 {
+			return u
+		}
+	}
+	return ups[len(ups)-1]
+}
+
+// completeAsync ends the async query uq with answer m (deliver matched its
+// ID and question): a light answer goes to the callback, anything else is
+// handed off.
+func (p *udpPool) completeAsync(uq *udpQuery, m []byte) Flusher {
+	h := uq.async
+	elapsed := time.Since(uq.sent)
+	putUDPQuery(uq)
+	if a, ok := wire.ScanAnswer(m); ok && a.Flags&(wire.FlagQR|wire.FlagTC) == wire.FlagQR &&
+		(a.Rcode == dns.RcodeSuccess || a.Rcode == dns.RcodeNameError) {
+		u, cb := h.u, h.cb
+		u.m.latency.Observe(elapsed.Seconds())
+		u.observe(elapsed, false, h.g.timeout)
+		if h.f != nil {
+			h.r.fl.land(h.fh, h.f, nil, m, u.name, nil)
+		}
+		h.release()
+		return cb.AsyncLight(m, u.name)
+	}
+	h.ans = h.b.a.take(len(m))
+	copy(h.ans, m)
+	h.elapsed = elapsed
+	h.cb.AsyncHandoff(h)
+	return nil
+}
+
+// handoff ends the async query uq with err (it is no longer pending).
+func (p *udpPool) handoff(uq *udpQuery, err error) {
+	h := uq.async
+	h.ans, h.err, h.elapsed = nil, err, time.Since(uq.sent)
+	putUDPQuery(uq)
+	h.cb.AsyncHandoff(h)
+}
+
+// armSweepLocked starts the sweep of s's async queries if it is not
+// running (s.mu held).
+func (s *udpSock) armSweepLocked() {
+	if s.sweeping || s.dead {
+		return
+	}
+	s.sweeping = true
+	if s.sweepT == nil {
+		s.sweepT = time.AfterFunc(udpSweep, s.sweep)
+	} else {
+		s.sweepT.Reset(udpSweep)
+	}
+}
+
+// sweep does for s's async queries what udpPool.exchange's timer does for
+// a waiting one: at each expired RTO it sends the query again if it was
+// most likely lost (lost), and doubles the RTO; at the attempt's deadline,
+// or when the root context ends, it hands the query off. One timer per
+// socket, not one per query.
+func (s *udpSock) sweep() {
+	now := time.Now()
+	nowN := now.UnixNano()
+	var failed []*udpQuery
+	flush := false
+	s.mu.Lock()
+	for id, uq := range s.pending { // bounded by maxPending
+		h := uq.async
+		if h == nil {
+			continue
+		}
+		err := h.root.Err()
+		if err == nil && uq.due > nowN {
+			continue
+		}
+		if err == nil && !now.Before(h.deadline) {
+			err = context.DeadlineExceeded
+			if uq.mismatch {
+				err = fmt.Errorf("%w: an answer to another question came with this ID", errMismatch)
+			}
+		}
+		if err != nil {
+			delete(s.pending, id)
+			s.abandon(id)
+			s.asyncN--
+			uq.err = err
+			failed = append(failed, uq)
+			continue
+		}
+		uq.ticks++
+		if s.p.lost(uq.lastSent, uq.ticks) {
+			uq.resent++
+			uq.lastSent = nowN
+			s.p.retransmits.Inc()
+			flush = s.queue(id, uq, uq.q) || flush
+		}
+		h.rto = min(2*h.rto, udpMaxRTO)
+		uq.due = nowN + int64(min(jitter(h.rto), h.deadline.Sub(now)))
+	}
+	s.closeIfDrainedLocked()
+	s.sweeping = false
+	if s.asyncN > 0 {
+		s.armSweepLocked()
+	}
+	s.mu.Unlock()
+	if flush {
+		s.flush()
+	}
+	for _, uq := range failed {
+		s.p.handoff(uq, uq.err)
+	}
+}
