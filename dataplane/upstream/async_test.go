@@ -418,4 +418,3 @@ func TestStartRawDeclines(t *testing.T) {
 		t.Fatal("no light answer")
 	}
 }
-
