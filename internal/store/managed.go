@@ -362,6 +362,19 @@ func (s *managed) UpdateStatus(ctx context.Context, obj *unstructured.Unstructur
 }
 
 func (s *managed) Delete(ctx context.Context, kind, namespace, name string, opts DeleteOptions) error {
+	for attempt := 1; ; attempt++ {
+		err := s.deleteOnce(ctx, kind, namespace, name, opts)
+		// Without a precondition the caller asked to delete whatever is
+		// stored: a write that raced (the operator updating the status)
+		// is retried on a fresh read, as Apply does.
+		if errors.Is(err, ErrConflict) && opts.ResourceVersion == "" && attempt < applyAttempts && ctx.Err() == nil {
+			continue
+		}
+		return err
+	}
+}
+
+func (s *managed) deleteOnce(ctx context.Context, kind, namespace, name string, opts DeleteOptions) error {
 	key := Key{Kind: kind, Namespace: namespace, Name: name}
 	stored, err := s.d.Get(ctx, key)
 	if err != nil {
@@ -442,6 +455,18 @@ func RecordCount(rs *unstructured.Unstructured) int {
 }
 
 func (s *managed) DeleteZone(ctx context.Context, name string, opts DeleteZoneOptions) (DeleteZoneResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := s.deleteZoneOnce(ctx, name, opts)
+		// The caller gives no version: a zone or record set whose status
+		// changed between the read and the delete is read again.
+		if errors.Is(err, ErrConflict) && attempt < applyAttempts && ctx.Err() == nil {
+			continue
+		}
+		return res, err
+	}
+}
+
+func (s *managed) deleteZoneOnce(ctx context.Context, name string, opts DeleteZoneOptions) (DeleteZoneResult, error) {
 	key := Key{Kind: KindDNSZone, Name: name}
 	zone, err := s.d.Get(ctx, key)
 	if err != nil {
