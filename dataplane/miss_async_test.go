@@ -111,6 +111,12 @@ func strictResolverFor(t *testing.T, timeout time.Duration, servers ...string) *
 // answers, on the miss and on the cache hit after it, and each upstream
 // the same queries (a handoff asks nothing twice).
 func TestAsyncLaneAnswersAsWorkers(t *testing.T) {
+	t.Run("strict", func(t *testing.T) { testAsyncLaneAnswersAsWorkers(t, upstream.Strict, 1) })
+	// Two servers racing (the default strategy): the lane races them too.
+	t.Run("parallel_best", func(t *testing.T) { testAsyncLaneAnswersAsWorkers(t, upstream.ParallelBest, 2) })
+}
+
+func testAsyncLaneAnswersAsWorkers(t *testing.T, strategy upstream.Strategy, nServers int) {
 	var nAsync, nSync atomic.Int64
 	servers := map[bool]*Server{}
 	for _, sync := range []bool{false, true} {
@@ -118,7 +124,14 @@ func TestAsyncLaneAnswersAsWorkers(t *testing.T) {
 		if sync {
 			n = &nSync
 		}
-		res := strictResolverFor(t, 2*time.Second, shapedUpstream(t, n))
+		var addrs []string
+		for range nServers {
+			addrs = append(addrs, shapedUpstream(t, n))
+		}
+		ucfg := upstream.DefaultConfig()
+		ucfg.Groups = map[string]upstream.GroupConfig{upstream.DefaultGroup: {Servers: addrs, Strategy: strategy, Timeout: 2 * time.Second}}
+		ucfg.Bootstrap = []string{}
+		res := newResolver(t, ucfg)
 		cfg := testConfig()
 		cfg.SyncMisses = sync
 		servers[sync] = startServer(t, cfg, NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))

@@ -90,12 +90,11 @@ func (b *AsyncBatch) Flush() {
 const udpSweep = 20 * time.Millisecond
 
 // Handoff is a query StartRaw started: its state while it is in flight,
-// and the outcome of its first attempt when it is handed off to Resume.
+// and the outcome of its first attempt (or race) when it is handed off to
+// Resume.
 type Handoff struct {
 	r     *Resolver
 	g     *group
-	u     *upstream   // the server asked
-	b     *attemptBuf // the query as sent (b.q); a handed-off answer (b.a)
 	q     dns.Question
 	reqID uint16 // the caller's message ID, which Forward's answers carry
 	// From prepare, for the answer Resume returns.
@@ -104,10 +103,29 @@ type Handoff struct {
 	fh                  uint64
 	cb                  AsyncCallback
 	root                context.Context
-	deadline            time.Time     // of the attempt
-	rto                 time.Duration // the RTO of the next expiry
-	// The outcome handed off: an answer that is not light (in b.a), or
-	// an error.
+	deadline            time.Time // of the attempt (the race)
+	// legs[0] is the server asked; a race (parallel_best) asks legs[1]
+	// too, and the first good answer wins.
+	legs [2]asyncLeg
+	n    int
+	// A race's state, under mu (a single leg needs no lock: one
+	// goroutine ends it): the legs still out, whether one won, and the
+	// order in which legs ended without winning.
+	mu    sync.Mutex
+	out   int
+	won   bool
+	ended []uint8
+}
+
+// asyncLeg is one server's attempt of a Handoff.
+type asyncLeg struct {
+	u *upstream
+	b *attemptBuf // the query as sent (b.q); a handed-off answer (b.a)
+	// While out, for cancelling a race's loser.
+	s  *udpSock
+	id uint16
+	uq *udpQuery
+	// How it ended: an answer that is not light (in b.a), or an error.
 	ans     []byte
 	err     error
 	elapsed time.Duration
@@ -115,24 +133,32 @@ type Handoff struct {
 
 var handoffs = sync.Pool{New: func() any { return new(Handoff) }}
 
+// release returns h's buffers, and h itself unless it raced: a race's
+// loser may still be ending on another goroutine, which reads h (not its
+// buffers) after the winner is done, so a race's Handoff is left to the
+// garbage collector.
 func (h *Handoff) release() {
-	h.r.bufs.put(h.b)
-	*h = Handoff{}
-	handoffs.Put(h)
+	for i := range h.n {
+		h.r.bufs.put(h.legs[i].b)
+	}
+	if h.n == 1 {
+		*h = Handoff{}
+		handoffs.Put(h)
+	}
 }
 
 // StartRaw sends req to the named upstream group (as Forward) without
 // waiting for the answer, which goes to cb. It reports false, having sent
 // nothing and kept nothing, when the query cannot go this way: then the
-// caller forwards it with ForwardRaw. It goes this way when the group's
-// first server (by its strategy) is a plain DNS server given by IP
-// address, the group does not race two servers (parallel_best with more
-// than one server), and the same question is not already in flight (the
-// caller then waits for that answer with ForwardRaw).
+// caller forwards it with ForwardRaw. It goes this way when the servers
+// the group asks first (one by its strategy, or the two a parallel_best
+// group races) are plain DNS servers given by IP address, and the same
+// question is not already in flight (the caller then waits for that
+// answer with ForwardRaw).
 //
 // The query ends with root (the server's lifetime) and at deadline; the
-// attempt on the first server ends after the group's timeout. With batch
-// set, the query is written when the caller flushes the batch.
+// first attempt (or race) ends after the group's timeout. With batch set,
+// the query is written when the caller flushes the batch.
 func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group string, req *dns.Msg, client netip.Addr, batch *AsyncBatch, cb AsyncCallback) bool {
 	if req == nil || len(req.Question) != 1 || root.Err() != nil {
 		return false
@@ -147,13 +173,25 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 	if g == nil {
 		return false
 	}
-	u := g.first()
-	if u == nil || u.zeroID {
+	var ups [2]*upstream
+	n := 1
+	if g.strategy == ParallelBest && len(g.ups) >= 2 {
+		i := rand.IntN(len(g.ups))
+		j := rand.IntN(len(g.ups) - 1)
+		if j >= i {
+			j++
+		}
+		ups, n = [2]*upstream{g.ups[i], g.ups[j]}, 2
+	} else if ups[0] = g.first(); ups[0] == nil {
 		return false
 	}
-	ut, ok := u.t.(*udpTransport)
-	if !ok || ut.pool == nil || !ut.pool.fixed.IsValid() {
-		return false
+	for _, u := range ups[:n] {
+		if u.zeroID {
+			return false
+		}
+		if ut, ok := u.t.(*udpTransport); !ok || ut.pool == nil || !ut.pool.fixed.IsValid() {
+			return false
+		}
 	}
 	p := r.prepare(req, client)
 	b := r.bufs.p.Get().(*attemptBuf)
@@ -163,67 +201,115 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 		return false
 	}
 	b.q = w
-	binary.BigEndian.PutUint16(w, uint16(rand.Uint32()))
 	fh := r.fl.hash(g.name, w)
 	f, ok := r.fl.lead(fh, g.name, w)
 	if !ok {
 		r.bufs.put(b)
 		return false
 	}
-	h := handoffs.Get().(*Handoff)
-	*h = Handoff{r: r, g: g, u: u, b: b, q: req.Question[0], reqID: req.Id,
+	h := new(Handoff)
+	if n == 1 {
+		h = handoffs.Get().(*Handoff)
+	}
+	*h = Handoff{r: r, g: g, q: req.Question[0], reqID: req.Id,
 		addedOPT: p.addedOPT, stripResp: p.stripResp, f: f, fh: fh, cb: cb, root: root,
-		deadline: minTime(deadline, time.Now().Add(g.timeout)), rto: ut.pool.rto()}
-	// The query is queued for sending as it is registered: from then on
+		deadline: minTime(deadline, time.Now().Add(g.timeout)), n: n, out: n}
+	h.legs[0] = asyncLeg{u: ups[0], b: b}
+	if n == 2 {
+		h.legs[1] = asyncLeg{u: ups[1], b: g.bufs.fill(w)}
+		// Until both legs are registered, a leg that ends already waits
+		// here (raceEnd).
+		h.mu.Lock()
+	}
+	// Each query is queued for sending as it is registered: from then on
 	// the reader, the sweep or a socket error may end it on another
-	// goroutine, so neither h nor the query is touched after this.
-	s, _, flush, err := ut.pool.register(root, w, &b.a, h)
-	if err != nil {
+	// goroutine, so a single leg's h is not touched after this.
+	var regErr error
+	for k := range n {
+		l := &h.legs[k]
+		bq := l.b.q
+		binary.BigEndian.PutUint16(bq, uint16(rand.Uint32()))
+		s, uq, flush, err := l.u.t.(*udpTransport).pool.register(root, bq, &l.b.a, h, uint8(k))
+		if err != nil {
+			if n == 1 {
+				regErr = err
+				break
+			}
+			// The race goes on with one leg; this one failed at once.
+			l.err = err
+			h.out--
+			h.ended = append(h.ended, uint8(k))
+			continue
+		}
+		if n == 2 {
+			l.s, l.id, l.uq = s, binary.BigEndian.Uint16(bq), uq
+		}
+		if flush {
+			if batch != nil {
+				batch.socks = append(batch.socks, s)
+			} else {
+				s.flush()
+			}
+		}
+	}
+	if n == 2 {
+		if h.out == 0 { // neither could be registered
+			regErr = h.legs[1].err
+		}
+		h.mu.Unlock()
+	}
+	if regErr != nil {
 		if f != nil {
 			// A question that joined meanwhile cannot be answered.
-			r.fl.land(fh, f, nil, nil, "", fmt.Errorf("upstream %s: %w", u.name, err))
+			r.fl.land(fh, f, nil, nil, "", fmt.Errorf("upstream group %q: %w", g.name, regErr))
 		}
 		h.release()
 		return false
-	}
-	if flush {
-		if batch != nil {
-			batch.socks = append(batch.socks, s)
-		} else {
-			s.flush()
-		}
 	}
 	return true
 }
 
 // Resume finishes a query StartRaw handed off, as ForwardRaw would have
-// finished it after its first attempt: its answer, the next servers, the
-// same results. raw is the buffer for the answer's bytes (ForwardRaw's).
-// ctx bounds what is left to do; h is released.
+// finished it after its first attempt or race: the answers that came, the
+// next servers, the same results. raw is the buffer for the answer's
+// bytes (ForwardRaw's). ctx bounds what is left to do; h is released.
 func (r *Resolver) Resume(ctx context.Context, h *Handoff, raw []byte) (resp *dns.Msg, rawOut []byte, up string, err error) {
 	defer h.release()
-	g, u, b := h.g, h.u, h.b
-	w, err, elapsed := h.ans, h.err, h.elapsed
-	if err == nil && w[2]&0x02 != 0 { // TC: ask again over TCP, as udpTransport does
-		start := time.Now()
-		w, err = u.t.(*udpTransport).tcp.exchange(ctx, b.q, &b.a)
-		elapsed += time.Since(start)
-	} else if errors.Is(err, errSend) {
-		err = fmt.Errorf("udp write: %w", errors.Unwrap(err))
-	} else if err != nil {
-		err = fmt.Errorf("udp read: %w", err)
+	g := h.g
+	var res result
+	ended := h.ended
+	if h.n == 1 {
+		ended = []uint8{0}
 	}
-	var m *dns.Msg
-	if err == nil {
-		m, w, err = checkAnswer(b.q, w, h.q, true)
+	for _, k := range ended {
+		l := &h.legs[k]
+		w, err, elapsed := l.ans, l.err, l.elapsed
+		if err == nil && w[2]&0x02 != 0 { // TC: ask again over TCP, as udpTransport does
+			start := time.Now()
+			w, err = l.u.t.(*udpTransport).tcp.exchange(ctx, l.b.q, &l.b.a)
+			elapsed += time.Since(start)
+		} else if errors.Is(err, errSend) {
+			err = fmt.Errorf("udp write: %w", errors.Unwrap(err))
+		} else if err != nil {
+			err = fmt.Errorf("udp read: %w", err)
+		}
+		var m *dns.Msg
+		if err == nil {
+			m, w, err = checkAnswer(l.b.q, w, h.q, true)
+		}
+		lr := g.judge(l.u, m, w, err, elapsed, &raw)
+		if lr.ok() {
+			res = lr
+			break
+		}
+		res = keepAnswer(res, lr)
 	}
-	res := g.judge(u, m, w, err, elapsed, &raw)
 	if !res.ok() {
 		var order []*upstream
 		if ctx.Err() == nil {
-			order = g.rest(u)
+			order = g.rest(h.legs[0].u, h.legs[1].u)
 		}
-		res = g.try(ctx, order, b.q, h.q, &raw, res)
+		res = g.try(ctx, order, h.legs[0].b.q, h.q, &raw, res)
 	}
 	if res.up != nil {
 		up = res.up.name
@@ -265,8 +351,9 @@ func (g *group) first() *upstream {
 	return nil
 }
 
-// rest is the order of the servers to ask after u failed.
-func (g *group) rest(u *upstream) []*upstream {
+// rest is the order of the servers to ask after tried (nil entries
+// ignored) failed.
+func (g *group) rest(tried ...*upstream) []*upstream {
 	var order []*upstream
 	switch g.strategy {
 	case RTTWeighted:
@@ -277,7 +364,7 @@ func (g *group) rest(u *upstream) []*upstream {
 			rand.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
 		}
 	}
-	return slices.DeleteFunc(order, func(x *upstream) bool { return x == u })
+	return slices.DeleteFunc(order, func(x *upstream) bool { return slices.Contains(tried, x) })
 }
 
 // weightedPick is weightedOrder's first draw, without its allocations.
@@ -298,35 +385,112 @@ func weightedPick(ups []*upstream) *upstream {
 
 // completeAsync ends the async query uq with answer m (deliver matched its
 // ID and question): a light answer goes to the callback, anything else is
-// handed off.
+// handed off (or, in a race, waits for the other leg).
 func (p *udpPool) completeAsync(uq *udpQuery, m []byte) Flusher {
-	h := uq.async
+	h, k := uq.async, uq.leg
 	elapsed := time.Since(uq.sent)
 	putUDPQuery(uq)
-	if a, ok := wire.ScanAnswer(m); ok && a.Flags&(wire.FlagQR|wire.FlagTC) == wire.FlagQR &&
-		(a.Rcode == dns.RcodeSuccess || a.Rcode == dns.RcodeNameError) {
-		u, cb := h.u, h.cb
-		u.m.latency.Observe(elapsed.Seconds())
-		u.observe(elapsed, false, h.g.timeout)
-		if h.f != nil {
-			h.r.fl.land(h.fh, h.f, nil, m, u.name, nil)
-		}
-		h.release()
-		return cb.AsyncLight(m, u.name)
+	a, ok := wire.ScanAnswer(m)
+	light := ok && a.Flags&(wire.FlagQR|wire.FlagTC) == wire.FlagQR &&
+		(a.Rcode == dns.RcodeSuccess || a.Rcode == dns.RcodeNameError)
+	if h.n == 2 {
+		return h.raceEnd(k, m, light, nil, elapsed)
 	}
-	h.ans = h.b.a.take(len(m))
-	copy(h.ans, m)
-	h.elapsed = elapsed
+	if light {
+		return h.answer(0, m, elapsed)
+	}
+	l := &h.legs[0]
+	l.ans = l.b.a.take(len(m))
+	copy(l.ans, m)
+	l.elapsed = elapsed
+	h.cb.AsyncHandoff(h)
+	return nil
+}
+
+// answer gives leg k's light answer m to the callback.
+func (h *Handoff) answer(k uint8, m []byte, elapsed time.Duration) Flusher {
+	u, cb := h.legs[k].u, h.cb
+	u.m.latency.Observe(elapsed.Seconds())
+	u.observe(elapsed, false, h.g.timeout)
+	if h.f != nil {
+		h.r.fl.land(h.fh, h.f, nil, m, u.name, nil)
+	}
+	h.release()
+	return cb.AsyncLight(m, u.name)
+}
+
+// raceEnd ends leg k of a race with answer m (light or not) or err. A
+// light answer wins; so does any other answer but SERVFAIL or REFUSED,
+// which goes to Resume as the race's result (a race's attempt takes the
+// first good answer, and such an answer is good unless it does not
+// parse). The winner cancels the other leg. A leg that does not win waits
+// for the other; when both failed, the race is handed off.
+func (h *Handoff) raceEnd(k uint8, m []byte, light bool, err error, elapsed time.Duration) Flusher {
+	h.mu.Lock()
+	if h.won {
+		h.mu.Unlock()
+		return nil // the loser, ended before it could be cancelled
+	}
+	h.out--
+	l, o := &h.legs[k], &h.legs[1-k]
+	l.s, l.uq = nil, nil
+	win := light || (err == nil && m[3]&0xF != dns.RcodeServerFailure && m[3]&0xF != dns.RcodeRefused)
+	if err == nil && !light {
+		l.ans = l.b.a.take(len(m))
+		copy(l.ans, m)
+	}
+	l.err, l.elapsed = err, elapsed
+	if !win {
+		h.ended = append(h.ended, k)
+		done := h.out == 0
+		h.mu.Unlock()
+		if done {
+			h.cb.AsyncHandoff(h)
+		}
+		return nil
+	}
+	h.won = true
+	os, oid, ouq := o.s, o.id, o.uq
+	o.s, o.uq = nil, nil
+	h.mu.Unlock()
+	if ouq != nil && os.cancelAsync(oid, ouq) {
+		putUDPQuery(ouq)
+	}
+	if light {
+		return h.answer(k, m, elapsed)
+	}
+	h.ended = append(h.ended[:0], k) // only the winner's answer is judged
 	h.cb.AsyncHandoff(h)
 	return nil
 }
 
 // handoff ends the async query uq with err (it is no longer pending).
 func (p *udpPool) handoff(uq *udpQuery, err error) {
-	h := uq.async
-	h.ans, h.err, h.elapsed = nil, err, time.Since(uq.sent)
+	h, k := uq.async, uq.leg
+	elapsed := time.Since(uq.sent)
 	putUDPQuery(uq)
+	if h.n == 2 {
+		h.raceEnd(k, nil, false, err, elapsed)
+		return
+	}
+	l := &h.legs[0]
+	l.ans, l.err, l.elapsed = nil, err, elapsed
 	h.cb.AsyncHandoff(h)
+}
+
+// cancelAsync withdraws a race's losing leg; false when it is ending
+// already (delivered or failed meanwhile).
+func (s *udpSock) cancelAsync(id uint16, uq *udpQuery) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[id] != uq {
+		return false
+	}
+	delete(s.pending, id)
+	s.abandon(id)
+	s.asyncN--
+	s.closeIfDrainedLocked()
+	return true
 }
 
 // armSweepLocked starts the sweep of s's async queries if it is not
@@ -384,8 +548,8 @@ func (s *udpSock) sweep() {
 			s.p.retransmits.Inc()
 			flush = s.queue(id, uq, uq.q) || flush
 		}
-		h.rto = min(2*h.rto, udpMaxRTO)
-		uq.due = nowN + int64(min(jitter(h.rto), h.deadline.Sub(now)))
+		uq.rto = min(2*uq.rto, udpMaxRTO)
+		uq.due = nowN + int64(min(jitter(uq.rto), h.deadline.Sub(now)))
 	}
 	s.closeIfDrainedLocked()
 	s.sweeping = false

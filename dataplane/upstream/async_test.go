@@ -81,7 +81,7 @@ func TestStartRawLightAnswerGoesToCallback(t *testing.T) {
 	}
 	o := rec.wait(t)
 	if o.h != nil || o.light == nil {
-		t.Fatalf("want a light answer, got a handoff (err %v)", o.h.err)
+		t.Fatalf("want a light answer, got a handoff (err %v)", o.h.legs[0].err)
 	}
 	if o.up != addr {
 		t.Fatalf("upstream %q, want %q", o.up, addr)
@@ -207,8 +207,8 @@ func TestStartRawTimeoutGoesOnToNextServer(t *testing.T) {
 	if d := o.at.Sub(start); d < timeout || d > timeout+500*time.Millisecond {
 		t.Fatalf("handed off after %v, want the group timeout %v", d, timeout)
 	}
-	if !errors.Is(o.h.err, context.DeadlineExceeded) {
-		t.Fatalf("handoff error %v", o.h.err)
+	if !errors.Is(o.h.legs[0].err, context.DeadlineExceeded) {
+		t.Fatalf("handoff error %v", o.h.legs[0].err)
 	}
 	resp, raw, up, err := r.Resume(context.Background(), o.h, nil)
 	if err != nil || up != b || (resp == nil && raw == nil) {
@@ -239,7 +239,7 @@ func TestStartRawResendsALostQuery(t *testing.T) {
 		t.Fatal("declined")
 	}
 	if o := rec.wait(t); o.light == nil {
-		t.Fatalf("want the resent query's answer, got a handoff (%v)", o.h.err)
+		t.Fatalf("want the resent query's answer, got a handoff (%v)", o.h.legs[0].err)
 	}
 	if n.Load() != 2 {
 		t.Fatalf("%d copies sent, want 2", n.Load())
@@ -344,7 +344,7 @@ func TestStartRawEndsWithItsRoot(t *testing.T) {
 	cancelled := time.Now()
 	cancel()
 	o := rec.wait(t)
-	if o.h == nil || !errors.Is(o.h.err, context.Canceled) {
+	if o.h == nil || !errors.Is(o.h.legs[0].err, context.Canceled) {
 		t.Fatalf("want a handoff with the root's error, got %+v", o)
 	}
 	if d := o.at.Sub(cancelled); d > 4*udpSweep+100*time.Millisecond {
@@ -374,7 +374,7 @@ func TestStartRawClosedResolverHandsOff(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	_ = r.Close()
 	o := rec.wait(t)
-	if o.h == nil || !errors.Is(o.h.err, errClosed) {
+	if o.h == nil || !errors.Is(o.h.legs[0].err, errClosed) {
 		t.Fatalf("want a handoff with errClosed, got %+v", o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -390,9 +390,11 @@ func TestStartRawDeclines(t *testing.T) {
 	b := startUDP(t, counted(&n, answerA("192.0.2.8")))
 	tcp, _ := startTCP(t, counted(&n, answerA("192.0.2.8")))
 	for name, g := range map[string]GroupConfig{
-		"parallel_best races two": {Servers: []string{a, b}, Strategy: ParallelBest},
-		"tcp upstream":            {Servers: []string{"tcp://" + tcp}, Strategy: Strict},
-		"named upstream":          {Servers: []string{"udp://dns.test:53"}, Strategy: Strict},
+		"tcp upstream":        {Servers: []string{"tcp://" + tcp}, Strategy: Strict},
+		"named upstream":      {Servers: []string{"udp://dns.test:53"}, Strategy: Strict},
+		"race with tcp":       {Servers: []string{a, "tcp://" + tcp}, Strategy: ParallelBest},
+		"race with a name":    {Servers: []string{"udp://dns.test:53", b}, Strategy: ParallelBest},
+		"strict tcp then udp": {Servers: []string{"tcp://" + tcp, a}, Strategy: Strict},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newResolver(t, Config{Groups: map[string]GroupConfig{DefaultGroup: g}})
@@ -417,4 +419,117 @@ func TestStartRawDeclines(t *testing.T) {
 	if o := rec.wait(t); o.light == nil {
 		t.Fatal("no light answer")
 	}
+}
+
+func raceResolver(t *testing.T, timeout time.Duration, servers ...string) *Resolver {
+	t.Helper()
+	return newResolver(t, Config{Groups: map[string]GroupConfig{DefaultGroup: {Servers: servers, Strategy: ParallelBest, Timeout: timeout}}})
+}
+
+func TestStartRawRaceFirstGoodAnswerWins(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slow responder
+	}{
+		{"slow", delayed(300*time.Millisecond, answerA("192.0.2.30"))},
+		{"servfail", answerRcode(dns.RcodeServerFailure)},
+		{"silent", drop},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ns, nf atomic.Int64
+			slow := startUDP(t, counted(&ns, tc.slow))
+			fast := startUDP(t, counted(&nf, delayed(20*time.Millisecond, answerA("192.0.2.31"))))
+			r := raceResolver(t, 2*time.Second, slow, fast)
+			rec := newRecorder()
+			start := time.Now()
+			if !r.StartRaw(context.Background(), time.Now().Add(5*time.Second), "", query("race.example", dns.TypeA), clientAddr, nil, rec) {
+				t.Fatal("StartRaw declined a race of two IP upstreams")
+			}
+			o := rec.wait(t)
+			if o.light == nil || o.up != fast {
+				t.Fatalf("want the fast server's light answer, got %+v", o)
+			}
+			if d := o.at.Sub(start); d > 250*time.Millisecond {
+				t.Fatalf("the good answer came after %v", d)
+			}
+			if ns.Load() != 1 || nf.Load() != 1 {
+				t.Fatalf("queries: %d and %d, want one each", ns.Load(), nf.Load())
+			}
+			if !eventually(func() bool { return r.outstanding() == 0 }) {
+				t.Fatal("the loser is still pending")
+			}
+			if tc.name == "slow" {
+				// The loser's answer comes late: dropped as such.
+				ut := r.groups[DefaultGroup].ups[0].t.(*udpTransport)
+				if r.groups[DefaultGroup].ups[0].name != slow {
+					ut = r.groups[DefaultGroup].ups[1].t.(*udpTransport)
+				}
+				if !eventually(func() bool { return ut.pool.dropped(dropLate) == 1 }) {
+					t.Fatalf("late drops %v, want 1", ut.pool.dropped(dropLate))
+				}
+			}
+		})
+	}
+}
+
+func TestStartRawRaceBothFailHandsOff(t *testing.T) {
+	var na, nb atomic.Int64
+	a := startUDP(t, counted(&na, answerRcode(dns.RcodeServerFailure)))
+	b := startUDP(t, counted(&nb, delayed(50*time.Millisecond, answerRcode(dns.RcodeRefused))))
+	r := raceResolver(t, 2*time.Second, a, b)
+	rec := newRecorder()
+	req := query("bothfail.example", dns.TypeA)
+	if !r.StartRaw(context.Background(), time.Now().Add(5*time.Second), "", req, clientAddr, nil, rec) {
+		t.Fatal("declined")
+	}
+	o := rec.wait(t)
+	if o.h == nil {
+		t.Fatal("not handed off")
+	}
+	resp, _, _, err := r.Resume(context.Background(), o.h, nil)
+	// As a race would: the last failed answer, without error.
+	if err != nil || resp == nil || (resp.Rcode != dns.RcodeServerFailure && resp.Rcode != dns.RcodeRefused) || resp.Id != req.Id {
+		t.Fatalf("Resume: %v, %v", resp, err)
+	}
+	if na.Load() != 1 || nb.Load() != 1 {
+		t.Fatalf("queries: %d and %d, want one each", na.Load(), nb.Load())
+	}
+	if errorCount(t, r, DefaultGroup, a, reasonServfail) != 1 || errorCount(t, r, DefaultGroup, b, reasonRefused) != 1 {
+		t.Fatal("each server's failure is not counted once")
+	}
+}
+
+func TestStartRawRaceThenTheOtherServers(t *testing.T) {
+	var n [3]atomic.Int64
+	var addrs []string
+	for i := range 2 {
+		addrs = append(addrs, startUDP(t, counted(&n[i], drop)))
+	}
+	addrs = append(addrs, startUDP(t, counted(&n[2], answerA("192.0.2.32"))))
+	// Three servers: the race takes two at random; whichever are left
+	// are asked after it fails. Run until the race missed the good one.
+	for try := 0; try < 20; try++ {
+		r := raceResolver(t, 300*time.Millisecond, addrs...)
+		rec := newRecorder()
+		before := n[2].Load()
+		if !r.StartRaw(context.Background(), time.Now().Add(5*time.Second), "", query("third.example", dns.TypeA), clientAddr, nil, rec) {
+			t.Fatal("declined")
+		}
+		o := rec.wait(t)
+		if o.h == nil {
+			if o.up != addrs[2] {
+				t.Fatalf("a light answer from %s, which never answers", o.up)
+			}
+			continue // the race had the good server
+		}
+		if n[2].Load() != before {
+			t.Fatal("handed off although the good server was in the race")
+		}
+		resp, raw, up, err := r.Resume(context.Background(), o.h, nil)
+		if err != nil || up != addrs[2] || (resp == nil && raw == nil) {
+			t.Fatalf("Resume: up %q err %v", up, err)
+		}
+		return
+	}
+	t.Fatal("the race had the good server every time")
 }

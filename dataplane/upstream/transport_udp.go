@@ -314,7 +314,9 @@ type udpQuery struct {
 	// waits for: its answer goes to the callback (deliver), its RTO and
 	// deadline are kept by the socket's sweep (due: UnixNano).
 	async *Handoff
-	due   int64
+	leg   uint8         // which of h's legs (a race has two)
+	due   int64         // UnixNano of the next RTO expiry
+	rto   time.Duration // the RTO of that expiry
 }
 
 // putUDPQuery returns a finished query to the pool.
@@ -342,7 +344,7 @@ func (p *udpPool) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]byte, 
 		ctx, cancel = context.WithTimeout(ctx, udpMaxWait)
 		defer cancel()
 	}
-	s, uq, _, err := p.register(ctx, q, ans, nil)
+	s, uq, _, err := p.register(ctx, q, ans, nil, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -418,7 +420,7 @@ wait:
 //
 // h, when set, makes it an async query (Resolver.StartRaw), queued for
 // sending at once; flush then says the caller must flush the socket.
-func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf, h *Handoff) (*udpSock, *udpQuery, bool, error) {
+func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf, h *Handoff, leg uint8) (*udpSock, *udpQuery, bool, error) {
 	var aps []netip.AddrPort // current addresses of a named upstream
 	if !p.fixed.IsValid() {
 		// Every query consults the bootstrap cache, so an expired entry is
@@ -444,7 +446,7 @@ func (p *udpPool) register(ctx context.Context, q []byte, ans *msgBuf, h *Handof
 			var flush bool
 			stale := aps != nil && !slices.Contains(aps, s.remote) // address changed
 			if !stale {
-				uq, stale, flush = s.add(q, ans, h)
+				uq, stale, flush = s.add(q, ans, h, leg)
 			}
 			if uq != nil {
 				return s, uq, flush, nil
@@ -519,7 +521,7 @@ func udpNet(ap netip.AddrPort) string {
 // add records q as outstanding on s with an ID no other outstanding query
 // of s uses. It returns nil when s cannot take it: stale when s is due for
 // rotation or closed, else s is full or out of free IDs.
-func (s *udpSock) add(q []byte, ans *msgBuf, h *Handoff) (uq *udpQuery, stale, flush bool) {
+func (s *udpSock) add(q []byte, ans *msgBuf, h *Handoff, leg uint8) (uq *udpQuery, stale, flush bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.retired || s.dead || s.used >= s.p.rotateQueries || time.Since(s.born) >= s.p.rotateAge {
@@ -546,8 +548,8 @@ func (s *udpSock) add(q []byte, ans *msgBuf, h *Handoff) (uq *udpQuery, stale, f
 	s.pending[id] = uq
 	s.used++
 	if h != nil {
-		uq.async = h
-		uq.due = uq.lastSent + int64(min(jitter(h.rto), h.deadline.Sub(uq.sent)))
+		uq.async, uq.leg, uq.rto = h, leg, s.p.rto()
+		uq.due = uq.lastSent + int64(min(jitter(uq.rto), h.deadline.Sub(uq.sent)))
 		s.asyncN++
 		s.armSweepLocked()
 		flush = s.queue(id, uq, q)
