@@ -22,8 +22,12 @@ import (
 // docs/upstreams.md for the reasoning.
 const (
 	// udpPoolSockets is how many sockets (source ports) an upstream uses
-	// at once; queries go to them in turn.
-	udpPoolSockets = 4
+	// at once, or one per CPU (GOMAXPROCS) up to udpPoolMaxSockets where
+	// there are more: each socket's reader finishes the async lane's
+	// misses (async.go), so the sockets are what spreads them over the
+	// cores. Queries go to them in turn.
+	udpPoolSockets    = 4
+	udpPoolMaxSockets = 32
 	// udpMaxPending bounds the queries outstanding on one socket. Against
 	// 65536 IDs it keeps a random ID free with probability > 99.6%.
 	udpMaxPending = 256
@@ -122,7 +126,7 @@ func newUDPPool(a Address, d *dialer, m *metrics) *udpPool {
 		maxPending:    udpMaxPending,
 		rotateQueries: udpRotateQueries,
 		rotateAge:     udpRotateAge,
-		slots:         make([]atomic.Pointer[udpSock], udpPoolSockets),
+		slots:         make([]atomic.Pointer[udpSock], min(max(udpPoolSockets, runtime.GOMAXPROCS(0)), udpPoolMaxSockets)),
 		live:          make(map[*udpSock]struct{}),
 	}
 	if ip, err := netip.ParseAddr(a.Host); err == nil {
