@@ -648,12 +648,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		defer rm.putRaw()
 	}
 	req := q.upstreamRequest(name, rm)
-	type result struct {
-		resp     *dns.Msg
-		upstream string
-		err      error
-	}
-	var res result
+	var res upstreamResult
 	var raw []byte // the answer's bytes as received, for the cache
 	if q.stale == nil {
 		// No timer of its own: the upstream package times the deadline
@@ -690,7 +685,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 			return s.answerStale(q)
 		}
 		ctx, cancel := context.WithTimeout(s.ctx, s.cfg.UpstreamTimeout)
-		ch := make(chan result, 1)
+		ch := make(chan upstreamResult, 1)
 		c, flags, lower, qtype, qclass, cond := q.cache, q.cacheFlags(), append([]byte(nil), lower...), q.Type, q.Class, q.conditional
 		client := q.Client.Addr()
 		health := &s.upHealth
@@ -702,7 +697,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 				// A late answer still refreshes the cache for the next client.
 				_ = c.Put(lower, qtype, qclass, flags, r, c.Now())
 			}
-			ch <- result{r, up, err}
+			ch <- upstreamResult{r, up, err}
 		}()
 		if down {
 			return s.answerStale(q) // the probe refreshes in the background
@@ -723,17 +718,19 @@ func stageUpstream(s *Server, q *Query) stageResult {
 	return s.upstreamAnswer(q, lower, name, res.resp, raw, res.upstream, res.err)
 }
 
+// upstreamResult is what a forward returned.
+type upstreamResult struct {
+	resp     *dns.Msg
+	upstream string
+	err      error
+}
+
 // upstreamAnswer finishes q with what its upstream said: resp, or a light
 // answer's bytes (raw with resp nil), from upstream; or err.
 //
 // name is lower's presentation form ("": made when needed).
 func (s *Server) upstreamAnswer(q *Query, lower []byte, name string, resp *dns.Msg, raw []byte, up string, err error) stageResult {
-	type result struct {
-		resp     *dns.Msg
-		upstream string
-		err      error
-	}
-	res := result{resp, up, err}
+	res := upstreamResult{resp, up, err}
 	var e *cache.Entry
 	stored := false // the answer went to the cache (or was found not cacheable)
 	if res.err == nil && res.resp == nil && raw != nil {
