@@ -936,6 +936,7 @@ func stageLog(s *Server, q *Query) stageResult {
 		List: q.List, Rule: q.Rule, RulePre: q.RulePre, RulePost: q.RulePost, Policy: q.Policy, Upstream: q.Upstream, Zone: q.Zone, Duration: q.Duration,
 	}
 	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
+	rec.RuleIsName = q.Rule != "" && q.RulePre == "" && q.RulePost == "" && wire.IsPresentation(q.Lower, q.Rule)
 	s.logger.Log(rec)
 	return stageNext
 }

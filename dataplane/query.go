@@ -342,8 +342,13 @@ type QueryRecord struct {
 	// RulePre and RulePost wrap Rule as in Decision: RuleText joins them
 	// (off the DNS path).
 	RulePre, RulePost string
-	Policy            string
-	Upstream          string
+	// RuleIsName: RuleText is the question's name as the query log writes
+	// it (an exact-domain list entry). Compared when the rule's bytes were
+	// just read by the match; the logger reading them again, from a list of
+	// a million names, cost it a cache miss per blocked row.
+	RuleIsName bool
+	Policy     string
+	Upstream   string
 	// Zone is the apex of the authoritative zone that answered ("" for
 	// none), e.g. "example.com."; owned by the authority table.
 	Zone     string

@@ -354,6 +354,42 @@ func AppendPresentation(dst, name []byte) []byte {
 	return dst
 }
 
+// IsPresentation reports whether s is name's presentation form
+// (AppendPresentation) without its final dot, as the query log writes a
+// domain. It may report false for a name with bytes that need escapes
+// (never true for one that is not): a hint, compared on bytes still in
+// the CPU's caches, that spares the log reading s again.
+func IsPresentation(name []byte, s string) bool {
+	if len(name) <= 1 {
+		return false
+	}
+	i := 0
+	for off := 0; off < len(name) && name[off] != 0; {
+		l := int(name[off])
+		off++
+		if off+l > len(name) {
+			return false
+		}
+		if off > 1 {
+			if i >= len(s) || s[i] != '.' {
+				return false
+			}
+			i++
+		}
+		if i+l > len(s) {
+			return false
+		}
+		for _, c := range name[off : off+l] {
+			if c <= ' ' || c > '~' || c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' || c == '$' || c != s[i] {
+				return false
+			}
+			i++
+		}
+		off += l
+	}
+	return i == len(s)
+}
+
 // OptionPadding is the EDNS(0) Padding option (RFC 7830).
 const OptionPadding = 12
 

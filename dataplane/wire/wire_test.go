@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -82,4 +83,79 @@ func FuzzParse(f *testing.F) {
 		_, _, _ = ParseRecords(b, q.End, h.AN, h.NS, h.AR)
 		_, _, _ = TTLOffsets(b, q.End, int(h.AN), nil)
 	})
+}
+
+// logDomain is the query log's form of a name: its presentation without the
+// final dot (dnslog's converter).
+func logDomain(name []byte) string {
+	b := AppendPresentation(nil, name)
+	if len(b) > 1 && b[len(b)-1] == '.' {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
+
+func TestIsPresentation(t *testing.T) {
+	wireName := func(labels ...string) []byte {
+		var b []byte
+		for _, l := range labels {
+			b = append(append(b, byte(len(l))), l...)
+		}
+		return append(b, 0)
+	}
+	for _, tc := range []struct {
+		name []byte
+		s    string
+		want bool
+	}{
+		{wireName("ads", "example", "com"), "ads.example.com", true},
+		{wireName("ads", "example", "com"), "ads.example.com.", false},
+		{wireName("ads", "example", "com"), "example.com", false},
+		{wireName("ads", "example", "com"), "ads.example.co", false},
+		{wireName("ads", "example", "com"), "ads.example.comm", false},
+		{wireName("ads", "example", "com"), "adsxexample.com", false},
+		{wireName("a-b_c", "x9"), "a-b_c.x9", true},
+		{wireName("a.b", "com"), `a\.b.com`, false}, // needs an escape: no hint
+		{wireName("a b", "com"), `a\032b.com`, false},
+		{wireName(), "", false},
+		{wireName(), ".", false},
+		{[]byte{3, 'a', 'b'}, "ab", false}, // truncated label
+	} {
+		if got := IsPresentation(tc.name, tc.s); got != tc.want {
+			t.Errorf("IsPresentation(%q, %q) = %v, want %v", tc.name, tc.s, got, tc.want)
+		}
+		if tc.want && logDomain(tc.name) != tc.s {
+			t.Errorf("test case %q: the log's form is %q", tc.s, logDomain(tc.name))
+		}
+	}
+}
+
+// FuzzIsPresentation: a true answer always means the log's form.
+func FuzzIsPresentation(f *testing.F) {
+	f.Add([]byte("\x03ads\x07example\x03com\x00"), "ads.example.com")
+	f.Add([]byte("\x03a.b\x03com\x00"), `a\.b.com`)
+	f.Fuzz(func(t *testing.T, name []byte, s string) {
+		if IsPresentation(name, s) && logDomain(name) != s {
+			t.Fatalf("IsPresentation(%q, %q) but the log's form is %q", name, s, logDomain(name))
+		}
+		if n := logDomain(name); !strings.ContainsAny(n, `\`) && len(name) > 1 && validWire(name) && !IsPresentation(name, n) {
+			t.Fatalf("IsPresentation(%q, %q) = false for a name without escapes", name, n)
+		}
+	})
+}
+
+// validWire: labels up to a root label that ends name, nothing after.
+func validWire(name []byte) bool {
+	off := 0
+	for off < len(name) {
+		l := int(name[off])
+		if l == 0 {
+			return off == len(name)-1 && off > 0
+		}
+		if l > 63 {
+			return false
+		}
+		off += 1 + l
+	}
+	return false
 }

@@ -259,7 +259,7 @@ func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
 		Domain: c.domain(rec), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
-		List: rec.List, Rule: rec.RuleText(), Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
+		List: rec.List, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
 	}
 	if rec.Client.IsValid() {
@@ -267,6 +267,11 @@ func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 	}
 	if len(rec.Groups) > 0 {
 		r.Group = rec.Groups[0]
+	}
+	if rec.RuleIsName {
+		r.Rule = r.Domain // the same string: the block encoder compares pointers first
+	} else {
+		r.Rule = rec.RuleText()
 	}
 	return r
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
@@ -209,4 +210,62 @@ func loggedServer(t *testing.T) (*sink, *dnslog.Logger, *dataplane.Server) {
 	}
 	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
 	return out, lg, s
+}
+
+// ruleBlocker blocks every name with the rule its table gives it.
+type ruleBlocker map[string]string
+
+func (b ruleBlocker) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) dataplane.Decision {
+	name := "" // qname is lower-case wire form
+	for off := 0; off < len(qname) && qname[off] != 0; off += 1 + int(qname[off]) {
+		name += string(qname[off+1:off+1+int(qname[off])]) + "."
+	}
+	if rule, ok := b[name]; ok {
+		return dataplane.Decision{Verdict: dataplane.VerdictBlock, List: "ads", Rule: rule}
+	}
+	return dataplane.Decision{}
+}
+
+// A blocked row's rule is the list entry as matched: when it is the
+// question's name itself (an exact-domain entry), the row carries the
+// row's own domain string, which the block encoder stores as "the same
+// as the domain" without reading the rule's bytes.
+func TestBlockedRowRule(t *testing.T) {
+	out := &sink{}
+	lg := dnslog.New(out)
+	defer lg.Close()
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl := ruleBlocker{"ads.example.com.": "ads.example.com", "x.example.org.": "example.org", "ads.example.net.": "ads.example.net."}
+	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Blocker: bl, BlockingEnabled: true}))
+	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	names := []string{"ADS.example.com.", "x.example.org.", "ads.example.net."}
+	for _, name := range names {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		pkt, _ := m.Pack()
+		if _, ok := s.ServeWire(pkt, client, dataplane.TransportUDP, nil); !ok {
+			t.Fatalf("%s: no answer", name)
+		}
+	}
+	if err := lg.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.rows) != len(names) {
+		t.Fatalf("%d rows", len(out.rows))
+	}
+	for i, want := range []struct {
+		domain, rule string
+		same         bool
+	}{{"ads.example.com", "ads.example.com", true}, {"x.example.org", "example.org", false}, {"ads.example.net", "ads.example.net.", false}} {
+		r := out.rows[i]
+		if r.Status != "blocked" || r.Domain != want.domain || r.Rule != want.rule {
+			t.Fatalf("row %d: status %q domain %q rule %q, want blocked %q %q", i, r.Status, r.Domain, r.Rule, want.domain, want.rule)
+		}
+		if same := unsafe.StringData(r.Rule) == unsafe.StringData(r.Domain); same != want.same {
+			t.Errorf("row %d: the rule shares the domain's bytes: %v, want %v", i, same, want.same)
+		}
+	}
 }

@@ -103,6 +103,10 @@ type hourCounts struct {
 	// count (nil: none yet this hour).
 	last  [5]string
 	lastC [5]*hourCount
+	// otherC is the count of the names past the cap (key ""), once made:
+	// at the cap, unique names (a flood, a million-name block list) cost
+	// one map lookup per row, not two.
+	otherC [5]*hourCount
 }
 
 func (h *hourCounts) reset(hour int64) {
@@ -110,7 +114,7 @@ func (h *hourCounts) reset(hour int64) {
 	for i := range h.counts {
 		h.counts[i] = map[string]*hourCount{}
 		h.capped[i] = false
-		h.last[i], h.lastC[i] = "", nil
+		h.last[i], h.lastC[i], h.otherC[i] = "", nil, nil
 	}
 	h.lat = map[string]*latHist{}
 }
@@ -737,10 +741,12 @@ func (w *Writer) countHourLocked(r *Row) {
 		if c == nil {
 			if len(m) >= w.opts.DomainCap {
 				w.hour.capped[i] = true
-				k = ""
-				if c = m[k]; c == nil {
-					c = &hourCount{}
-					m[k] = c
+				if c = w.hour.otherC[i]; c == nil {
+					if c = m[""]; c == nil {
+						c = &hourCount{}
+						m[""] = c
+					}
+					w.hour.otherC[i] = c
 				}
 			} else {
 				c = &hourCount{}
