@@ -31,9 +31,10 @@ import (
 // servers after a failure. No query is sent twice for it.
 
 // AsyncCallback receives the outcome of a query StartRaw started: exactly
-// one of its methods is called, once, from a goroutine of this package
-// (a socket's reader or sweep, a flusher), never from StartRaw's caller.
-// Neither may block.
+// one of its methods is called, once, from whichever goroutine ends the
+// query: a socket's reader or sweep, or a flusher whose write failed (which
+// may be the StartRaw caller's AsyncBatch.Flush, or StartRaw itself
+// without a batch). Neither may block.
 type AsyncCallback interface {
 	// AsyncLight gets a NOERROR or NXDOMAIN answer from upstream whose
 	// bytes passed wire.ScanAnswer, with the query's ID and question;
@@ -225,6 +226,7 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 	// the reader, the sweep or a socket error may end it on another
 	// goroutine, so a single leg's h is not touched after this.
 	var regErr error
+	var flushNow [2]*udpSock // written after h.mu is released: a failed write ends its leg (raceEnd)
 	for k := range n {
 		l := &h.legs[k]
 		bq := l.b.q
@@ -248,7 +250,7 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 			if batch != nil {
 				batch.socks = append(batch.socks, s)
 			} else {
-				s.flush()
+				flushNow[k] = s
 			}
 		}
 	}
@@ -257,6 +259,11 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 			regErr = h.legs[1].err
 		}
 		h.mu.Unlock()
+	}
+	for _, s := range flushNow {
+		if s != nil {
+			s.flush()
+		}
 	}
 	if regErr != nil {
 		if f != nil {
