@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -532,4 +533,42 @@ func TestStartRawRaceThenTheOtherServers(t *testing.T) {
 		return
 	}
 	t.Fatal("the race had the good server every time")
+}
+
+// TestStartRawSpoofedAnswers: answers with the query's ID but another
+// question, and answers with other IDs, are dropped as for a waiting query;
+// the lane's query ends at its deadline with a mismatch, counted once.
+func TestStartRawSpoofedAnswers(t *testing.T) {
+	addr := rawUDPServer(t, func(pc net.PacketConn, from net.Addr, req *dns.Msg) {
+		other := req.Copy()
+		other.Question[0].Name = "evil.example."
+		sendMsg(pc, from, answerA("203.0.113.66")(other))
+		wrongID := req.Copy()
+		wrongID.Id++
+		sendMsg(pc, from, answerA("203.0.113.67")(wrongID))
+	})
+	const timeout = 300 * time.Millisecond
+	r := strictResolver(t, timeout, addr)
+	rec := newRecorder()
+	start := time.Now()
+	if !r.StartRaw(context.Background(), time.Now().Add(5*time.Second), "", query("spoof.example", dns.TypeA), clientAddr, nil, rec) {
+		t.Fatal("declined")
+	}
+	o := rec.wait(t)
+	if o.h == nil || !errors.Is(o.h.legs[0].err, errMismatch) {
+		t.Fatalf("want a handoff with a mismatch, got %+v", o)
+	}
+	if d := o.at.Sub(start); d < timeout {
+		t.Fatalf("handed off after %v, before the attempt's deadline", d)
+	}
+	if _, _, _, err := r.Resume(context.Background(), o.h, nil); !errors.Is(err, errMismatch) {
+		t.Fatalf("Resume: %v, want the mismatch", err)
+	}
+	if got := errorCount(t, r, DefaultGroup, addr, reasonMismatch); got != 1 {
+		t.Fatalf("mismatch errors %v, want 1", got)
+	}
+	p := r.trs[0].(*udpTransport).pool
+	if p.dropped(dropMismatch) < 1 || p.dropped(dropUnsolicited)+p.dropped(dropLate) < 1 {
+		t.Fatalf("drops: mismatch %v, unsolicited %v, late %v", p.dropped(dropMismatch), p.dropped(dropUnsolicited), p.dropped(dropLate))
+	}
 }
