@@ -208,9 +208,11 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 		r.bufs.put(b)
 		return false
 	}
-	h := new(Handoff)
+	var h *Handoff
 	if n == 1 {
 		h = handoffs.Get().(*Handoff)
+	} else {
+		h = new(Handoff) // not pooled (release)
 	}
 	*h = Handoff{r: r, g: g, q: req.Question[0], reqID: req.Id,
 		addedOPT: p.addedOPT, stripResp: p.stripResp, f: f, fh: fh, cb: cb, root: root,
