@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -79,7 +81,9 @@ func answerText(b []byte) string {
 // answer, kept by cache.StoreRaw) reads exactly as the same miss answered
 // through the unpacked message, for any answer an upstream may send (the
 // records' bytes and the header's flags and counts are the fuzzer's), and
-// so does the cache hit after it.
+// so does the cache hit after it. A third server answers the same miss over
+// real UDP on the async lane (the upstream socket's reader finishes it, or
+// hands it to a worker), which must read the same too.
 func FuzzLightMiss(f *testing.F) {
 	seed := func(rcode int, records ...string) {
 		m := new(dns.Msg)
@@ -101,6 +105,35 @@ func FuzzLightMiss(f *testing.F) {
 	res := resolverFor(f, up.start(f))
 	light := missServer(f, true, SnapshotInput{Forwarder: res, Router: res})
 	unpacked := missServer(f, true, SnapshotInput{Forwarder: unpackingForwarder{res}, Router: res})
+	lane := startServer(f, testConfig(), NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
+	lc, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(lane.UDPAddrs()[0]))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { lc.Close() })
+	var laneMu sync.Mutex // one exchange at a time on lc
+	laneBuf := make([]byte, 65535)
+	var laneID atomic.Uint32
+	askLane := func(t *testing.T, name string) []byte {
+		laneMu.Lock()
+		defer laneMu.Unlock()
+		m := query(name, dns.TypeA)
+		m.SetEdns0(1232, true)
+		m.Id = uint16(laneID.Add(1))
+		if _, err := lc.Write(pack(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		for { // skip an answer to an earlier query that came late
+			_ = lc.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := lc.Read(laneBuf)
+			if err != nil {
+				t.Fatalf("the async lane did not answer %s: %v", name, err)
+			}
+			if n >= 2 && binary.BigEndian.Uint16(laneBuf) == m.Id {
+				return append([]byte(nil), laneBuf[:n]...)
+			}
+		}
+	}
 	client := netip.MustParseAddrPort("192.0.2.9:5353")
 	var seq atomic.Uint64
 	f.Fuzz(func(t *testing.T, flags, an, ns, ar uint16, body []byte) {
@@ -139,21 +172,28 @@ func FuzzLightMiss(f *testing.F) {
 			if readsID(a) {
 				return
 			}
-			gotL, gotU := ask(light, a), ask(unpacked, b)
-			l, u := norm(answerText(gotL), a), norm(answerText(gotU), b)
-			if l == u {
+			gotL, gotU, gotA := ask(light, a), ask(unpacked, b), askLane(t, a)
+			l, u, la := norm(answerText(gotL), a), norm(answerText(gotU), b), norm(answerText(gotA), a)
+			if l == u && la == u {
 				break
 			}
 			// One SERVFAIL alone may be a timeout of a loaded machine
-			// (both paths wait on the same upstream): ask again.
-			if try < 2 && (gotL[3]&0xF == dns.RcodeServerFailure) != (gotU[3]&0xF == dns.RcodeServerFailure) {
+			// (the paths wait on the same upstream): ask again.
+			sf := func(b []byte) bool { return b[3]&0xF == dns.RcodeServerFailure }
+			if try < 2 && (sf(gotL) != sf(gotU) || sf(gotA) != sf(gotU)) {
 				continue
 			}
-			t.Fatalf("miss: light answer\n%s\nunpacked\n%s", l, u)
+			if l != u {
+				t.Fatalf("miss: light answer\n%s\nunpacked\n%s", l, u)
+			}
+			t.Fatalf("miss: the async lane's answer\n%s\nunpacked\n%s", la, u)
 		}
-		hitL, hitU := ask(light, a), ask(unpacked, b)
+		hitL, hitU, hitA := ask(light, a), ask(unpacked, b), askLane(t, a)
 		if l, u := norm(answerText(hitL), a), norm(answerText(hitU), b); l != u {
 			t.Fatalf("hit: light entry\n%s\nunpacked entry\n%s", l, u)
+		}
+		if la, u := norm(answerText(hitA), a), norm(answerText(hitU), b); la != u {
+			t.Fatalf("hit: the async lane's entry\n%s\nunpacked entry\n%s", la, u)
 		}
 	})
 }
