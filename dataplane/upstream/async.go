@@ -177,11 +177,7 @@ func (r *Resolver) StartRaw(root context.Context, deadline time.Time, group stri
 	var ups [2]*upstream
 	n := 1
 	if g.strategy == ParallelBest && len(g.ups) >= 2 {
-		i := rand.IntN(len(g.ups))
-		j := rand.IntN(len(g.ups) - 1)
-		if j >= i {
-			j++
-		}
+		i, j := g.racePair()
 		ups, n = [2]*upstream{g.ups[i], g.ups[j]}, 2
 	} else if ups[0] = g.first(); ups[0] == nil {
 		return false
@@ -293,9 +289,9 @@ func (r *Resolver) Resume(ctx context.Context, h *Handoff, raw []byte) (resp *dn
 	for _, k := range ended {
 		l := &h.legs[k]
 		w, err, elapsed := l.ans, l.err, l.elapsed
-		if err == nil && w[2]&0x02 != 0 { // TC: ask again over TCP, as udpTransport does
+		if err == nil {
 			start := time.Now()
-			w, err = l.u.t.(*udpTransport).tcp.exchange(ctx, l.b.q, &l.b.a)
+			w, err = l.u.t.(*udpTransport).followTC(ctx, l.b.q, &l.b.a, w)
 			elapsed += time.Since(start)
 		} else if errors.Is(err, errSend) {
 			err = fmt.Errorf("udp write: %w", errors.Unwrap(err))
@@ -320,23 +316,7 @@ func (r *Resolver) Resume(ctx context.Context, h *Handoff, raw []byte) (resp *dn
 		}
 		res = g.try(ctx, order, h.legs[0].b.q, h.q, &raw, res)
 	}
-	if res.up != nil {
-		up = res.up.name
-	}
-	if h.f != nil {
-		var light []byte
-		if res.light {
-			light = raw
-		}
-		r.fl.land(h.fh, h.f, res.resp, light, up, res.err)
-	}
-	if res.resp != nil {
-		(&prepared{addedOPT: h.addedOPT, stripResp: h.stripResp}).finish(res.resp, h.reqID)
-	}
-	if res.raw && res.err == nil {
-		rawOut = raw
-	}
-	return res.resp, rawOut, up, res.err
+	return r.finish(res, h.f, h.fh, &prepared{addedOPT: h.addedOPT, stripResp: h.stripResp}, h.reqID, raw)
 }
 
 // first is the server a query asks first, by the group's strategy; nil
@@ -497,13 +477,12 @@ func (s *udpSock) cancelAsync(id uint16, uq *udpQuery) bool {
 	}
 	delete(s.pending, id)
 	s.abandon(id)
-	s.asyncN--
 	s.closeIfDrainedLocked()
 	return true
 }
 
 // armSweepLocked starts the sweep of s's async queries if it is not
-// running (s.mu held).
+// running (s.mu held); the sweep runs again while any are pending.
 func (s *udpSock) armSweepLocked() {
 	if s.sweeping || s.dead {
 		return
@@ -526,6 +505,7 @@ func (s *udpSock) sweep() {
 	nowN := now.UnixNano()
 	var failed []*udpQuery
 	flush := false
+	waiting := false // an async query stays pending: sweep again
 	s.mu.Lock()
 	for id, uq := range s.pending { // bounded by maxPending
 		h := uq.async
@@ -534,6 +514,7 @@ func (s *udpSock) sweep() {
 		}
 		err := h.root.Err()
 		if err == nil && uq.due > nowN {
+			waiting = true
 			continue
 		}
 		if err == nil && !now.Before(h.deadline) {
@@ -545,15 +526,12 @@ func (s *udpSock) sweep() {
 		if err != nil {
 			delete(s.pending, id)
 			s.abandon(id)
-			s.asyncN--
 			uq.err = err
 			failed = append(failed, uq)
 			continue
 		}
-		uq.ticks++
-		if s.p.lost(uq.lastSent, uq.ticks) {
-			uq.resent++
-			uq.lastSent = nowN
+		waiting = true
+		if s.expiredLocked(uq, nowN) {
 			s.p.retransmits.Inc()
 			flush = s.queue(id, uq, uq.q) || flush
 		}
@@ -562,7 +540,7 @@ func (s *udpSock) sweep() {
 	}
 	s.closeIfDrainedLocked()
 	s.sweeping = false
-	if s.asyncN > 0 {
+	if waiting {
 		s.armSweepLocked()
 	}
 	s.mu.Unlock()

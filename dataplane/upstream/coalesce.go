@@ -71,13 +71,18 @@ func (fs *flights) join(h uint64, group string, wire []byte) (f *flight, leader 
 		}
 		return f, false
 	}
-	f, _ = fs.pool.Get().(*flight)
+	return fs.startLocked(h, group, wire), true
+}
+
+// startLocked records a new flight for the question under h (fs.mu held).
+func (fs *flights) startLocked(h uint64, group string, wire []byte) *flight {
+	f, _ := fs.pool.Get().(*flight)
 	if f == nil {
 		f = &flight{}
 	}
 	f.key = append(append(append(f.key[:0], group...), 0), wire[2:]...)
 	fs.m[h] = f
-	return f, true
+	return f
 }
 
 // lead makes the caller the leader of a new flight for the question, or
@@ -90,13 +95,7 @@ func (fs *flights) lead(h uint64, group string, wire []byte) (f *flight, ok bool
 	if f = fs.m[h]; f != nil {
 		return nil, !sameKey(f.key, group, wire)
 	}
-	f, _ = fs.pool.Get().(*flight)
-	if f == nil {
-		f = &flight{}
-	}
-	f.key = append(append(append(f.key[:0], group...), 0), wire[2:]...)
-	fs.m[h] = f
-	return f, true
+	return fs.startLocked(h, group, wire), true
 }
 
 // land ends f with the leader's result; followers get a copy of resp made

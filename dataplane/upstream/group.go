@@ -104,11 +104,7 @@ func (g *group) forward(ctx context.Context, wire []byte, q dns.Question, raw *[
 	switch g.strategy {
 	case ParallelBest:
 		if len(g.ups) >= 2 {
-			i := rand.IntN(len(g.ups))
-			j := rand.IntN(len(g.ups) - 1)
-			if j >= i {
-				j++
-			}
+			i, j := g.racePair()
 			r := g.race(ctx, g.ups[i], g.ups[j], wire, q)
 			if r.ok() {
 				return r
@@ -174,6 +170,16 @@ func keepAnswer(last, r result) result {
 		return last
 	}
 	return r
+}
+
+// racePair draws the two distinct servers a parallel_best race asks.
+func (g *group) racePair() (i, j int) {
+	i = rand.IntN(len(g.ups))
+	j = rand.IntN(len(g.ups) - 1)
+	if j >= i {
+		j++
+	}
+	return i, j
 }
 
 // race asks a and b at once within one timeout and returns the first good

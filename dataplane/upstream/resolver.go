@@ -193,21 +193,33 @@ func (r *Resolver) forward(ctx context.Context, group string, req *dns.Msg, clie
 		return resp, nil, upstream, err
 	}
 	res := g.forward(ctx, wire, req.Question[0], raw)
+	var rawBuf []byte
+	if raw != nil {
+		rawBuf = *raw
+	}
+	return r.finish(res, f, h, &p, req.Id, rawBuf)
+}
+
+// finish ends a forward with res: the flight f (under h) lands for the
+// questions that joined it, the answer gets the caller's ID and EDNS, and
+// raw (the caller's buffer, holding a good answer's bytes when res.raw)
+// is returned when it holds them.
+func (r *Resolver) finish(res result, f *flight, h uint64, p *prepared, id uint16, raw []byte) (resp *dns.Msg, rawOut []byte, upstream string, err error) {
 	if res.up != nil {
 		upstream = res.up.name
 	}
 	if f != nil {
 		var light []byte
 		if res.light {
-			light = *raw
+			light = raw
 		}
 		r.fl.land(h, f, res.resp, light, upstream, res.err)
 	}
 	if res.resp != nil {
-		p.finish(res.resp, req.Id)
+		p.finish(res.resp, id)
 	}
 	if res.raw && res.err == nil {
-		rawOut = *raw
+		rawOut = raw
 	}
 	return res.resp, rawOut, upstream, res.err
 }

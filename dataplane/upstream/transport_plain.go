@@ -131,7 +131,13 @@ func (t *udpTransport) exchange(ctx context.Context, q []byte, ans *msgBuf) ([]b
 	if err != nil {
 		return nil, err
 	}
-	if resp[2]&0x02 != 0 { // TC: ask again over TCP
+	return t.followTC(ctx, q, ans, resp)
+}
+
+// followTC returns resp, the UDP answer to q, or asks again over TCP when
+// it is truncated.
+func (t *udpTransport) followTC(ctx context.Context, q []byte, ans *msgBuf, resp []byte) ([]byte, error) {
+	if resp[2]&0x02 != 0 {
 		return t.tcp.exchange(ctx, q, ans)
 	}
 	return resp, nil

@@ -189,9 +189,8 @@ type udpSock struct {
 	nAband       int  // entries written to abandoned, ever
 	retired      bool // takes no new queries; closes when pending is empty
 	dead         bool // closed
-	// asyncN counts the async queries in pending; while there are any,
-	// sweepT runs sweep every udpSweep (sweeping: armed).
-	asyncN   int
+	// While async queries are pending, sweepT runs sweep every udpSweep
+	// (sweeping: armed).
 	sweeping bool
 	sweepT   *time.Timer
 
@@ -288,7 +287,6 @@ func (s *udpSock) failSend(o udpOut, err error) {
 	}
 	delete(s.pending, o.id)
 	if o.uq.async != nil {
-		s.asyncN--
 		s.closeIfDrainedLocked()
 		s.mu.Unlock()
 		s.p.handoff(o.uq, &sendError{err})
@@ -554,7 +552,6 @@ func (s *udpSock) add(q []byte, ans *msgBuf, h *Handoff, leg uint8) (uq *udpQuer
 	if h != nil {
 		uq.async, uq.leg, uq.rto = h, leg, s.p.rto()
 		uq.due = uq.lastSent + int64(min(jitter(uq.rto), h.deadline.Sub(uq.sent)))
-		s.asyncN++
 		s.armSweepLocked()
 		flush = s.queue(id, uq, q)
 	}
@@ -586,13 +583,19 @@ func (s *udpSock) resend(id uint16, uq *udpQuery) (send, waiting bool) {
 	if s.dead || s.pending[id] != uq {
 		return false, false
 	}
+	return s.expiredLocked(uq, time.Now().UnixNano()), true
+}
+
+// expiredLocked counts an RTO expiry of uq at now (UnixNano) and reports
+// whether to send it again now (lost); then it is counted as resent.
+func (s *udpSock) expiredLocked(uq *udpQuery, now int64) bool {
 	uq.ticks++
 	if !s.p.lost(uq.lastSent, uq.ticks) {
-		return false, true
+		return false
 	}
 	uq.resent++
-	uq.lastSent = time.Now().UnixNano()
-	return true, true
+	uq.lastSent = now
+	return true
 }
 
 // lost reports whether a query last sent at sent (UnixNano) whose RTO
@@ -663,7 +666,6 @@ func (s *udpSock) failAll(err error) {
 		uq.err = err
 		uq.done <- struct{}{}
 	}
-	s.asyncN = 0
 	s.closeIfDrainedLocked()
 	s.mu.Unlock()
 	for _, uq := range async {
@@ -750,7 +752,6 @@ func (s *udpSock) deliver(m []byte) Flusher {
 		s.abandon(id)
 	}
 	if uq.async != nil {
-		s.asyncN--
 		s.closeIfDrainedLocked()
 		s.mu.Unlock()
 		return s.p.completeAsync(uq, m)
