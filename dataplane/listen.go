@@ -322,6 +322,9 @@ type udpLoop struct {
 	// the batch, and whether the query just run went on that lane.
 	batch   upstream.AsyncBatch
 	started bool
+	// The datagram being answered: where a lane query's answer goes.
+	addr  netip.AddrPort
+	local pktInfo
 }
 
 func (l *udpLoop) begin(s *Server, now time.Time) {
@@ -387,7 +390,7 @@ func (s *Server) udpPacket(l *udpLoop, q *Query, n int, addr netip.AddrPort, loc
 	q.snap = l.snap
 	q.cache = l.cache
 	q.detachable = true
-	q.lane, q.replyAddr, q.replyLocal = l, addr, local
+	q.lane, l.addr, l.local = l, addr, local
 	if !s.run(q) {
 		if l.started {
 			// Sent upstream on the async lane, which answers it.
@@ -423,16 +426,25 @@ func (s *Server) ProxyRejected() uint64 { return s.proxyRejected.Load() }
 // the answer is sent. The job's pending budget is given back once the
 // answer is ready, before the client can see it and ask again.
 func (s *Server) finishUDP(j *job) {
-	r, q, addr := j.r, j.q, j.addr
+	if b := s.finishDetached(j); b != nil {
+		j.r.reply(j.q, b, j.addr, j.local)
+	}
+}
+
+// finishDetached runs j's query on from where it detached, gives its
+// budget back and returns its answer for j.r; with none, q and its s.wg
+// count are released here.
+func (s *Server) finishDetached(j *job) []byte {
+	q := j.q
 	q.detachable = false
 	s.run(q)
 	s.workers.release(j.prefix, j.cost)
-	if b := s.encode(q); b != nil {
-		r.reply(q, b, addr, j.local)
-		return
+	b := s.encode(q)
+	if b == nil {
+		putQuery(q)
+		s.wg.Done()
 	}
-	putQuery(q)
-	s.wg.Done()
+	return b
 }
 
 func (s *Server) acceptTCP(ln net.Listener) {

@@ -54,27 +54,26 @@ func (s *Server) startAsync(q *Query) bool {
 			return false // not cached: the synchronous path handles it
 		}
 	}
+	j := job{q: q, r: l.reply, addr: l.addr, local: l.local, prefix: prefixOf(q.Client.Addr()), cost: pendingCost(q)}
 	w := s.workers
-	prefix, cost := prefixOf(q.Client.Addr()), pendingCost(q)
 	w.mu.Lock()
-	ok = w.admit(prefix, cost)
+	ok = w.admit(j.prefix, j.cost)
 	w.mu.Unlock()
 	if !ok {
 		return false // the worker's dispatch sheds it
 	}
 	group, client := q.forwardGroup, q.Client.Addr()
 	q.UpstreamGroup = group
-	q.next, q.detachable, q.srv, q.replier = s.upIdx, false, s, l.reply
-	q.jobPrefix, q.jobCost = prefix, cost
-	q.upDeadline = q.Start.Add(s.cfg.UpstreamTimeout)
+	q.next, q.detachable = s.upIdx, false
+	q.async.job, q.async.deadline = j, q.Start.Add(s.cfg.UpstreamTimeout)
 	rm := reqMsgs.Get().(*reqMsg)
 	req := q.upstreamRequest(name, rm)
 	s.wg.Add(1)
-	started := af.StartRaw(s.ctx, q.upDeadline, group, req, client, &l.batch, q)
+	started := af.StartRaw(s.ctx, q.async.deadline, group, req, client, &l.batch, q)
 	rm.putRaw()
 	if !started {
 		s.wg.Done()
-		w.release(prefix, cost)
+		w.release(j.prefix, j.cost)
 		q.detachable = true
 		return false
 	}
@@ -86,18 +85,11 @@ func (s *Server) startAsync(q *Query) bool {
 // socket's reader (upstream.AsyncCallback); the answer is queued on the
 // listener's replier, which the reader flushes once it has read what came.
 func (q *Query) AsyncLight(raw []byte, up string) upstream.Flusher {
-	s, r := q.srv, q.replier
-	q.asyncRaw, q.asyncUp = raw, up
-	s.run(q) // from the upstream stage
-	q.asyncRaw = nil
-	s.workers.release(q.jobPrefix, q.jobCost)
-	b := s.encode(q)
-	if b == nil {
-		putQuery(q)
-		s.wg.Done()
-		return nil
-	}
-	if r.enqueue(q, b, q.replyAddr, q.replyLocal) {
+	j := &q.async.job
+	r := j.r
+	q.async.raw, q.async.up = raw, up
+	b := r.s.finishDetached(j) // from the upstream stage
+	if b != nil && r.enqueue(q, b, j.addr, j.local) {
 		return r
 	}
 	return nil
@@ -106,8 +98,32 @@ func (q *Query) AsyncLight(raw []byte, up string) upstream.Flusher {
 // AsyncHandoff gives q to a worker, which resumes its forward
 // (upstream.AsyncCallback).
 func (q *Query) AsyncHandoff(h *upstream.Handoff) {
-	q.handoff = h
-	q.srv.hand(job{q: q, r: q.replier, addr: q.replyAddr, local: q.replyLocal, prefix: q.jobPrefix, cost: q.jobCost})
+	q.async.handoff = h
+	q.async.job.r.s.hand(q.async.job)
+}
+
+// asyncAnswer is the upstream stage of a query back from the async lane:
+// its light answer (AsyncLight), or the rest of its forward on a worker
+// after a handoff, within the query's first deadline.
+func (s *Server) asyncAnswer(q *Query) stageResult {
+	group := q.UpstreamGroup
+	if raw := q.async.raw; raw != nil {
+		q.async.raw = nil
+		s.upHealth.result(group, true, false, time.Now())
+		return s.upstreamAnswer(q, q.fwdLower(), "", nil, raw, q.async.up, nil)
+	}
+	h := q.async.handoff
+	q.async.handoff = nil
+	rm := reqMsgs.Get().(*reqMsg)
+	defer rm.putRaw()
+	ctx := upstream.NewDeadline(s.ctx, q.async.deadline)
+	resp, raw, up, err := q.snap.in.Forwarder.(AsyncForwarder).Resume(ctx, h, rm.raw)
+	ctx.Release()
+	if raw != nil {
+		rm.raw = raw[:0]
+	}
+	s.upHealth.result(group, err == nil && (resp != nil || raw != nil), false, time.Now())
+	return s.upstreamAnswer(q, q.fwdLower(), "", resp, raw, up, err)
 }
 
 // hand gives j, already admitted, to an idle worker or a new one; unlike

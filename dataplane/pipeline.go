@@ -25,9 +25,9 @@ type stage struct {
 	run  func(*Server, *Query) stageResult
 }
 
-// stageIndex is the index of the named stage in buildPipeline's order.
-func stageIndex(name string) int {
-	for i, st := range buildPipeline() {
+// stageIndex is the index of the named stage in stages.
+func stageIndex(stages []stage, name string) int {
+	for i, st := range stages {
 		if st.name == name {
 			return i
 		}
@@ -614,12 +614,8 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		}
 		return stageDetach
 	}
-	if q.asyncRaw != nil {
-		// The async lane's light answer (Query.AsyncLight).
-		raw := q.asyncRaw
-		q.asyncRaw = nil
-		s.upHealth.result(q.UpstreamGroup, true, false, time.Now())
-		return s.upstreamAnswer(q, q.fwdLower(), "", nil, raw, q.asyncUp, nil)
+	if q.async.raw != nil || q.async.handoff != nil {
+		return s.asyncAnswer(q)
 	}
 	fwd := q.snap.in.Forwarder
 	if fwd == nil {
@@ -654,17 +650,7 @@ func stageUpstream(s *Server, q *Query) stageResult {
 		// No timer of its own: the upstream package times the deadline
 		// on its pooled UDP sockets (upstream.DeadlineContext).
 		ctx := upstream.NewDeadline(s.ctx, time.Now().Add(s.cfg.UpstreamTimeout))
-		if h := q.handoff; h != nil {
-			// Handed off by the async lane: the forward goes on from its
-			// first attempt, within the query's first deadline.
-			q.handoff = nil
-			ctx.Release()
-			ctx = upstream.NewDeadline(s.ctx, q.upDeadline)
-			res.resp, raw, res.upstream, res.err = fwd.(AsyncForwarder).Resume(ctx, h, rm.raw)
-			if raw != nil {
-				rm.raw = raw[:0]
-			}
-		} else if rf != nil {
+		if rf != nil {
 			// The answer's bytes too: the cache keeps them as they are
 			// when it can instead of packing the records again.
 			res.resp, raw, res.upstream, res.err = rf.ForwardRaw(ctx, group, req, q.Client.Addr(), rm.raw)

@@ -191,20 +191,7 @@ type Query struct {
 	snap       *Snapshot    // the configuration this query is answered with
 	cache      *cache.Cache // the snapshot's cache, loaded once
 	detachable bool         // the UDP slow path may continue on a worker (stageDetach)
-	// The async lane of a UDP miss (Server.startAsync): lane is the read
-	// loop's and replyAddr, replyLocal where the answer goes; the rest is
-	// set while the query is upstream.
-	lane       *udpLoop
-	replyAddr  netip.AddrPort
-	replyLocal pktInfo
-	replier    *udpReplier
-	srv        *Server
-	upDeadline time.Time
-	handoff    *upstream.Handoff // the lane handed the query off (Resume)
-	asyncRaw   []byte            // the lane's light answer, during AsyncLight
-	asyncUp    string
-	jobPrefix  clientPrefix
-	jobCost    int64
+	lane       *udpLoop     // the UDP read loop's, for the async lane (Server.startAsync)
 	// ecsChecked: the peer's trust for ECS has been looked at (the UDP
 	// read loop does it before rate limiting); ecsClient: Client is the
 	// address of the ECS option of a listeners.ecsClientFrom forwarder.
@@ -293,6 +280,14 @@ type Query struct {
 	next int
 
 	lowerBuf [wire.MaxNameLen]byte // backs Lower (ingress)
+	// The async lane (cold, at the end): set while the query is upstream.
+	async struct {
+		job      job               // its answer's way back and its budget, as a worker's
+		deadline time.Time         // of the forward
+		handoff  *upstream.Handoff // the lane handed the query off (Resume)
+		raw      []byte            // the light answer, during AsyncLight
+		up       string
+	}
 }
 
 func (q *Query) inGroup(group string) bool { return slices.Contains(q.ClientInfo.Groups, group) }

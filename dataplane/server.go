@@ -173,13 +173,13 @@ func New(cfg Config, opts Options) (*Server, error) {
 		logger:   opts.QueryLogger,
 		metrics:  m,
 		stages:   buildPipeline(),
-		upIdx:    stageIndex("upstream"),
 		ctx:      ctx,
 		cancel:   cancel,
 		conns:    make(map[net.Conn]struct{}),
 		tcpSlots: make(chan struct{}, cfg.TCPMaxConns),
 		workers:  newWorkers(cfg.MaxWorkers, cfg.MaxPendingBytes),
 	}
+	s.upIdx = stageIndex(s.stages, "upstream")
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)
 	if opts.Registerer != nil {
