@@ -91,11 +91,18 @@ func (s *managed) Apply(ctx context.Context, obj *unstructured.Unstructured, opt
 	if obj == nil || obj.GetKind() == "" || obj.GetName() == "" {
 		return ApplyResult{}, fmt.Errorf("%w: metadata.name: Required value: kind and name are required", ErrInvalid)
 	}
+	// Without a precondition the caller asked for last-write-wins, so a
+	// lost race is retried on a fresh read.
+	return retryConflict(ctx, opts.ResourceVersion == "", func() (ApplyResult, error) { return s.applyOnce(ctx, obj, opts) })
+}
+
+// retryConflict runs once until it does not lose a write race
+// (ErrConflict), at most applyAttempts times, when retry is set: the
+// caller gave no version, so it asked for whatever is stored now.
+func retryConflict[T any](ctx context.Context, retry bool, once func() (T, error)) (T, error) {
 	for attempt := 1; ; attempt++ {
-		res, err := s.applyOnce(ctx, obj, opts)
-		// Without a precondition the caller asked for last-write-wins, so a
-		// lost race is retried on a fresh read.
-		if errors.Is(err, ErrConflict) && opts.ResourceVersion == "" && attempt < applyAttempts && ctx.Err() == nil {
+		res, err := once()
+		if retry && errors.Is(err, ErrConflict) && attempt < applyAttempts && ctx.Err() == nil {
 			continue
 		}
 		return res, err
@@ -239,13 +246,7 @@ func (s *managed) ApplyBatch(ctx context.Context, objs []*unstructured.Unstructu
 			return nil, fmt.Errorf("%w: metadata.name: Required value: kind and name are required", ErrInvalid)
 		}
 	}
-	for attempt := 1; ; attempt++ {
-		res, err := s.applyBatchOnce(ctx, objs, dels, opts)
-		if errors.Is(err, ErrConflict) && attempt < applyAttempts && ctx.Err() == nil {
-			continue
-		}
-		return res, err
-	}
+	return retryConflict(ctx, true, func() ([]ApplyResult, error) { return s.applyBatchOnce(ctx, objs, dels, opts) })
 }
 
 func (s *managed) applyBatchOnce(ctx context.Context, objs []*unstructured.Unstructured, dels []Key, opts ApplyOptions) ([]ApplyResult, error) {
@@ -362,16 +363,13 @@ func (s *managed) UpdateStatus(ctx context.Context, obj *unstructured.Unstructur
 }
 
 func (s *managed) Delete(ctx context.Context, kind, namespace, name string, opts DeleteOptions) error {
-	for attempt := 1; ; attempt++ {
-		err := s.deleteOnce(ctx, kind, namespace, name, opts)
-		// Without a precondition the caller asked to delete whatever is
-		// stored: a write that raced (the operator updating the status)
-		// is retried on a fresh read, as Apply does.
-		if errors.Is(err, ErrConflict) && opts.ResourceVersion == "" && attempt < applyAttempts && ctx.Err() == nil {
-			continue
-		}
-		return err
-	}
+	// Without a precondition the caller asked to delete whatever is
+	// stored: a write that raced (the operator updating the status) is
+	// retried on a fresh read.
+	_, err := retryConflict(ctx, opts.ResourceVersion == "", func() (struct{}, error) {
+		return struct{}{}, s.deleteOnce(ctx, kind, namespace, name, opts)
+	})
+	return err
 }
 
 func (s *managed) deleteOnce(ctx context.Context, kind, namespace, name string, opts DeleteOptions) error {
@@ -455,15 +453,9 @@ func RecordCount(rs *unstructured.Unstructured) int {
 }
 
 func (s *managed) DeleteZone(ctx context.Context, name string, opts DeleteZoneOptions) (DeleteZoneResult, error) {
-	for attempt := 1; ; attempt++ {
-		res, err := s.deleteZoneOnce(ctx, name, opts)
-		// The caller gives no version: a zone or record set whose status
-		// changed between the read and the delete is read again.
-		if errors.Is(err, ErrConflict) && attempt < applyAttempts && ctx.Err() == nil {
-			continue
-		}
-		return res, err
-	}
+	// The caller gives no version: a zone or record set whose status
+	// changed between the read and the delete is read again.
+	return retryConflict(ctx, true, func() (DeleteZoneResult, error) { return s.deleteZoneOnce(ctx, name, opts) })
 }
 
 func (s *managed) deleteZoneOnce(ctx context.Context, name string, opts DeleteZoneOptions) (DeleteZoneResult, error) {
