@@ -12,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/upstream"
+	"github.com/svcdns/svc/test/fakeupstream"
 )
 
 // shapedUpstream answers by the first label of the question, over UDP and
@@ -74,27 +75,7 @@ func shapedUpstream(t *testing.T, udpQueries *atomic.Int64) string {
 			_ = w.WriteMsg(m)
 		}
 	}
-	for range 20 { // another process may hold the TCP port: bounded retries
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err != nil {
-			pc.Close()
-			continue
-		}
-		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: answer(false)}, {Listener: l, Handler: answer(true)}} {
-			started := make(chan struct{})
-			srv.NotifyStartedFunc = func() { close(started) }
-			go func() { _ = srv.ActivateAndServe() }()
-			<-started
-			t.Cleanup(func() { _ = srv.Shutdown() })
-		}
-		return pc.LocalAddr().String()
-	}
-	t.Fatal("no port free for both UDP and TCP")
-	return ""
+	return fakeupstream.UDPAndTCP(t, answer(false), answer(true))
 }
 
 func strictResolverFor(t *testing.T, timeout time.Duration, servers ...string) *upstream.Resolver {
@@ -167,15 +148,11 @@ func testAsyncLaneAnswersAsWorkers(t *testing.T, strategy upstream.Strategy, nSe
 	}
 }
 
-// slowUpstream answers every A query after d, each on a goroutine of its
-// own (miekg/dns), and counts the queries.
+// slowUpstream answers every A query after d (d < 0: never), each on a
+// goroutine of its own (miekg/dns), and counts the queries.
 func slowUpstream(t *testing.T, d time.Duration, n *atomic.Int64) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+	return fakeupstream.Serve(t, func(w dns.ResponseWriter, req *dns.Msg) {
 		n.Add(1)
 		if d < 0 {
 			return // silent
@@ -186,13 +163,31 @@ func slowUpstream(t *testing.T, d time.Duration, n *atomic.Int64) string {
 		rr, _ := dns.NewRR(req.Question[0].Name + " 60 IN A 192.0.2.20")
 		m.Answer = append(m.Answer, rr)
 		_ = w.WriteMsg(m)
-	})}
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	})
+}
+
+// sendMisses writes n unique-name misses to s's UDP listener and waits
+// (2 s at most) until the upstream counted them; the client socket is
+// returned for the answers.
+func sendMisses(t *testing.T, s *Server, n int, upstream *atomic.Int64) *net.UDPConn {
+	t.Helper()
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	pkt := missQuery(t)
+	for i := range n {
+		uniqueName(pkt, uint64(i+1))
+		if _, err := c.Write(pkt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for upstream.Load() < int64(n) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return c
 }
 
 // TestAsyncLaneHoldsNoWorker: misses waiting for a slow upstream hold
@@ -206,23 +201,8 @@ func TestAsyncLaneHoldsNoWorker(t *testing.T) {
 			cfg := testConfig()
 			cfg.SyncMisses = sync
 			s := startServer(t, cfg, NewSnapshot(SnapshotInput{Forwarder: res, Router: res}))
-			c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
 			const misses = 40
-			pkt := missQuery(t)
-			for i := range misses {
-				uniqueName(pkt, uint64(i+1))
-				if _, err := c.Write(pkt); err != nil {
-					t.Fatal(err)
-				}
-			}
-			deadline := time.Now().Add(2 * time.Second)
-			for n.Load() < misses && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
+			c := sendMisses(t, s, misses, &n)
 			jobs, _ := s.Pending()
 			s.workers.mu.Lock()
 			workers := s.workers.n
@@ -252,7 +232,7 @@ func TestAsyncLaneHoldsNoWorker(t *testing.T) {
 }
 
 // TestAsyncLaneShutdownBounded: misses at a silent upstream do not hold a
-// shutdown past its context; each client still gets its SERVFAIL.
+// shutdown past its context, and none is left pending after it.
 func TestAsyncLaneShutdownBounded(t *testing.T) {
 	var n atomic.Int64
 	res := strictResolverFor(t, 5*time.Second, slowUpstream(t, -1, &n))
@@ -264,23 +244,7 @@ func TestAsyncLaneShutdownBounded(t *testing.T) {
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	const misses = 10
-	pkt := missQuery(t)
-	for i := range misses {
-		uniqueName(pkt, uint64(i+1))
-		if _, err := c.Write(pkt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for n.Load() < misses && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	sendMisses(t, s, 10, &n)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()

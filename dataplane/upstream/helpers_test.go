@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/quic-go/quic-go"
 
+	"github.com/svcdns/svc/test/fakeupstream"
 	"github.com/svcdns/svc/test/testpki"
 )
 
@@ -135,22 +136,7 @@ func startTCP(t testing.TB, f responder) (string, *countingListener) {
 // startUDPAndTCP serves udp and tcp responders on one port number.
 func startUDPAndTCP(t testing.TB, udp, tcp responder) string {
 	t.Helper()
-	for range 20 { // another process may hold the TCP port: bounded retries
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		l, err := net.Listen("tcp", pc.LocalAddr().String())
-		if err != nil {
-			pc.Close()
-			continue
-		}
-		startServer(t, &dns.Server{PacketConn: pc, Handler: handler(udp)})
-		startServer(t, &dns.Server{Listener: l, Handler: handler(tcp)})
-		return pc.LocalAddr().String()
-	}
-	t.Fatal("no port free for both UDP and TCP")
-	return ""
+	return fakeupstream.UDPAndTCP(t, handler(udp), handler(tcp))
 }
 
 // testPKI is the test CA and its certificate for dns.test and 127.0.0.1,

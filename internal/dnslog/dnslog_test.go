@@ -41,6 +41,19 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
+	rows := logRows(t, dataplane.SnapshotInput{Authority: tab}, "www.example.com.", "other.example.org.")
+	if r := rows[0]; r.Status != "authoritative" || r.Zone != "example.com." {
+		t.Fatalf("authoritative row: status %q zone %q, want zone example.com.", r.Status, r.Zone)
+	}
+	if r := rows[1]; r.Zone != "" {
+		t.Fatalf("refused row: zone %q, want none", r.Zone)
+	}
+}
+
+// logRows asks a data plane of in each name (type A) through a Logger and
+// returns the rows it wrote, one per name.
+func logRows(t *testing.T, in dataplane.SnapshotInput, names ...string) []querylog.Row {
+	t.Helper()
 	out := &sink{}
 	lg := dnslog.New(out)
 	defer lg.Close()
@@ -48,9 +61,9 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Authority: tab}))
+	s.Swap(dataplane.NewSnapshot(in))
 	client := netip.MustParseAddrPort("192.0.2.9:5353")
-	for _, name := range []string{"www.example.com.", "other.example.org."} {
+	for _, name := range names {
 		m := new(dns.Msg)
 		m.SetQuestion(name, dns.TypeA)
 		pkt, err := m.Pack()
@@ -64,15 +77,10 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 	if err := lg.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(out.rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(out.rows))
+	if len(out.rows) != len(names) {
+		t.Fatalf("%d rows, want %d", len(out.rows), len(names))
 	}
-	if r := out.rows[0]; r.Status != "authoritative" || r.Zone != "example.com." {
-		t.Fatalf("authoritative row: status %q zone %q, want zone example.com.", r.Status, r.Zone)
-	}
-	if r := out.rows[1]; r.Zone != "" {
-		t.Fatalf("refused row: zone %q, want none", r.Zone)
-	}
+	return out.rows
 }
 
 // blockingSink holds the converter in Enqueue until released.
@@ -231,36 +239,13 @@ func (b ruleBlocker) Decide(qname []byte, qtype uint16, client dataplane.ClientI
 // row's own domain string, which the block encoder stores as "the same
 // as the domain" without reading the rule's bytes.
 func TestBlockedRowRule(t *testing.T) {
-	out := &sink{}
-	lg := dnslog.New(out)
-	defer lg.Close()
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
-	if err != nil {
-		t.Fatal(err)
-	}
 	bl := ruleBlocker{"ads.example.com.": "ads.example.com", "x.example.org.": "example.org", "ads.example.net.": "ads.example.net."}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Blocker: bl, BlockingEnabled: true}))
-	client := netip.MustParseAddrPort("192.0.2.9:5353")
-	names := []string{"ADS.example.com.", "x.example.org.", "ads.example.net."}
-	for _, name := range names {
-		m := new(dns.Msg)
-		m.SetQuestion(name, dns.TypeA)
-		pkt, _ := m.Pack()
-		if _, ok := s.ServeWire(pkt, client, dataplane.TransportUDP, nil); !ok {
-			t.Fatalf("%s: no answer", name)
-		}
-	}
-	if err := lg.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if len(out.rows) != len(names) {
-		t.Fatalf("%d rows", len(out.rows))
-	}
+	rows := logRows(t, dataplane.SnapshotInput{Blocker: bl, BlockingEnabled: true}, "ADS.example.com.", "x.example.org.", "ads.example.net.")
 	for i, want := range []struct {
 		domain, rule string
 		same         bool
 	}{{"ads.example.com", "ads.example.com", true}, {"x.example.org", "example.org", false}, {"ads.example.net", "ads.example.net.", false}} {
-		r := out.rows[i]
+		r := rows[i]
 		if r.Status != "blocked" || r.Domain != want.domain || r.Rule != want.rule {
 			t.Fatalf("row %d: status %q domain %q rule %q, want blocked %q %q", i, r.Status, r.Domain, r.Rule, want.domain, want.rule)
 		}

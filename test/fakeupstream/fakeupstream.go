@@ -31,6 +31,34 @@ func Serve(t testing.TB, h dns.HandlerFunc) string {
 	return pc.LocalAddr().String()
 }
 
+// UDPAndTCP answers UDP queries with udp and TCP queries with tcp, on one
+// 127.0.0.1 port (as a truncated answer's retry needs), and returns the
+// address once both read. They stop when the test ends.
+func UDPAndTCP(t testing.TB, udp, tcp dns.Handler) string {
+	t.Helper()
+	for range 20 { // another process may hold the TCP port: bounded retries
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err != nil {
+			pc.Close()
+			continue
+		}
+		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: udp}, {Listener: l, Handler: tcp}} {
+			started := make(chan struct{})
+			srv.NotifyStartedFunc = func() { close(started) }
+			go func() { _ = srv.ActivateAndServe() }()
+			<-started
+			t.Cleanup(func() { _ = srv.Shutdown() })
+		}
+		return pc.LocalAddr().String()
+	}
+	t.Fatal("fakeupstream: no port free for both UDP and TCP")
+	return ""
+}
+
 // A starts the resolver and returns its address; it answers every A query
 // with ip (TTL 60) and every other query with an empty NOERROR. It stops
 // when the test ends.
