@@ -41,6 +41,9 @@ func (s *store) writeTx(ctx context.Context, fn func(*dconn) error) error {
 		if err := tx.Commit(); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
+		if s.ckpt != nil {
+			s.ckpt.committed()
+		}
 		return nil
 	})
 }

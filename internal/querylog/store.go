@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,6 +102,7 @@ type store struct {
 	rstmts stmtCache  // prepared statements on r
 	cache  blockCache // decoded blocks of recent reads
 	cut    rawCut     // rows older than the last retention cut are hidden
+	ckpt   *checkpointer
 }
 
 // DBPath returns the path of the query log in dataDir.
@@ -114,12 +116,12 @@ func DBPath(dataDir string) string { return filepath.Join(dataDir, "querylog.db"
 // pages it wrote, and SQLite scanned that cache's hash table at every
 // commit (pcache1TruncateUnsafe, 6% of the writer's CPU).
 var (
-	writerOptions   = sqlitedb.Options{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: sqlitedb.SyncNormal, CacheKiB: 4096, TempMemory: true, ImmediateTx: true}
+	writerOptions   = sqlitedb.Options{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: sqlitedb.SyncNormal, CacheKiB: 4096, TempMemory: true, ImmediateTx: true, AutoCheckpoint: writerAutoCheckpoint}
 	readerOptions   = sqlitedb.Options{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: sqlitedb.SyncNormal, CacheKiB: 65536, TempMemory: true, QueryOnly: true}
 	precheckOptions = sqlitedb.Options{BusyTimeout: 10 * time.Second, ReadOnly: true}
 )
 
-func openStore(ctx context.Context, path string) (*store, error) {
+func openStore(ctx context.Context, path string, log *slog.Logger) (*store, error) {
 	if err := precheck(ctx, path); err != nil {
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
 	}
@@ -152,12 +154,20 @@ func openStore(ctx context.Context, path string) (*store, error) {
 		st.close()
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
 	}
+	if st.ckpt, err = startCheckpointer(path, log); err != nil {
+		st.close()
+		return nil, fmt.Errorf("open querylog %s: %w", path, err)
+	}
 	return st, nil
 }
 
 func (s *store) close() error {
+	var err error
+	if s.ckpt != nil {
+		err = s.ckpt.close()
+	}
 	s.rstmts.close()
-	return errors.Join(s.r.Close(), s.w.Close())
+	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
 // What opening a file must do.

@@ -181,7 +181,7 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 		if cfg.DataDir == "" {
 			return nil, fmt.Errorf("querylog: dataDir is required for the sqlite sink")
 		}
-		st, err := openStore(ctx, DBPath(cfg.DataDir))
+		st, err := openStore(ctx, DBPath(cfg.DataDir), opts.Logger)
 		if err != nil {
 			return nil, err
 		}

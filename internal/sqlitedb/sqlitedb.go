@@ -49,6 +49,13 @@ type Options struct {
 	ImmediateTx bool
 	// QueryOnly refuses writes on these connections (PRAGMA query_only).
 	QueryOnly bool
+	// AutoCheckpoint is the WAL size in pages past which a commit runs a
+	// checkpoint (PRAGMA wal_autocheckpoint; 0: SQLite's 1,000; negative:
+	// never). That checkpoint fsyncs the WAL and the database inside the
+	// committing call, which on a busy disk holds the caller for tens of
+	// milliseconds: an opener that must not wait checkpoints from another
+	// connection and keeps this as a backstop.
+	AutoCheckpoint int
 	// ReadOnly opens the file read-only (SQLite's mode=ro): nothing, not
 	// even the journal mode, is changed, and a missing file is an error.
 	ReadOnly bool
@@ -95,6 +102,9 @@ func DSN(path string, o Options) (string, error) {
 	if o.TempMemory {
 		pragma("temp_store(MEMORY)")
 	}
+	if o.AutoCheckpoint != 0 {
+		pragma("wal_autocheckpoint(" + strconv.Itoa(max(o.AutoCheckpoint, 0)) + ")")
+	}
 	if o.QueryOnly {
 		pragma("query_only(1)")
 	}
@@ -127,6 +137,9 @@ type Pragmas struct {
 	CacheSize   int // negative: KiB
 	TempStore   int // 2: memory
 	QueryOnly   bool
+	// AutoCheckpoint is the WAL size in pages that makes a commit
+	// checkpoint (0: never).
+	AutoCheckpoint int
 }
 
 // Read returns the pragmas of one connection of db.
@@ -142,6 +155,7 @@ func Read(ctx context.Context, db interface {
 	}{
 		{"busy_timeout", &busy}, {"journal_mode", &p.JournalMode}, {"synchronous", &p.Synchronous},
 		{"foreign_keys", &fk}, {"cache_size", &p.CacheSize}, {"temp_store", &p.TempStore}, {"query_only", &qo},
+		{"wal_autocheckpoint", &p.AutoCheckpoint},
 	} {
 		if err := db.QueryRowContext(ctx, "PRAGMA "+r.name).Scan(r.dst); err != nil {
 			return p, fmt.Errorf("read PRAGMA %s: %w", r.name, err)
@@ -184,5 +198,13 @@ func Check(ctx context.Context, db interface {
 		want(p.TempStore == 2, "temp_store", p.TempStore, "2 (MEMORY)")
 	}
 	want(p.QueryOnly == o.QueryOnly, "query_only", p.QueryOnly, o.QueryOnly)
+	switch {
+	case o.AutoCheckpoint < 0:
+		want(p.AutoCheckpoint == 0, "wal_autocheckpoint", p.AutoCheckpoint, "0 (never)")
+	case o.AutoCheckpoint > 0:
+		want(p.AutoCheckpoint == o.AutoCheckpoint, "wal_autocheckpoint", p.AutoCheckpoint, o.AutoCheckpoint)
+	default:
+		want(p.AutoCheckpoint == 1000, "wal_autocheckpoint", p.AutoCheckpoint, "1000 (SQLite's default)")
+	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,8 @@ func TestOptionsReachEveryConnection(t *testing.T) {
 	for _, o := range []Options{
 		{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: SyncFull, ForeignKeys: true, ImmediateTx: true},
 		{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: SyncNormal, CacheKiB: 65536, TempMemory: true},
+		{BusyTimeout: 10 * time.Second, WAL: true, Synchronous: SyncNormal, AutoCheckpoint: 16384, ImmediateTx: true},
+		{BusyTimeout: time.Second, WAL: true, AutoCheckpoint: -1},
 		{BusyTimeout: 5 * time.Second, WAL: true, Synchronous: SyncNormal, QueryOnly: true},
 		{BusyTimeout: time.Second, ReadOnly: true},
 	} {
@@ -53,9 +55,10 @@ func TestOptionsReachEveryConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := Check(ctx, db, Options{BusyTimeout: time.Second, ForeignKeys: true, Synchronous: SyncNormal}); err == nil ||
-		!strings.Contains(err.Error(), "foreign_keys") || !strings.Contains(err.Error(), "synchronous") {
-		t.Fatalf("Check = %v, want foreign_keys and synchronous named", err)
+	if err := Check(ctx, db, Options{BusyTimeout: time.Second, ForeignKeys: true, Synchronous: SyncNormal, AutoCheckpoint: -1}); err == nil ||
+		!strings.Contains(err.Error(), "foreign_keys") || !strings.Contains(err.Error(), "synchronous") ||
+		!strings.Contains(err.Error(), "wal_autocheckpoint") {
+		t.Fatalf("Check = %v, want foreign_keys, synchronous and wal_autocheckpoint named", err)
 	}
 }
 
