@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcdns/svc/dataplane/mmsg"
 )
 
 // udpReplier sends the answers of detached queries (cache misses answered
@@ -177,10 +179,10 @@ func (r *udpReplier) flush(batch []queuedReply) {
 }
 
 func (r *udpReplier) send(fd uintptr) bool {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&r.hdrs[r.sent])), uintptr(r.n-r.sent), 0, 0, 0)
+	n, errno := mmsg.Send(fd, r.hdrs[r.sent:r.n])
 	switch errno {
 	case 0:
-		r.sent += int(n)
+		r.sent += n
 		return true
 	case unix.EAGAIN, unix.EINTR:
 		return false

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcdns/svc/dataplane/mmsg"
 )
 
 // udpBatch is how many datagrams one recvmmsg/sendmmsg moves at most.
@@ -184,12 +186,12 @@ func (b *batchLoop) recv(fd uintptr) bool {
 			b.hdrs[i].Hdr.SetControllen(len(b.oobs[i]) * 8)
 		}
 	}
-	// MSG_WAITFORONE: a blocking socket (rawUDP) waits for the first
-	// datagram only, then takes what else is queued.
-	n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.hdrs[0])), udpBatch, unix.MSG_WAITFORONE, 0, 0)
+	// A blocking socket (rawUDP) waits for the first datagram only, then
+	// takes what else is queued.
+	n, errno := mmsg.Recv(fd, b.hdrs[:])
 	switch errno {
 	case 0:
-		b.got = int(n)
+		b.got = n
 		return true
 	case unix.EAGAIN:
 		return false // wait for the poller
@@ -201,10 +203,10 @@ func (b *batchLoop) recv(fd uintptr) bool {
 }
 
 func (b *batchLoop) send(fd uintptr) bool {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.out[b.sent])), uintptr(b.nout-b.sent), 0, 0, 0)
+	n, errno := mmsg.Send(fd, b.out[b.sent:b.nout])
 	switch errno {
 	case 0:
-		b.sent += int(n)
+		b.sent += n
 		return true
 	case unix.EAGAIN, unix.EINTR:
 		return false

@@ -3,9 +3,10 @@ package upstream
 import (
 	"net"
 	"syscall"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svcdns/svc/dataplane/mmsg"
 )
 
 // udpSendBatch is how many queries one sendmmsg writes at most.
@@ -80,10 +81,10 @@ func (s *udpSock) writeBatch(batch []udpOut, arena []byte) {
 }
 
 func (w *udpWriter) send(fd uintptr) bool {
-	n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&w.hdrs[w.sent])), uintptr(w.n-w.sent), 0, 0, 0)
+	n, errno := mmsg.Send(fd, w.hdrs[w.sent:w.n])
 	switch errno {
 	case 0:
-		w.sent += int(n)
+		w.sent += n
 		return true
 	case unix.EAGAIN, unix.EINTR:
 		return false
@@ -151,13 +152,18 @@ func (s *udpSock) readNext(buf []byte, fl *flushers) (int, error) {
 }
 
 func (w *udpWriter) recv(fd uintptr) bool {
+	var errno unix.Errno
 	for {
-		w.rn, w.rerr = unix.Read(int(fd), w.rbuf)
-		if w.rerr != unix.EINTR {
+		w.rn, errno = mmsg.ReadNonblock(fd, w.rbuf)
+		if errno != unix.EINTR {
 			break
 		}
 	}
-	if w.rerr == unix.EAGAIN {
+	w.rerr = nil
+	if errno != 0 {
+		w.rerr = errno
+	}
+	if errno == unix.EAGAIN {
 		w.rfl.flush()
 		return false // wait for the next datagram
 	}
