@@ -366,7 +366,7 @@ rss() { # RSS (or the /proc/PID/status field $1) of the server and its descendan
 }
 hz=$(getconf CLK_TCK)
 
-printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop | tee "$work/table"
+printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s %8s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop opsP99ms | tee "$work/table"
 declare -A base pers ratios
 # median of the numbers given; "-" for none.
 median() {
@@ -392,9 +392,22 @@ for w in $workloads; do
     fi
     verbose=()
     [ "$w" = miss ] && verbose=(-v)
+    # The service's ops endpoint asked every 100 ms during the load: how
+    # long the node's other goroutines (API, probes) wait for a core that
+    # answers UDP at full rate.
+    probe="" ops99="-"
+    : >"$work/ops.ms"
+    if [ "$s" = svc ] || [ "$s" = svc-nolog ]; then
+      ( while :; do $pin1 curl -s -o /dev/null -m 2 -w '%{time_total}\n' "http://127.0.0.1:$p_ops/healthz/live" >>"$work/ops.ms" || true; sleep 0.1; done ) &
+      probe=$!
+    fi
     c0=$(ticks); t0=$(date +%s.%N)
     cpu="$( { TIMEFORMAT='%U %S'; time $pin1 dnsperf "${args[@]}" -l "$secs" "${verbose[@]}" >"$work/out" 2>&1; } 2>&1 )"
     t1=$(date +%s.%N); c1=$(ticks)
+    if [ -n "$probe" ]; then
+      kill "$probe" 2>/dev/null || true; wait "$probe" 2>/dev/null || true
+      ops99=$(sort -g "$work/ops.ms" | awk '{a[NR]=$1} END {i=int(NR*0.99); if (i<1) i=1; if (NR) printf "%.1f", a[i]*1000; else print "-"}')
+    fi
     loaded=$(rss)
     drops="-"
     if [ "$s" = svc ]; then # query-log rows dropped (a full buffer)
@@ -416,7 +429,7 @@ for w in $workloads; do
     [ "$s" = svc ] && base[$w]=$per
     r="-"
     [ -n "${base[$w]:-}" ] && r=$(echo "$per / ${base[$w]}" | bc -l | xargs printf '%.2f')
-    printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" | tee -a "$work/table"
+    printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s %8s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" "$ops99" | tee -a "$work/table"
     pers[$w.$s]+="$per "
     [ "$r" != "-" ] && ratios[$w.$s]+="$r "
   done
@@ -429,7 +442,7 @@ for w in $workloads; do
     printf '%-6s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
   done
 done
-echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer)"
+echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
 
 [ "$idle_secs" = 0 ] && exit 0
 # Memory at rest: the cache workload's config, one query answered, then
