@@ -130,7 +130,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 		// the goroutines the network poller readied (API, probes, TCP
 		// clients) then waited up to twice that on one CPU. Yielding once
 		// a millisecond lets them in sooner (ops p99 under a UDP flood on
-		// one core: 25 -> see docs/dataplane.md).
+		// one core: 25 -> 11-12 ms).
 		if lc.now.Sub(yielded) > time.Millisecond {
 			yielded = lc.now
 			runtime.Gosched()
