@@ -372,6 +372,10 @@ type QueryLogger interface {
 	Log(rec QueryRecord)
 }
 
+// loggingSwitch is implemented by query loggers that can be switched off
+// at run time (querylog.enabled): while off, the record is not even built.
+type loggingSwitch interface{ Enabled() bool }
+
 // TypeString names a record type as presentation format does ("A",
 // "TYPE65280" for unnamed ones), so code outside the data plane needs no
 // DNS library of its own.

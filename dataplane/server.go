@@ -121,6 +121,7 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	logger      QueryLogger
+	logOn       func() bool // nil: the logger is always on
 	metrics     *metrics
 	stages      []stage
 	upIdx       int // the upstream stage's index, where an async miss resumes
@@ -180,6 +181,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 		workers:  newWorkers(cfg.MaxWorkers, cfg.MaxPendingBytes),
 	}
 	s.upIdx = stageIndex(s.stages, "upstream")
+	if sw, ok := s.logger.(loggingSwitch); ok {
+		s.logOn = sw.Enabled
+	}
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)
 	if opts.Registerer != nil {

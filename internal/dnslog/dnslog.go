@@ -108,6 +108,10 @@ func NewBuffered(sink Sink, n int) *Logger {
 	return l
 }
 
+// Enabled reports whether records are taken (the sink's querylog.enabled):
+// the data plane builds no record while it is false.
+func (l *Logger) Enabled() bool { return l.enabled() }
+
 // Log copies the record for the converting goroutine; it never blocks on
 // the sink and drops (and counts) the record when the buffer is full.
 func (l *Logger) Log(rec dataplane.QueryRecord) {
