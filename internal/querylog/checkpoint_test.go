@@ -88,3 +88,33 @@ func TestWALBoundedUnderSustainedWrites(t *testing.T) {
 		}
 	}
 }
+
+// The writer prepares its statements once per connection, not per batch:
+// a second batch reuses every statement the first prepared.
+func TestWriterStatementsReused(t *testing.T) {
+	w := openTest(t, DefaultConfig(), Options{})
+	ctx := context.Background()
+	start := time.Now()
+	if err := w.write(ctx, benchRowsSpread(5000, start, 5000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	first := map[string]any{}
+	for q, st := range w.store.wstmts.m {
+		first[q] = st
+	}
+	if len(first) == 0 {
+		t.Fatal("no statement kept after a batch")
+	}
+	if err := w.write(ctx, benchRowsSpread(5000, start.Add(10*time.Second), 5000, 5000)); err != nil {
+		t.Fatal(err)
+	}
+	for q, st := range first {
+		if w.store.wstmts.m[q] != st {
+			t.Errorf("statement %.40q prepared again", q)
+		}
+	}
+	var n int64
+	if err := w.store.r.QueryRow("SELECT coalesce(sum(last - first + 1), 0) FROM blocks").Scan(&n); err != nil || n != 10000 {
+		t.Fatalf("rows stored = %d, %v; want 10000", n, err)
+	}
+}

@@ -103,6 +103,9 @@ type store struct {
 	cache  blockCache // decoded blocks of recent reads
 	cut    rawCut     // rows older than the last retention cut are hidden
 	ckpt   *checkpointer
+	// wstmts: the writer connection's statements (rawconn.go), touched
+	// only inside writeTx, which holds the pool's one connection.
+	wstmts writerStmts
 }
 
 // DBPath returns the path of the query log in dataDir.
@@ -167,6 +170,7 @@ func (s *store) close() error {
 		err = s.ckpt.close()
 	}
 	s.rstmts.close()
+	s.wstmts.close()
 	return errors.Join(err, s.r.Close(), s.w.Close())
 }
 
