@@ -605,8 +605,15 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	}}.object("neg.test"), "")
 	setDataplaneVerbs(t, c, "get", "list", "watch", "update", "delete")
 	var refused apiAnswer
+	negSet, attempt := "", 0
 	nodetest.Eventually(t, 15*time.Second, "records write refused once the role lost create", func() bool {
-		refused = api.do("POST /zones/{zone}/records", "/zones/neg.test/records", map[string]any{"name": "x", "type": "A", "targets": []any{"192.0.2.30"}, "recordSet": "neg", "namespace": "team"}, "")
+		// A new record set each attempt: one that lands before the
+		// apiserver's RBAC cache has the change creates its set, and
+		// adding to an existing set needs only update (CI saw exactly
+		// that: every later attempt answered 200).
+		attempt++
+		negSet = fmt.Sprintf("neg%d", attempt)
+		refused = api.do("POST /zones/{zone}/records", "/zones/neg.test/records", map[string]any{"name": "x", "type": "A", "targets": []any{"192.0.2.30"}, "recordSet": negSet, "namespace": "team"}, "")
 		if refused.code >= 500 {
 			t.Fatalf("a refused write answered %s", refused)
 		}
@@ -629,14 +636,14 @@ func TestChartRBACWriteRoutes(t *testing.T) {
 	if !dp.Log.Contains(`cannot create resource \"dnsrecordsets\" in API group \"service.io\" in the namespace \"team\"`) {
 		t.Fatal("the log does not carry the apiserver's refusal")
 	}
-	if onAPIServer(c, "DNSRecordSet", "team", "neg") {
+	if onAPIServer(c, "DNSRecordSet", "team", negSet) {
 		t.Fatal("a refused write landed")
 	}
 
 	// Given the verb back, the same write lands.
 	setDataplaneVerbs(t, c, "get", "list", "watch", "create", "update", "delete")
 	nodetest.Eventually(t, 15*time.Second, "records write allowed again", func() bool {
-		a := api.do("POST /zones/{zone}/records", "/zones/neg.test/records", map[string]any{"name": "x", "type": "A", "targets": []any{"192.0.2.30"}, "recordSet": "neg", "namespace": "team"}, "")
+		a := api.do("POST /zones/{zone}/records", "/zones/neg.test/records", map[string]any{"name": "x", "type": "A", "targets": []any{"192.0.2.30"}, "recordSet": negSet, "namespace": "team"}, "")
 		if a.code >= 500 {
 			t.Fatalf("answered %s", a)
 		}
