@@ -33,10 +33,12 @@ func Send(fd uintptr, hdrs []unix.Mmsghdr) (int, unix.Errno) {
 	if len(hdrs) == 0 {
 		return 0, 0
 	}
-	p := uintptr(unsafe.Pointer(&hdrs[0]))
-	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, p, uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	// The pointer is converted in each call expression, as unsafe.Pointer's
+	// rule for system calls asks: hdrs stays alive and in place until the
+	// call returns.
+	n, _, errno := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
 	if errno == unix.EAGAIN {
-		n, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, p, uintptr(len(hdrs)), 0, 0, 0)
+		n, _, errno = unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), 0, 0, 0)
 	}
 	if errno != 0 {
 		return 0, errno
@@ -52,10 +54,9 @@ func Recv(fd uintptr, hdrs []unix.Mmsghdr) (int, unix.Errno) {
 	if len(hdrs) == 0 {
 		return 0, 0
 	}
-	p := uintptr(unsafe.Pointer(&hdrs[0]))
-	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, p, uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
 	if errno == unix.EAGAIN {
-		n, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, p, uintptr(len(hdrs)), unix.MSG_WAITFORONE, 0, 0)
+		n, _, errno = unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_WAITFORONE, 0, 0)
 	}
 	if errno != 0 {
 		return 0, errno
@@ -64,13 +65,13 @@ func Recv(fd uintptr, hdrs []unix.Mmsghdr) (int, unix.Errno) {
 }
 
 // ReadNonblock reads one datagram from a non-blocking descriptor into b as
-// a raw system call (it cannot sleep); EAGAIN means nothing is queued.
+// a raw system call (it cannot sleep); EAGAIN means nothing is queued,
+// EINVAL that b is empty.
 func ReadNonblock(fd uintptr, b []byte) (int, unix.Errno) {
-	var p unsafe.Pointer
-	if len(b) > 0 {
-		p = unsafe.Pointer(&b[0])
+	if len(b) == 0 {
+		return 0, unix.EINVAL
 	}
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(p), uintptr(len(b)))
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if errno != 0 {
 		return 0, errno
 	}

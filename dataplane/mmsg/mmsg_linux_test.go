@@ -88,7 +88,8 @@ func TestSendRecvFallBackToWaiting(t *testing.T) {
 }
 
 // A non-blocking descriptor answers EAGAIN instead of waiting, for Recv and
-// ReadNonblock alike, and ReadNonblock reads a queued datagram.
+// ReadNonblock alike; ReadNonblock reads a queued datagram and refuses an
+// empty buffer.
 func TestNonblockingAnswersEAGAIN(t *testing.T) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 	if err != nil {
@@ -112,5 +113,8 @@ func TestNonblockingAnswersEAGAIN(t *testing.T) {
 	}
 	if n, errno := Send(uintptr(fds[0]), nil); n != 0 || errno != 0 {
 		t.Fatalf("Send of nothing = %d, %v", n, errno)
+	}
+	if n, errno := ReadNonblock(uintptr(fds[1]), nil); n != 0 || errno != unix.EINVAL {
+		t.Fatalf("ReadNonblock into nothing = %d, %v; want EINVAL", n, errno)
 	}
 }
