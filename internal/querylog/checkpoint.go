@@ -40,14 +40,10 @@ type checkpointer struct {
 }
 
 func startCheckpointer(path string, log *slog.Logger) (*checkpointer, error) {
-	db, err := sqlitedb.Open(path, checkpointOptions)
+	db, err := sqlitedb.OpenSingle(path, checkpointOptions)
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxLifetime(0)
-	db.SetConnMaxIdleTime(0)
 	c := &checkpointer{db: db, log: log, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	c.wg.Add(1)
 	go c.run()

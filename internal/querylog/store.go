@@ -128,14 +128,10 @@ func openStore(ctx context.Context, path string, log *slog.Logger) (*store, erro
 	if err := precheck(ctx, path); err != nil {
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
 	}
-	w, err := sqlitedb.Open(path, writerOptions)
+	w, err := sqlitedb.OpenSingle(path, writerOptions)
 	if err != nil {
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open querylog %s: %w", path, err)

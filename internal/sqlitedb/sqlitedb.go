@@ -128,6 +128,21 @@ func Open(path string, o Options) (*sql.DB, error) {
 	return db, nil
 }
 
+// OpenSingle opens path with o as a pool of one connection kept open for
+// the pool's life: a database's writer (one at a time, and its page cache
+// kept warm) or a checkpointer.
+func OpenSingle(path string, o Options) (*sql.DB, error) {
+	db, err := Open(path, o)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(1)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	return db, nil
+}
+
 // Pragmas are the settings a connection reports (PRAGMA name, read back).
 type Pragmas struct {
 	BusyTimeout time.Duration

@@ -93,3 +93,28 @@ func TestBadOptionsRefused(t *testing.T) {
 		}
 	}
 }
+
+// OpenSingle's pool holds one connection: a second caller waits for the
+// first instead of opening another.
+func TestOpenSingleKeepsOneConnection(t *testing.T) {
+	ctx := context.Background()
+	db, err := OpenSingle(filepath.Join(t.TempDir(), "x.db"), Options{BusyTimeout: time.Second, WAL: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if c2, err := db.Conn(wctx); err == nil {
+		c2.Close()
+		t.Fatal("a second connection opened while the first was held")
+	}
+	c.Close()
+	if st := db.Stats(); st.MaxOpenConnections != 1 || st.OpenConnections != 1 {
+		t.Fatalf("pool %+v: want one connection, kept", st)
+	}
+}

@@ -76,14 +76,10 @@ func Open(ctx context.Context, path string, opts Options) (*Driver, error) {
 	if opts.Readers <= 0 {
 		opts.Readers = 4
 	}
-	w, err := sqlitedb.Open(path, writerOptions)
+	w, err := sqlitedb.OpenSingle(path, writerOptions)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
 	if err := migrate(ctx, w); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite store %s: %w", path, err)
