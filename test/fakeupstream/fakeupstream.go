@@ -22,13 +22,17 @@ func Serve(t testing.TB, h dns.HandlerFunc) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &dns.Server{PacketConn: pc, Handler: h}
+	start(t, &dns.Server{PacketConn: pc, Handler: h})
+	return pc.LocalAddr().String()
+}
+
+// start serves srv until the test ends and returns once it reads.
+func start(t testing.TB, srv *dns.Server) {
 	started := make(chan struct{})
 	srv.NotifyStartedFunc = func() { close(started) }
 	go func() { _ = srv.ActivateAndServe() }()
 	<-started
 	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
 }
 
 // UDPAndTCP answers UDP queries with udp and TCP queries with tcp, on one
@@ -46,13 +50,8 @@ func UDPAndTCP(t testing.TB, udp, tcp dns.Handler) string {
 			pc.Close()
 			continue
 		}
-		for _, srv := range []*dns.Server{{PacketConn: pc, Handler: udp}, {Listener: l, Handler: tcp}} {
-			started := make(chan struct{})
-			srv.NotifyStartedFunc = func() { close(started) }
-			go func() { _ = srv.ActivateAndServe() }()
-			<-started
-			t.Cleanup(func() { _ = srv.Shutdown() })
-		}
+		start(t, &dns.Server{PacketConn: pc, Handler: udp})
+		start(t, &dns.Server{Listener: l, Handler: tcp})
 		return pc.LocalAddr().String()
 	}
 	t.Fatal("fakeupstream: no port free for both UDP and TCP")
