@@ -912,7 +912,7 @@ func (q *Query) upstreamRequest(name string, rm *reqMsg) *dns.Msg {
 func stageLog(s *Server, q *Query) stageResult {
 	q.Duration = time.Since(q.Start)
 	s.metrics.observe(q)
-	if s.logger == nil || q.NoLog || s.logOn != nil && !s.logOn() {
+	if q.NoLog || !s.logging() {
 		return stageNext
 	}
 	rec := QueryRecord{

@@ -376,9 +376,10 @@ type QueryLogger interface {
 // at run time (querylog.enabled): while off, the record is not even built.
 type loggingSwitch interface{ Enabled() bool }
 
-// typeNames and rcodeNames are the library's names of types below 256 and
-// of rcodes below 32 in arrays: the query log names every row's type and
-// rcode, and the maps' lookups were 0.5% of a server logging at full rate.
+// typeNames and rcodeNames hold every name the library has for types below
+// 256 and rcodes below 32 (an empty entry: unnamed, no map lookup needed):
+// the query log names every row's type and rcode, and the maps' lookups
+// were 0.5% of a server logging at full rate.
 var (
 	typeNames = func() (a [256]string) {
 		for t, s := range dns.TypeToString {
@@ -402,10 +403,11 @@ var (
 // "TYPE65280" for unnamed ones), so code outside the data plane needs no
 // DNS library of its own.
 func TypeString(t uint16) string {
-	if int(t) < len(typeNames) && typeNames[t] != "" {
-		return typeNames[t]
-	}
-	if s, ok := dns.TypeToString[t]; ok {
+	if int(t) < len(typeNames) {
+		if s := typeNames[t]; s != "" {
+			return s
+		}
+	} else if s, ok := dns.TypeToString[t]; ok {
 		return s
 	}
 	return "TYPE" + strconv.Itoa(int(t))
@@ -426,10 +428,11 @@ func ParseType(s string) (uint16, bool) {
 
 // RcodeString names a response code ("NXDOMAIN", "RCODE12" for unnamed).
 func RcodeString(c int) string {
-	if c >= 0 && c < len(rcodeNames) && rcodeNames[c] != "" {
-		return rcodeNames[c]
-	}
-	if s, ok := dns.RcodeToString[c]; ok {
+	if c >= 0 && c < len(rcodeNames) {
+		if s := rcodeNames[c]; s != "" {
+			return s
+		}
+	} else if s, ok := dns.RcodeToString[c]; ok {
 		return s
 	}
 	return "RCODE" + strconv.Itoa(c)

@@ -121,7 +121,7 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	logger      QueryLogger
-	logOn       func() bool // nil: the logger is always on
+	logOn       func() bool // nil: the logger is always on (see logging)
 	metrics     *metrics
 	stages      []stage
 	upIdx       int // the upstream stage's index, where an async miss resumes
@@ -492,3 +492,8 @@ func (r QueryResult) Sections() (answer, authority, additional []string) {
 	}
 	return present(r.Msg.Answer), present(r.Msg.Ns), present(r.Msg.Extra)
 }
+
+// logging reports whether a query record is wanted now: there is a logger
+// and it is not switched off (querylog.enabled), so no record is built for
+// a logger that would drop it.
+func (s *Server) logging() bool { return s.logger != nil && (s.logOn == nil || s.logOn()) }

@@ -146,7 +146,7 @@ func (s *Server) ServeTransfer(msg []byte, client netip.AddrPort, t Transport, w
 	start := time.Now()
 	snap := s.snap.Load()
 	res := (*p).Transfer(s.ctx, TransferRequest{Msg: msg, Client: client, Transport: t, Table: snap.in.Authority, Write: write})
-	if s.logger == nil {
+	if !s.logging() {
 		return true
 	}
 	rec := QueryRecord{
