@@ -9,8 +9,9 @@ import (
 // The write path talks to the sqlite driver connection directly
 // (database/sql's Conn.Raw): one transaction per batch, statements prepared
 // once per connection (writerStmts), arguments bound from a
-// driver.NamedValue slice reused from row to row. database/sql's per-call argument conversion and
-// connection bookkeeping cost about as much as SQLite's own insert.
+// driver.NamedValue slice reused from row to row. database/sql's per-call
+// argument conversion and connection bookkeeping cost about as much as
+// SQLite's own insert.
 
 // dconn is the writer's driver connection inside one transaction.
 type dconn struct {
