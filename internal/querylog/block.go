@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -77,16 +78,30 @@ type blockEncoder struct {
 }
 
 // colEncoder collects one text column: the block's distinct values and
-// per row the index of its value.
+// per row the index of its value, as runs of rows with one value. Most
+// columns hold one value for a whole batch (node, transport, policy,
+// zone): a run per change, not an index per row, is what they cost.
 type colEncoder struct {
 	idx    map[string]uint32
 	vals   []string
 	stored []any // kinds only: per value nil, a names id (int64), the text or sameDomainValue
-	rows   []uint32
+	runs   []colRun
 	last   string // the previous row's value and its index: runs skip the map
 	lastI  uint32
 	has    bool
 	same   int32 // index of the sameDomain value, -1 when none yet
+}
+
+// colRun is n consecutive rows whose value is index i.
+type colRun struct{ i, n uint32 }
+
+// push appends a row with value index i.
+func (c *colEncoder) push(i uint32) {
+	if n := len(c.runs); n > 0 && c.runs[n-1].i == i {
+		c.runs[n-1].n++
+		return
+	}
+	c.runs = append(c.runs, colRun{i, 1})
 }
 
 // sameDomainValue marks the sameDomain value in colEncoder.stored.
@@ -97,7 +112,7 @@ func (c *colEncoder) reset() {
 		c.idx = map[string]uint32{}
 	}
 	clear(c.idx)
-	c.vals, c.stored, c.rows = c.vals[:0], c.stored[:0], c.rows[:0]
+	c.vals, c.stored, c.runs = c.vals[:0], c.stored[:0], c.runs[:0]
 	c.last, c.lastI, c.has = "", 0, false
 	c.same = -1
 }
@@ -109,13 +124,13 @@ func (c *colEncoder) addSameDomain() {
 		c.vals = append(c.vals, "")
 		c.stored = append(c.stored, sameDomainValue{})
 	}
-	c.rows = append(c.rows, uint32(c.same))
+	c.push(uint32(c.same))
 }
 
 // add appends a row's value; kind >= 0 encodes new values through nm.
 func (c *colEncoder) add(s string, nm *names, kind int) uint32 {
 	if c.has && s == c.last {
-		c.rows = append(c.rows, c.lastI)
+		c.push(c.lastI)
 		return c.lastI
 	}
 	i, ok := c.idx[s]
@@ -135,7 +150,7 @@ func (c *colEncoder) add(s string, nm *names, kind int) uint32 {
 		}
 	}
 	c.last, c.lastI, c.has = s, i, true
-	c.rows = append(c.rows, i)
+	c.push(i)
 	return i
 }
 
@@ -147,20 +162,31 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 		e.cols[i].reset()
 	}
 	st := &e.cols[colKinds+kStatus]
+	// repeat counts the rows since the last that differed from its
+	// predecessor in a kind column: they extend each kind column's last
+	// run at once instead of visiting the 13 columns per row.
+	repeat := uint32(0)
 	for i := range rows {
 		r := &rows[i]
 		e.cols[colDomain].add(r.Domain, nm, -1)
 		e.cols[colClient].add(r.Client, nm, -1)
-		for k := range nKinds {
-			v := *rowField(r, k)
-			if k == kRule && v != "" && v == r.Domain {
-				e.cols[colKinds+k].addSameDomain()
-				continue
+		if i > 0 && sameKinds(&rows[i-1], r) {
+			repeat++
+		} else {
+			e.extendKinds(repeat)
+			repeat = 0
+			for k := range nKinds {
+				v := *rowField(r, k)
+				if k == kRule && v != "" && v == r.Domain {
+					e.cols[colKinds+k].addSameDomain()
+					continue
+				}
+				e.cols[colKinds+k].add(v, nm, k)
 			}
-			e.cols[colKinds+k].add(v, nm, k)
 		}
-		pb.addRow(r.ID, r.Domain, r.Client, st.stored[st.lastI])
+		pb.addRow(r.ID, r.Domain, r.Client, st.stored[st.runs[len(st.runs)-1].i])
 	}
+	e.extendKinds(repeat)
 	b := append(e.buf[:0], blockVersion)
 	b = binary.AppendUvarint(b, uint64(len(rows)))
 	var durMin, durMax int64
@@ -209,13 +235,50 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 		if len(c.vals) > 1 {
 			w := widthOf(uint64(len(c.vals) - 1))
 			b = append(b, byte(w))
-			for _, x := range c.rows {
-				b = appendFixed(b, uint64(x), w)
+			for _, r := range c.runs {
+				b = appendFixedRun(b, uint64(r.i), w, int(r.n))
 			}
 		}
 	}
 	e.buf = b
 	return b, tsMin, tsMax
+}
+
+// extendKinds adds n rows to each kind column's last run: rows whose kind
+// values equal the row before theirs.
+func (e *blockEncoder) extendKinds(n uint32) {
+	if n == 0 {
+		return
+	}
+	for k := range nKinds {
+		c := &e.cols[colKinds+k]
+		c.runs[len(c.runs)-1].n += n
+	}
+}
+
+// sameKinds reports whether b's kind values are a's: the same strings (the
+// converter hands a run of rows the same strings, so comparing where they
+// point settles most rows; equal text elsewhere only costs the slow path),
+// and a rule that is the row's own domain in both or neither.
+func sameKinds(a, b *Row) bool {
+	if !sameStr(a.Status, b.Status) || !sameStr(a.QType, b.QType) || !sameStr(a.Rcode, b.Rcode) ||
+		!sameStr(a.Node, b.Node) || !sameStr(a.ClientName, b.ClientName) || !sameStr(a.Reason, b.Reason) ||
+		!sameStr(a.List, b.List) || !sameStr(a.Policy, b.Policy) || !sameStr(a.Upstream, b.Upstream) ||
+		!sameStr(a.Zone, b.Zone) || !sameStr(a.Transport, b.Transport) || !sameStr(a.ClientID, b.ClientID) {
+		return false
+	}
+	aSame := a.Rule != "" && a.Rule == a.Domain
+	bSame := b.Rule != "" && b.Rule == b.Domain
+	if aSame || bSame {
+		return aSame && bSame
+	}
+	return sameStr(a.Rule, b.Rule)
+}
+
+// sameStr reports whether a and b are the same bytes in memory (both empty
+// counts).
+func sameStr(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || unsafe.StringData(a) == unsafe.StringData(b))
 }
 
 // appendTexts appends a text column's values with their end offsets.
@@ -253,6 +316,20 @@ func widthOf(v uint64) int {
 		return 4
 	}
 	return 8
+}
+
+// appendFixedRun appends n copies of v in w bytes each.
+func appendFixedRun(b []byte, v uint64, w, n int) []byte {
+	if n == 1 {
+		return appendFixed(b, v, w)
+	}
+	start := len(b)
+	b = appendFixed(b, v, w)
+	b = slices.Grow(b, (n-1)*w)
+	for range n - 1 {
+		b = append(b, b[start:start+w]...)
+	}
+	return b
 }
 
 func appendFixed(b []byte, v uint64, w int) []byte {
