@@ -76,11 +76,20 @@ type postingBuilder struct {
 	keys  []postHead
 	ents  []postEnt
 	blobs [][]byte // encoded ids, reused
+	// direct[dim][g] is 1 + the index in keys of group g's posting of
+	// dim (postDomain, postClient) in bucket cur, 0 for none yet: a map
+	// lookup per row and dimension was a sixth of the postings' cost.
+	// Statuses, a few per batch and in runs, keep the map.
+	direct [2][]int32
+	cur    int64
 	// The previous row's client and its group: a run of one client's
 	// queries hashes its address once.
 	lastClient string
 	lastG      uint32
 	lastT      uint16
+	// The previous row's status key and its posting.
+	lastStatus  int64
+	lastStatusI int32
 }
 
 // A batch's postings live in two slices reused from batch to batch, so the
@@ -105,19 +114,57 @@ func (p *postingBuilder) reset() {
 	}
 	clear(p.idx)
 	p.keys, p.ents = p.keys[:0], p.ents[:0]
+	p.cur, p.lastStatusI = -1, -1
 }
 
+// add appends id (and its tag) to the posting key.
 func (p *postingBuilder) add(key, id int64, tag uint16, withTag bool) {
-	e := int32(len(p.ents))
-	p.ents = append(p.ents, postEnt{id: id, next: -1, tag: tag})
 	i, ok := p.idx[key]
 	if !ok {
-		p.idx[key] = int32(len(p.keys))
-		p.keys = append(p.keys, postHead{key: key, head: e, tail: e, tagged: withTag})
-		return
+		i = p.newKey(key, withTag)
+		p.idx[key] = i
 	}
+	p.addTo(i, id, tag)
+}
+
+// addGroup appends id (and its tag) to the posting of group g of dim
+// (postDomain or postClient) in bucket b.
+func (p *postingBuilder) addGroup(b int64, dim int, g uint32, id int64, tag uint16) {
+	if b != p.cur {
+		for d := range p.direct {
+			clear(p.direct[d])
+		}
+		p.cur = b
+	}
+	t := p.direct[dim]
+	if t == nil {
+		t = make([]int32, 1<<cmp.Or(p.bits, groupBits))
+		p.direct[dim] = t
+	}
+	i := t[g] - 1
+	if i < 0 {
+		i = p.newKey(postKey(b, dim, g), true)
+		t[g] = i + 1
+	}
+	p.addTo(i, id, tag)
+}
+
+// newKey starts an empty posting and returns its index in keys.
+func (p *postingBuilder) newKey(key int64, withTag bool) int32 {
+	p.keys = append(p.keys, postHead{key: key, head: -1, tail: -1, tagged: withTag})
+	return int32(len(p.keys) - 1)
+}
+
+// addTo appends an id to posting i.
+func (p *postingBuilder) addTo(i int32, id int64, tag uint16) {
+	e := int32(len(p.ents))
+	p.ents = append(p.ents, postEnt{id: id, next: -1, tag: tag})
 	h := &p.keys[i]
-	p.ents[h.tail].next = e
+	if h.head < 0 {
+		h.head = e
+	} else {
+		p.ents[h.tail].next = e
+	}
 	h.tail = e
 }
 
@@ -159,17 +206,23 @@ func (p *postingBuilder) addRow(id int64, domain, client string, status any) {
 	b := bucketOf(id)
 	if domain != "" {
 		g, t := p.group(domain)
-		p.add(postKey(b, postDomain, g), id, t, true)
+		p.addGroup(b, postDomain, g, id, t)
 	}
 	if client != "" {
 		if client != p.lastClient {
 			p.lastClient = client
 			p.lastG, p.lastT = p.group(client)
 		}
-		p.add(postKey(b, postClient, p.lastG), id, p.lastT, true)
+		p.addGroup(b, postClient, p.lastG, id, p.lastT)
 	}
 	if status != nil {
-		p.add(postKey(b, postStatus, statusPostValue(status)), id, 0, false)
+		key := postKey(b, postStatus, statusPostValue(status))
+		if p.lastStatusI < 0 || key != p.lastStatus {
+			p.add(key, id, 0, false)
+			p.lastStatus, p.lastStatusI = key, p.idx[key]
+			return
+		}
+		p.addTo(p.lastStatusI, id, 0)
 	}
 }
 
