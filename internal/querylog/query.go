@@ -516,6 +516,9 @@ func (w *Writer) topCounts(ctx context.Context, db *sql.DB, dim string, from tim
 	w.hourMu.Lock()
 	if w.hour.hour >= fromHour {
 		for k, c := range w.hour.counts[di] {
+			if c.count == 0 {
+				continue // found by the block encoder, not counted yet
+			}
 			o := out[k]
 			if o == nil {
 				o = &hourCount{}

@@ -91,7 +91,12 @@ const (
 
 var dims = []string{DimDomains, DimClients, DimUpstreams, DimLists, DimZones}
 
-type hourCount struct{ count, blocked int64 }
+type hourCount struct {
+	count, blocked int64
+	// gen and idx are the block encoder's: the batch that last stored the
+	// name and the name's index in that block's domain column.
+	gen, idx uint32
+}
 
 // hourCounts are the current hour's counts per dimension, each map capped.
 type hourCounts struct {
@@ -444,7 +449,7 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 	} else {
 		nm := w.store.names
 		err := w.store.writeTx(ctx, func(d *dconn) error {
-			if err := w.storeRows(d, rows); err != nil {
+			if err := w.encodeRows(d, rows, agg.dims); err != nil {
 				return err
 			}
 			return w.writeRollups(d, agg)
@@ -464,6 +469,21 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 	}
 	w.broker.Publish(rows)
 	return nil
+}
+
+// encodeRows stores a batch's rows; when their names are counted into the
+// hour, the block encoder looks each domain up in the hour's counts as it
+// goes (blockEncoder.hour) and writeRollups counts through what it found.
+func (w *Writer) encodeRows(d *dconn, rows []Row, dims bool) error {
+	w.enc.hc = w.enc.hc[:0]
+	if !dims {
+		return w.storeRows(d, rows)
+	}
+	w.hourMu.Lock()
+	defer w.hourMu.Unlock()
+	w.enc.hour = &domainHour{m: w.hour.counts[0], hour: w.hour.hour, cap: w.opts.DomainCap}
+	defer func() { w.enc.hour = nil }()
+	return w.storeRows(d, rows)
 }
 
 func (w *Writer) slogRow(ctx context.Context, r *Row) {
@@ -610,6 +630,10 @@ func (w *Writer) writeRollups(d *dconn, a *rollup) error {
 	}
 	w.hourMu.Lock()
 	defer w.hourMu.Unlock()
+	hc := w.enc.hc // each row's domain count, found by the encoder
+	if len(hc) != len(a.rows) {
+		hc = nil
+	}
 	for i := range a.rows {
 		r := &a.rows[i]
 		sec := r.Time.Unix()
@@ -617,8 +641,13 @@ func (w *Writer) writeRollups(d *dconn, a *rollup) error {
 			if err := w.flushHourLocked(d, h); err != nil {
 				return err
 			}
+			hc = nil // counts of the hour that ended
 		}
-		w.countHourLocked(r)
+		var c *hourCount
+		if hc != nil {
+			c = hc[i]
+		}
+		w.countHourLocked(r, c)
 	}
 	return nil
 }
@@ -717,13 +746,19 @@ func dimValue(i int, r *Row) string {
 }
 
 // countHour adds a row to the current hour's counts; names past the cap are
-// counted under "" and make the answers approximate.
-func (w *Writer) countHourLocked(r *Row) {
+// counted under "" and make the answers approximate. domain is the row's
+// domain count when the block encoder found it (nil: look it up).
+func (w *Writer) countHourLocked(r *Row, domain *hourCount) {
 	blocked := int64(0)
 	if r.Status == "blocked" {
 		blocked = 1
 	}
 	for i := range dims {
+		if i == 0 && domain != nil {
+			domain.count++
+			domain.blocked += blocked
+			continue
+		}
 		k := dimValue(i, r)
 		if k == "" {
 			continue
@@ -799,6 +834,9 @@ const topKeep = 35 * 24 * time.Hour
 func truncateCounts(m map[string]*hourCount, keep int) []TopItem {
 	out := make([]TopItem, 0, len(m))
 	for k, c := range m {
+		if c.count == 0 {
+			continue // found by the block encoder for a batch that failed
+		}
 		out = append(out, TopItem{Key: k, Count: c.count, Blocked: c.blocked})
 	}
 	if len(out) <= keep {
