@@ -50,3 +50,56 @@ func TestQueueGrowsWithUseAndWritesFullBatches(t *testing.T) {
 		t.Fatalf("%d rows still queued after the flush", n)
 	}
 }
+
+// EnqueueRows takes rows under one lock as far as the buffer reaches and
+// counts the rest dropped; a chunk that crosses a full batch wakes the
+// writer, and one that crosses the backlog mark (a batch and an eighth)
+// reports it.
+func TestEnqueueRowsTakesWhatFits(t *testing.T) {
+	q := rowQueue{max: 1000, full: 100, ready: make(chan struct{}, 1)}
+	chunk := make([]Row, 90)
+	if n := q.pushAll(chunk); n != 90 {
+		t.Fatalf("took %d of 90", n)
+	}
+	select {
+	case <-q.ready:
+		t.Fatal("woken before a full batch waited")
+	default:
+	}
+	if q.behind.Load() {
+		t.Fatal("behind at 90 rows, batches of 100")
+	}
+	if n := q.pushAll(chunk); n != 90 {
+		t.Fatalf("took %d of 90", n)
+	}
+	select {
+	case <-q.ready:
+	default:
+		t.Fatal("180 rows wait, batches of 100: the writer was not woken")
+	}
+	if !q.behind.Load() {
+		t.Fatal("not behind at 180 rows, batches of 100")
+	}
+	for len(q.rows) < 990 {
+		q.pushAll(chunk[:10])
+	}
+	if n := q.pushAll(chunk); n != 10 || len(q.rows) != 1000 || cap(q.rows) > 1000 {
+		t.Fatalf("took %d at 990 of 1000 (now %d, capacity %d)", n, len(q.rows), cap(q.rows))
+	}
+	if n := q.pushAll(chunk); n != 0 {
+		t.Fatalf("took %d into a full buffer", n)
+	}
+
+	w := openTest(t, DefaultConfig(), Options{BufferRows: 100, BatchRows: 100, FlushInterval: time.Hour})
+	rows := make([]Row, 150)
+	for i := range rows {
+		rows[i] = row(time.Now(), "x.example", "10.0.0.1", "answered")
+	}
+	if n := w.EnqueueRows(rows); n != 100 {
+		t.Fatalf("took %d of 150 into an empty buffer of 100", n)
+	}
+	flush(t, w)
+	if d := w.Dropped(); d != 50 {
+		t.Fatalf("%v rows counted dropped, want 50", d)
+	}
+}

@@ -241,6 +241,20 @@ func (w *Writer) Enqueue(r Row) bool {
 	return true
 }
 
+// EnqueueRows hands rows to the writer under one lock, as many as the
+// buffer takes; it never blocks and returns how many were taken, counting
+// the rest as dropped.
+func (w *Writer) EnqueueRows(rows []Row) int {
+	if w.closed.Load() {
+		return 0
+	}
+	n := w.queue.pushAll(rows)
+	if n < len(rows) {
+		w.dropped.Add(float64(len(rows) - n))
+	}
+	return n
+}
+
 // rowQueue holds the rows enqueued and not yet taken by the writer. It
 // grows by append up to max rows instead of a channel of max rows (~4.5 MiB
 // at the default 16,384) allocated at the start, which a node that logs
@@ -281,6 +295,34 @@ func (q *rowQueue) push(r Row) bool {
 		}
 	}
 	return true
+}
+
+// pushAll is push for each row of rows while they fit, under one lock.
+func (q *rowQueue) pushAll(rows []Row) int {
+	q.mu.Lock()
+	n := len(q.rows)
+	k := min(len(rows), q.max-n)
+	if k <= 0 {
+		q.mu.Unlock()
+		return 0
+	}
+	if n+k > cap(q.rows) {
+		grown := make([]Row, n, min(max(2*cap(q.rows), n+k, 64), q.max))
+		copy(grown, q.rows)
+		q.rows = grown
+	}
+	q.rows = append(q.rows, rows[:k]...)
+	if behind := min(q.full+q.full/8, q.max); n < behind && n+k >= behind {
+		q.behind.Store(true)
+	}
+	q.mu.Unlock()
+	if n < q.full && n+k >= q.full {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return k
 }
 
 // take returns the waiting rows and keeps spare (emptied) for the next.
