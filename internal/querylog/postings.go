@@ -74,8 +74,8 @@ type postingBuilder struct {
 	bits  int // group bits; 0: groupBits (the compact baseline sets 10)
 	idx   map[int64]int32
 	keys  []postHead
-	ents  []postEnt
-	blobs [][]byte // encoded ids, reused
+	bufs  [][]byte // per posting (by index in keys) its encoded ids; reused
+	blobs [][]byte // the write's bound blobs
 	// direct[dim][g] is 1 + the index in keys of group g's posting of
 	// dim (postDomain, postClient) in bucket cur, 0 for none yet: a map
 	// lookup per row and dimension was a sixth of the postings' cost.
@@ -92,20 +92,13 @@ type postingBuilder struct {
 	lastStatusI int32
 }
 
-// A batch's postings live in two slices reused from batch to batch, so the
-// builder keeps at most one entry per row and posting key of the largest
-// batch: keys (one per posting) and ents (one per id, linked per key; ids
-// arrive in increasing order).
+// A posting's ids are encoded as they arrive (ids arrive in increasing
+// order), each appended to its posting's buffer: a batch touches the ends
+// of about 140 buffers instead of walking a list per posting at the end.
 type postHead struct {
-	key        int64
-	head, tail int32
-	tagged     bool
-}
-
-type postEnt struct {
-	id   int64
-	next int32
-	tag  uint16
+	key         int64
+	first, last int64 // the first and the latest id
+	tagged      bool
 }
 
 func (p *postingBuilder) reset() {
@@ -113,7 +106,7 @@ func (p *postingBuilder) reset() {
 		p.idx = map[int64]int32{}
 	}
 	clear(p.idx)
-	p.keys, p.ents = p.keys[:0], p.ents[:0]
+	p.keys = p.keys[:0]
 	p.cur, p.lastStatusI = -1, -1
 }
 
@@ -151,47 +144,59 @@ func (p *postingBuilder) addGroup(b int64, dim int, g uint32, id int64, tag uint
 
 // newKey starts an empty posting and returns its index in keys.
 func (p *postingBuilder) newKey(key int64, withTag bool) int32 {
-	p.keys = append(p.keys, postHead{key: key, head: -1, tail: -1, tagged: withTag})
-	return int32(len(p.keys) - 1)
-}
-
-// addTo appends an id to posting i.
-func (p *postingBuilder) addTo(i int32, id int64, tag uint16) {
-	e := int32(len(p.ents))
-	p.ents = append(p.ents, postEnt{id: id, next: -1, tag: tag})
-	h := &p.keys[i]
-	if h.head < 0 {
-		h.head = e
-	} else {
-		p.ents[h.tail].next = e
+	i := len(p.keys)
+	p.keys = append(p.keys, postHead{key: key, first: -1, tagged: withTag})
+	if i == len(p.bufs) {
+		p.bufs = append(p.bufs, nil)
 	}
-	h.tail = e
+	p.bufs[i] = p.bufs[i][:0]
+	return int32(i)
 }
 
-// sortKeys orders the postings by key (inserts in key order).
+// addTo appends an id to posting i: the first id is the posting's first
+// (only its tag is encoded), each later one its delta from the one
+// before, then its tag.
+func (p *postingBuilder) addTo(i int32, id int64, tag uint16) {
+	h := &p.keys[i]
+	b := p.bufs[i]
+	if h.first < 0 {
+		h.first = id
+	} else {
+		b = binary.AppendUvarint(b, uint64(id-h.last))
+	}
+	if h.tagged {
+		b = binary.LittleEndian.AppendUint16(b, tag)
+	}
+	h.last = id
+	p.bufs[i] = b
+}
+
+// sortKeys orders the postings by key (inserts in key order), their
+// buffers with them.
 func (p *postingBuilder) sortKeys() {
-	sort.Slice(p.keys, func(i, j int) bool { return p.keys[i].key < p.keys[j].key })
+	if slices.IsSortedFunc(p.keys, func(a, b postHead) int { return cmp.Compare(a.key, b.key) }) {
+		return
+	}
+	order := make([]int, len(p.keys))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool { return p.keys[order[a]].key < p.keys[order[b]].key })
+	keys := make([]postHead, len(p.keys))
+	bufs := make([][]byte, len(p.bufs))
+	for to, from := range order {
+		keys[to], bufs[to] = p.keys[from], p.bufs[from]
+	}
+	copy(bufs[len(order):], p.bufs[len(order):])
+	p.keys, p.bufs = keys, bufs
 }
 
-// encode returns posting i's key, first id and ids blob (in buf; nil when
-// there is nothing after the first id).
+// encode returns posting i's key, first id and ids blob (nil when there
+// is nothing after the first id and no tag). buf is not used: the blob is
+// the posting's own buffer, valid until the next batch.
 func (p *postingBuilder) encode(i int, buf []byte) (key, first int64, blob []byte) {
 	h := &p.keys[i]
-	e := &p.ents[h.head]
-	first = e.id
-	buf = buf[:0]
-	if h.tagged {
-		buf = binary.LittleEndian.AppendUint16(buf, e.tag)
-	}
-	for prev := e.id; e.next >= 0; {
-		e = &p.ents[e.next]
-		buf = binary.AppendUvarint(buf, uint64(e.id-prev))
-		if h.tagged {
-			buf = binary.LittleEndian.AppendUint16(buf, e.tag)
-		}
-		prev = e.id
-	}
-	return h.key, first, buf
+	return h.key, h.first, p.bufs[i]
 }
 
 func (p *postingBuilder) group(s string) (uint32, uint16) {

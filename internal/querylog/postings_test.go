@@ -1,6 +1,7 @@
 package querylog
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -20,6 +21,11 @@ func TestPostingsAddRowMatchesMap(t *testing.T) {
 		got.reset()
 		want.reset()
 		statuses := []any{nil, int64(3), int64(5), "blocked"}
+		type idTag struct {
+			id  int64
+			tag uint16
+		}
+		ids := map[int64][]idTag{} // per posting key, what it must list
 		for i := range 2000 {
 			id := first + int64(i)
 			domain := ""
@@ -33,17 +39,51 @@ func TestPostingsAddRowMatchesMap(t *testing.T) {
 			if domain != "" {
 				g, tag := want.group(domain)
 				want.add(postKey(b, postDomain, g), id, tag, true)
+				ids[postKey(b, postDomain, g)] = append(ids[postKey(b, postDomain, g)], idTag{id, tag})
 			}
 			if client != "" {
 				g, tag := want.group(client)
 				want.add(postKey(b, postClient, g), id, tag, true)
+				ids[postKey(b, postClient, g)] = append(ids[postKey(b, postClient, g)], idTag{id, tag})
 			}
 			if status != nil {
 				want.add(postKey(b, postStatus, statusPostValue(status)), id, 0, false)
+				ids[postKey(b, postStatus, statusPostValue(status))] = append(ids[postKey(b, postStatus, statusPostValue(status))], idTag{id, 0})
 			}
 		}
-		if g, w := postingsOf(&got), postingsOf(&want); !reflect.DeepEqual(g, w) {
+		g, w := postingsOf(&got), postingsOf(&want)
+		if !reflect.DeepEqual(g, w) {
 			t.Fatalf("bits %d: %d postings, want %d", bits, len(g), len(w))
+		}
+		if len(g) != len(ids) {
+			t.Fatalf("bits %d: %d postings, want %d keys", bits, len(g), len(ids))
+		}
+		// Each blob decodes (first id's tag, then delta and tag per id) to
+		// the ids and tags added to its key, in order.
+		for _, e := range g {
+			want := ids[e.key]
+			tagged := tagged(int(e.key >> 32 & 3))
+			blob := []byte(e.ids)
+			var dec []idTag
+			id := e.first
+			for {
+				var tag uint16
+				if tagged {
+					tag, blob = binary.LittleEndian.Uint16(blob), blob[2:]
+				}
+				dec = append(dec, idTag{id, tag})
+				if len(blob) == 0 {
+					break
+				}
+				d, n := binary.Uvarint(blob)
+				if n <= 0 {
+					t.Fatalf("key %x: bad delta", e.key)
+				}
+				id, blob = id+int64(d), blob[n:]
+			}
+			if !reflect.DeepEqual(dec, want) {
+				t.Fatalf("key %x: decoded %v, want %v", e.key, dec, want)
+			}
 		}
 	}
 }
