@@ -536,7 +536,7 @@ func serveOurs(kind, up string) (string, func(), error) {
 		if err != nil {
 			return "", nil, err
 		}
-		cs := &countingSink{w: w}
+		cs := &countingSink{Writer: w}
 		lg := dnslog.New(cs)
 		opts.QueryLogger = lg
 		closeLog = func() {
@@ -581,18 +581,27 @@ func serveOurs(kind, up string) (string, func(), error) {
 	}, nil
 }
 
-// countingSink counts the rows the writer accepted.
+// countingSink counts the rows the writer accepted. It embeds the writer
+// so that dnslog finds every optional method the node's writer has (the
+// batch hand-off, the backlog, the switch, the drop count, Flush): the
+// log is wired as on a node.
 type countingSink struct {
-	w *querylog.Writer
+	*querylog.Writer
 	n atomic.Int64
 }
 
 func (c *countingSink) Enqueue(r querylog.Row) bool {
-	ok := c.w.Enqueue(r)
+	ok := c.Writer.Enqueue(r)
 	if ok {
 		c.n.Add(1)
 	}
 	return ok
+}
+
+func (c *countingSink) EnqueueRows(rows []querylog.Row) int {
+	n := c.Writer.EnqueueRows(rows)
+	c.n.Add(int64(n))
+	return n
 }
 
 func zone() (*authority.Table, error) {
