@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -75,6 +74,7 @@ type postingBuilder struct {
 	idx   map[int64]int32
 	keys  []postHead
 	bufs  [][]byte // per posting (by index in keys) its encoded ids; reused
+	order []int32  // indexes of keys in key order (sortKeys)
 	blobs [][]byte // the write's bound blobs
 	// direct[dim][g] is 1 + the index in keys of group g's posting of
 	// dim (postDomain, postClient) in bucket cur, 0 for none yet: a map
@@ -171,32 +171,26 @@ func (p *postingBuilder) addTo(i int32, id int64, tag uint16) {
 	p.bufs[i] = b
 }
 
-// sortKeys orders the postings by key (inserts in key order), their
-// buffers with them.
+// sortKeys orders the postings by key (inserts in key order): encode's
+// index i is the i-th smallest key. keys and bufs stay in the order the
+// postings were made, so each buffer is reused by a posting of about its
+// size in the next batch.
 func (p *postingBuilder) sortKeys() {
-	if slices.IsSortedFunc(p.keys, func(a, b postHead) int { return cmp.Compare(a.key, b.key) }) {
-		return
+	p.order = p.order[:0]
+	for i := range p.keys {
+		p.order = append(p.order, int32(i))
 	}
-	order := make([]int, len(p.keys))
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool { return p.keys[order[a]].key < p.keys[order[b]].key })
-	keys := make([]postHead, len(p.keys))
-	bufs := make([][]byte, len(p.bufs))
-	for to, from := range order {
-		keys[to], bufs[to] = p.keys[from], p.bufs[from]
-	}
-	copy(bufs[len(order):], p.bufs[len(order):])
-	p.keys, p.bufs = keys, bufs
+	slices.SortFunc(p.order, func(a, b int32) int { return cmp.Compare(p.keys[a].key, p.keys[b].key) })
 }
 
-// encode returns posting i's key, first id and ids blob (nil when there
-// is nothing after the first id and no tag). buf is not used: the blob is
-// the posting's own buffer, valid until the next batch.
+// encode returns the i-th posting in key order (after sortKeys): its key,
+// first id and ids blob (empty when there is nothing after the first id
+// and no tag). buf is not used: the blob is the posting's own buffer,
+// valid until the next batch.
 func (p *postingBuilder) encode(i int, buf []byte) (key, first int64, blob []byte) {
-	h := &p.keys[i]
-	return h.key, h.first, p.bufs[i]
+	j := p.order[i]
+	h := &p.keys[j]
+	return h.key, h.first, p.bufs[j]
 }
 
 func (p *postingBuilder) group(s string) (uint32, uint16) {
@@ -265,8 +259,17 @@ const postingsSQL = "INSERT INTO postings (k, first, ids) VALUES (?, ?, ?)"
 const postingsChunk = 64
 
 func postingsInsertSQL(n int) string {
+	switch n {
+	case 1:
+		return postingsSQL
+	case postingsChunk:
+		return postingsChunkSQL
+	}
 	return "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")
 }
+
+// postingsChunkSQL is built once: write used it for every batch.
+var postingsChunkSQL = "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", postingsChunk), ",")
 
 // write inserts the batch's postings in key order, postingsChunk per
 // statement (one statement per posting cost twice as much).

@@ -103,3 +103,50 @@ func TestEnqueueRowsTakesWhatFits(t *testing.T) {
 		t.Fatalf("%v rows counted dropped, want 50", d)
 	}
 }
+
+// Under load, full batches between small flush-tick takes keep the
+// buffers; only letGoAfter small takes in a row let one go.
+func TestBufferKeptUnderLoadLetGoAtRest(t *testing.T) {
+	var k bufferKeeper
+	big := make([]Row, 5000, 8192)
+	small := make([]Row, 10, 8192)
+	for round := range 5 {
+		if got := k.reuse(big); cap(got) != 8192 || len(got) != 0 {
+			t.Fatalf("round %d: a full batch's buffer was not kept", round)
+		}
+		for i := range letGoAfter - 1 {
+			if got := k.reuse(small); cap(got) != 8192 {
+				t.Fatalf("round %d: small take %d let the buffer go", round, i)
+			}
+		}
+	}
+	if got := k.reuse(small); got != nil {
+		t.Fatalf("%d small takes in a row kept the buffer", letGoAfter)
+	}
+	if got := k.reuse(make([]Row, 3, 200)); cap(got) != 200 {
+		t.Fatal("a buffer of at most 256 rows was let go")
+	}
+}
+
+// A writer at rest after a burst lets its queue's buffers go.
+func TestQueueLetGoAtRest(t *testing.T) {
+	w := openTest(t, DefaultConfig(), Options{BufferRows: 20000, BatchRows: 5000, FlushInterval: 5 * time.Millisecond})
+	now := time.Now()
+	for range 12000 {
+		w.Enqueue(row(now, "x.example", "10.0.0.1", "answered"))
+	}
+	flush(t, w)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		w.queue.mu.Lock()
+		c := cap(w.queue.rows)
+		w.queue.mu.Unlock()
+		if c <= 256 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue capacity %d rows 20 s after a burst", c)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -255,6 +255,33 @@ func (w *Writer) EnqueueRows(rows []Row) int {
 	return n
 }
 
+// bufferKeeper decides whether a taken buffer is reused. After a burst
+// the buffers are not kept at their peak: once letGoAfter takes in a row
+// used less than a quarter of a buffer, it is let go and the queue grows
+// anew. Under load the flush tick's takes are small between full batches;
+// letting the buffer go at the first of them regrew it from nothing
+// several times a second (9 MB/s of allocation at 200,000 rows/s,
+// test/bench authlog).
+type bufferKeeper struct{ small int }
+
+// letGoAfter is how many takes in a row must use less than a quarter of
+// their buffer before it is let go: 16 flush ticks, 4 s at rest.
+const letGoAfter = 16
+
+// reuse returns taken emptied for the queue to fill next, or nil to let
+// it go.
+func (k *bufferKeeper) reuse(taken []Row) []Row {
+	if cap(taken) <= 256 || len(taken) >= cap(taken)/4 {
+		k.small = 0
+		return taken[:0]
+	}
+	if k.small++; k.small >= letGoAfter {
+		k.small = 0
+		return nil
+	}
+	return taken[:0]
+}
+
 // rowQueue holds the rows enqueued and not yet taken by the writer. It
 // grows by append up to max rows instead of a channel of max rows (~4.5 MiB
 // at the default 16,384) allocated at the start, which a node that logs
@@ -405,6 +432,7 @@ func (w *Writer) run() {
 	ctx := context.Background()
 	// spare is the buffer the queue fills next, swapped with the one taken.
 	var spare []Row
+	var keep bufferKeeper
 	// write takes every waiting row and writes them in batches of at most
 	// BatchRows (one transaction each); the first error is returned.
 	write := func() error {
@@ -420,12 +448,7 @@ func (w *Writer) run() {
 			clear(rows[:n])
 			rows = rows[n:]
 		}
-		// After a burst the buffer is not kept at its peak: one that was
-		// used to less than a quarter is let go, and the queue grows anew.
-		spare = taken[:0]
-		if cap(taken) > 256 && len(taken) < cap(taken)/4 {
-			spare = nil
-		}
+		spare = keep.reuse(taken)
 		return first
 	}
 	for {
