@@ -90,9 +90,69 @@ type blockEncoder struct {
 // domainHour lends the encoder an hour's domain counts.
 type domainHour struct {
 	m    map[string]*hourCount
-	hour int64 // unix seconds: rows of a later hour are not counted in m
-	cap  int   // names m takes at most; the writer counts the rest
+	idx  *nameIndex // finds m's counts
+	hour int64      // unix seconds: rows of a later hour are not counted in m
+	cap  int        // names m takes at most; the writer counts the rest
 }
+
+// lookupGroup is how many rows' lookups lookupHour starts before it
+// finishes the first.
+const lookupGroup = 8
+
+// lookupHour sets e.hc to each row's domain count: nil for an empty
+// domain, a row of a later hour and a new name past the cap. The rows go
+// in groups: first each row's hash and a read of its slot, which the CPU
+// overlaps, then the lookups, whose slots are now cached, and likewise
+// the counts they find.
+func (e *blockEncoder) lookupHour(rows []Row) {
+	d := e.hour
+	e.hc = slices.Grow(e.hc[:0], len(rows))[:len(rows)]
+	var hs [lookupGroup]uint64
+	var sink uint64
+	for base := 0; base < len(rows); base += lookupGroup {
+		group := rows[base:min(base+lookupGroup, len(rows))]
+		hc := e.hc[base : base+len(group)]
+		mask := len(d.idx.slots) - 1
+		for j := range group {
+			r := &group[j]
+			hs[j] = 0
+			if r.Domain == "" {
+				continue
+			}
+			if sec := r.Time.Unix(); sec-sec%3600 > d.hour {
+				continue
+			}
+			hs[j] = d.idx.hash(r.Domain)
+			sink += d.idx.slots[int(hs[j])&mask].h
+		}
+		for j := range group {
+			hc[j] = nil
+			if hs[j] != 0 {
+				hc[j] = d.idx.getHashed(hs[j], group[j].Domain)
+			}
+			if hc[j] != nil {
+				sink += uint64(hc[j].gen)
+			}
+		}
+		for j := range group {
+			if hs[j] == 0 || hc[j] != nil {
+				continue
+			}
+			// An earlier row of the group may have just added the name.
+			if hc[j] = d.idx.getHashed(hs[j], group[j].Domain); hc[j] != nil || len(d.m) >= d.cap {
+				continue
+			}
+			c := &hourCount{key: group[j].Domain}
+			d.m[c.key] = c
+			d.idx.putHashed(hs[j], c)
+			hc[j] = c
+		}
+	}
+	lookupSink = sink
+}
+
+// lookupSink keeps lookupHour's reads from being optimized away.
+var lookupSink uint64
 
 // colEncoder collects one text column: the block's distinct values and
 // per row the index of its value, as runs of rows with one value. Most
@@ -184,12 +244,15 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	// run at once instead of visiting the 13 columns per row.
 	repeat := uint32(0)
 	e.hc = e.hc[:0]
+	if e.hour != nil {
+		e.lookupHour(rows)
+	}
 	if e.gen++; e.gen == 0 {
 		e.gen = 1 // 0 is a new count's: never this batch's
 	}
 	for i := range rows {
 		r := &rows[i]
-		e.addDomain(r, nm)
+		e.addDomain(i, r, nm)
 		e.cols[colClient].add(r.Client, nm, -1)
 		if i > 0 && sameKinds(&rows[i-1], r) {
 			repeat++
@@ -267,23 +330,14 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 
 // addDomain adds a row's domain to the domain column and, with e.hour, its
 // count to e.hc.
-func (e *blockEncoder) addDomain(r *Row, nm *names) {
+func (e *blockEncoder) addDomain(i int, r *Row, nm *names) {
 	c := &e.cols[colDomain]
 	d := e.hour
 	if d == nil {
 		c.add(r.Domain, nm, -1)
 		return
 	}
-	var hc *hourCount
-	if r.Domain != "" {
-		if sec := r.Time.Unix(); sec-sec%3600 <= d.hour {
-			if hc = d.m[r.Domain]; hc == nil && len(d.m) < d.cap {
-				hc = &hourCount{}
-				d.m[r.Domain] = hc
-			}
-		}
-	}
-	e.hc = append(e.hc, hc)
+	hc := e.hc[i]
 	if hc == nil {
 		c.add(r.Domain, nm, -1)
 		return

@@ -96,6 +96,7 @@ type hourCount struct {
 	// gen and idx are the block encoder's: the batch that last stored the
 	// name and the name's index in that block's domain column.
 	gen, idx uint32
+	key      string // the name (domains: nameIndex compares it)
 }
 
 // hourCounts are the current hour's counts per dimension, each map capped.
@@ -112,10 +113,16 @@ type hourCounts struct {
 	// at the cap, unique names (a flood, a million-name block list) cost
 	// one map lookup per row, not two.
 	otherC [5]*hourCount
+	// dom finds the domains' counts (counts[0]) by name; the map is what
+	// is iterated.
+	dom nameIndex
 }
 
 func (h *hourCounts) reset(hour int64) {
 	h.hour = hour
+	// Sized for as many names as the hour before: a busy node does not
+	// grow it again, an idle one lets it go an hour later.
+	h.dom = newNameIndex(h.dom.n)
 	for i := range h.counts {
 		h.counts[i] = map[string]*hourCount{}
 		h.capped[i] = false
@@ -546,7 +553,7 @@ func (w *Writer) encodeRows(d *dconn, rows []Row, dims bool) error {
 	}
 	w.hourMu.Lock()
 	defer w.hourMu.Unlock()
-	w.enc.hour = &domainHour{m: w.hour.counts[0], hour: w.hour.hour, cap: w.opts.DomainCap}
+	w.enc.hour = &domainHour{m: w.hour.counts[0], idx: &w.hour.dom, hour: w.hour.hour, cap: w.opts.DomainCap}
 	defer func() { w.enc.hour = nil }()
 	return w.storeRows(d, rows)
 }
@@ -837,7 +844,12 @@ func (w *Writer) countHourLocked(r *Row, domain *hourCount) {
 		}
 		key := k
 		m := w.hour.counts[i]
-		c := m[k]
+		var c *hourCount
+		if i == 0 {
+			c = w.hour.dom.get(k)
+		} else {
+			c = m[k]
+		}
 		if c == nil {
 			if len(m) >= w.opts.DomainCap {
 				w.hour.capped[i] = true
@@ -849,8 +861,11 @@ func (w *Writer) countHourLocked(r *Row, domain *hourCount) {
 					w.hour.otherC[i] = c
 				}
 			} else {
-				c = &hourCount{}
+				c = &hourCount{key: k}
 				m[k] = c
+				if i == 0 {
+					w.hour.dom.put(c)
+				}
 			}
 		}
 		c.count++
