@@ -130,3 +130,36 @@ func storedHourCounts(t *testing.T, dir string) map[hourKey][2]int64 {
 	}
 	return out
 }
+
+// Rows left out by exclusions in the middle of a batch leave the others
+// stored whole, in order and with consecutive ids: the rows before the
+// first exclusion stay in place, the rows after it move down.
+func TestExclusionsInsideABatch(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.ExcludeDomains = []string{"skip.example"}
+	w := openTest(t, cfg, Options{})
+	base := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	var want []string
+	for i := range 200 {
+		d := fmt.Sprintf("d%d.example", i)
+		if i >= 50 && i%7 == 0 {
+			d = "skip.example"
+		} else {
+			want = append(want, d)
+		}
+		w.Enqueue(row(base.Add(time.Duration(i)*time.Millisecond), d, fmt.Sprintf("192.0.2.%d", i%5), "answered"))
+	}
+	flush(t, w)
+	got := allRows(t, w)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows stored, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.Domain != want[i] || r.ID != got[0].ID+int64(i) {
+			t.Fatalf("row %d: id %d domain %q, want id %d domain %q", i, r.ID, r.Domain, got[0].ID+int64(i), want[i])
+		}
+		if r.Client == "" || r.Status != "answered" {
+			t.Fatalf("row %d lost its fields: %+v", i, r)
+		}
+	}
+}

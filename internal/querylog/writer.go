@@ -506,7 +506,11 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 		}
 		r.ID = w.nextID
 		w.nextID++
-		rows = append(rows, *r) // in place: rows never overtakes i
+		if len(rows) == i {
+			rows = rows[:i+1] // nothing left out so far: the row is in place
+		} else {
+			rows = append(rows, *r) // in place: rows never overtakes i
+		}
 	}
 	if excluded > 0 {
 		w.excluded.Add(float64(excluded))
