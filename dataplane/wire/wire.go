@@ -338,21 +338,50 @@ func AppendPresentation(dst, name []byte) []byte {
 		if off+l > len(name) {
 			break
 		}
-		for _, c := range name[off : off+l] {
-			switch {
-			case c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' || c == '$':
-				dst = append(dst, '\\', c)
-			case c < '!' || c > '~':
-				dst = append(dst, '\\', '0'+c/100, '0'+(c/10)%10, '0'+c%10)
-			default:
-				dst = append(dst, c)
+		label := name[off : off+l]
+		// Most labels need no escape: they are appended whole.
+		for len(label) > 0 {
+			i := 0
+			for i < len(label) && presentationEscape[label[i]] == 0 {
+				i++
 			}
+			dst = append(dst, label[:i]...)
+			if i == len(label) {
+				break
+			}
+			switch c := label[i]; presentationEscape[c] {
+			case escapeChar:
+				dst = append(dst, '\\', c)
+			default:
+				dst = append(dst, '\\', '0'+c/100, '0'+(c/10)%10, '0'+c%10)
+			}
+			label = label[i+1:]
 		}
 		dst = append(dst, '.')
 		off += l
 	}
 	return dst
 }
+
+// How AppendPresentation writes a byte of a label: as itself (0), after a
+// backslash (escapeChar) or as a backslash and three decimal digits
+// (escapeDecimal).
+const (
+	escapeChar    = 1
+	escapeDecimal = 2
+)
+
+var presentationEscape = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' || c == '$':
+			t[c] = escapeChar
+		case c < '!' || c > '~':
+			t[c] = escapeDecimal
+		}
+	}
+	return t
+}()
 
 // IsPresentation reports whether s is name's presentation form
 // (AppendPresentation) without its final dot, as the query log writes a

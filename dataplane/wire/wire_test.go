@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -158,4 +159,76 @@ func validWire(name []byte) bool {
 		off += 1 + l
 	}
 	return false
+}
+
+// appendPresentationBytewise is AppendPresentation as it was written first,
+// byte by byte: the reference for FuzzAppendPresentation.
+func appendPresentationBytewise(dst, name []byte) []byte {
+	if len(name) <= 1 {
+		return append(dst, '.')
+	}
+	for off := 0; off < len(name) && name[off] != 0; {
+		l := int(name[off])
+		off++
+		if off+l > len(name) {
+			break
+		}
+		for _, c := range name[off : off+l] {
+			switch {
+			case c == '.' || c == '\\' || c == '"' || c == '(' || c == ')' || c == ';' || c == '@' || c == '$':
+				dst = append(dst, '\\', c)
+			case c < '!' || c > '~':
+				dst = append(dst, '\\', '0'+c/100, '0'+(c/10)%10, '0'+c%10)
+			default:
+				dst = append(dst, c)
+			}
+		}
+		dst = append(dst, '.')
+		off += l
+	}
+	return dst
+}
+
+// FuzzAppendPresentation: the label-at-a-time form is the byte-by-byte
+// one for any input, escapes and truncated labels included.
+func FuzzAppendPresentation(f *testing.F) {
+	f.Add([]byte("\x03www\x07example\x03com\x00"))
+	f.Add([]byte("\x05a.b\\c\x04 \x7f\"@\x00"))
+	f.Add([]byte("\x03ab"))
+	f.Add([]byte{0})
+	f.Fuzz(func(t *testing.T, name []byte) {
+		got, want := AppendPresentation([]byte("x"), name), appendPresentationBytewise([]byte("x"), name)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("AppendPresentation(%q) = %q, want %q", name, got, want)
+		}
+	})
+}
+
+func TestAppendPresentationEveryByte(t *testing.T) {
+	for c := range 256 {
+		name := []byte{3, 'a', byte(c), 'b', 0}
+		if got, want := AppendPresentation(nil, name), appendPresentationBytewise(nil, name); !bytes.Equal(got, want) {
+			t.Errorf("byte %d: %q, want %q", c, got, want)
+		}
+	}
+}
+
+// BenchmarkAppendPresentation: the log's conversion of a query name,
+// against the byte-by-byte reference in the same run.
+func BenchmarkAppendPresentation(b *testing.B) {
+	name := []byte("\x05h1234\x05bench\x00")
+	long := []byte("\x0eclients4-fonts\x06google\x03com\x00")
+	buf := make([]byte, 0, 256)
+	for _, c := range []struct {
+		label string
+		name  []byte
+		f     func(dst, name []byte) []byte
+	}{{"short/labels", name, AppendPresentation}, {"short/bytewise", name, appendPresentationBytewise},
+		{"long/labels", long, AppendPresentation}, {"long/bytewise", long, appendPresentationBytewise}} {
+		b.Run(c.label, func(b *testing.B) {
+			for range b.N {
+				buf = c.f(buf[:0], c.name)
+			}
+		})
+	}
 }
