@@ -142,7 +142,7 @@ func (e *blockEncoder) lookupHour(rows []Row) {
 			if hc[j] = d.idx.getHashed(hs[j], group[j].Domain); hc[j] != nil || len(d.m) >= d.cap {
 				continue
 			}
-			c := &hourCount{key: group[j].Domain}
+			c := &hourCount{key: group[j].Domain, nh: nameHash(group[j].Domain)}
 			d.m[c.key] = c
 			d.idx.putHashed(hs[j], c)
 			hc[j] = c
@@ -268,7 +268,11 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 				e.cols[colKinds+k].add(v, nm, k)
 			}
 		}
-		pb.addRow(r.ID, r.Domain, r.Client, st.stored[st.runs[len(st.runs)-1].i])
+		var nh int64
+		if len(e.hc) > i && e.hc[i] != nil {
+			nh = e.hc[i].nh
+		}
+		pb.addRow(r.ID, r.Domain, nh, r.Client, st.stored[st.runs[len(st.runs)-1].i])
 	}
 	e.extendKinds(repeat)
 	b := append(e.buf[:0], blockVersion)

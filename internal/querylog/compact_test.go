@@ -129,7 +129,7 @@ func (d *dconn) insertCompactRows(nm *names, pb *postingBuilder, rows []Row) err
 			v[5+k-kQType] = nm.encode(k, *rowField(r, k))
 		}
 		v[16] = r.Duration.Microseconds()
-		pb.addRow(r.ID, r.Domain, r.Client, v[2])
+		pb.addRow(r.ID, r.Domain, 0, r.Client, v[2])
 		if len(nm.staged) > pending {
 			for _, e := range nm.staged[pending:] {
 				if err := d.exec("INSERT INTO names (id, kind, name) VALUES (?, ?, ?)", e.id, int64(e.kind), e.name); err != nil {

@@ -50,8 +50,11 @@ func postKey(bucket int64, dim int, v uint32) int64 {
 // nameGroup returns the posting value and tag of a domain or client.
 func nameGroup(s string) (group uint32, tag uint16) { return nameGroupBits(s, groupBits) }
 
-func nameGroupBits(s string, bits int) (group uint32, tag uint16) {
-	h := uint32(nameHash(s))
+func nameGroupBits(s string, bits int) (group uint32, tag uint16) { return groupOf(nameHash(s), bits) }
+
+// groupOf is nameGroupBits of a name whose nameHash is nh.
+func groupOf(nh int64, bits int) (group uint32, tag uint16) {
+	h := uint32(nh)
 	return h >> (32 - bits), uint16(h)
 }
 
@@ -200,11 +203,18 @@ func (p *postingBuilder) group(s string) (uint32, uint16) {
 	return nameGroup(s)
 }
 
-// addRow adds a row's domain, client and status (stored value).
-func (p *postingBuilder) addRow(id int64, domain, client string, status any) {
+// addRow adds a row's domain, client and status (stored value). nh is
+// nameHash(domain) when the caller has it, 0 to hash it here.
+func (p *postingBuilder) addRow(id int64, domain string, nh int64, client string, status any) {
 	b := bucketOf(id)
 	if domain != "" {
-		g, t := p.group(domain)
+		var g uint32
+		var t uint16
+		if nh != 0 && p.bits == 0 {
+			g, t = groupOf(nh, groupBits)
+		} else {
+			g, t = p.group(domain)
+		}
 		p.addGroup(b, postDomain, g, id, t)
 	}
 	if client != "" {

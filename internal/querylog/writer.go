@@ -97,6 +97,9 @@ type hourCount struct {
 	// name and the name's index in that block's domain column.
 	gen, idx uint32
 	key      string // the name (domains: nameIndex compares it)
+	// nh is nameHash(key) for domains the block encoder found: a name's
+	// postings group without hashing it again per row.
+	nh int64
 }
 
 // hourCounts are the current hour's counts per dimension, each map capped.
