@@ -185,7 +185,15 @@ func (l *Logger) drain() bool {
 		if l.batch == nil {
 			l.sink.Enqueue(l.conv.convert(&batch[i]))
 		} else {
-			l.rows = append(l.rows, l.conv.convert(&batch[i]))
+			// Converted in place: a Row is 330 bytes, returned and then
+			// appended it was copied twice.
+			n := len(l.rows)
+			if n == cap(l.rows) {
+				l.rows = append(l.rows, querylog.Row{})
+			} else {
+				l.rows = l.rows[:n+1]
+			}
+			l.conv.convertInto(&batch[i], &l.rows[n])
 			if len(l.rows) == convChunk {
 				l.handOff()
 			}
@@ -291,13 +299,21 @@ type converter struct {
 
 // convert turns a data-plane record into a row.
 func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
-	r := querylog.Row{
+	var r querylog.Row
+	c.convertInto(rec, &r)
+	return r
+}
+
+// convertInto is convert into *out.
+func (c *converter) convertInto(rec *dataplane.QueryRecord, out *querylog.Row) {
+	*out = querylog.Row{
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
 		Domain: c.domain(rec), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
 		List: rec.List, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
 	}
+	r := out
 	if rec.Client.IsValid() {
 		r.Client = c.client(rec.Client.Addr().Unmap())
 	}
@@ -309,7 +325,6 @@ func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 	} else {
 		r.Rule = rec.RuleText()
 	}
-	return r
 }
 
 // domain is querylog.NormalizeDomain(rec.Name()) in one allocation: the
