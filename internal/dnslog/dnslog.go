@@ -304,16 +304,15 @@ func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 	return r
 }
 
-// convertInto is convert into *out.
-func (c *converter) convertInto(rec *dataplane.QueryRecord, out *querylog.Row) {
-	*out = querylog.Row{
+// convertInto is convert into *r.
+func (c *converter) convertInto(rec *dataplane.QueryRecord, r *querylog.Row) {
+	*r = querylog.Row{
 		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
 		Domain: c.domain(rec), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
 		Status: rec.Status.String(), Reason: rec.Reason.String(),
 		List: rec.List, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
 		Transport: rec.Transport.String(), Duration: rec.Duration,
 	}
-	r := out
 	if rec.Client.IsValid() {
 		r.Client = c.client(rec.Client.Addr().Unmap())
 	}

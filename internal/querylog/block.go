@@ -79,12 +79,13 @@ type blockEncoder struct {
 	// under its hourMu): a row's domain is then looked up once, for the
 	// block's dictionary and the hour's top list, instead of once in a
 	// map per batch and once in the hour's (the two lookups were a tenth
-	// of the query log's CPU). hc[i] is row i's count (nil: the writer
-	// looks it up), gen tells this batch's dictionary indexes in the
-	// counts from an earlier batch's.
+	// of the query log's CPU). hc[i] is row i's count, found by
+	// lookupHour (nil: the writer looks it up), gen tells this batch's
+	// dictionary indexes in the counts from an earlier batch's.
 	hour *domainHour
 	hc   []*hourCount
 	gen  uint32
+	sink uint64 // keeps lookupHour's early reads from being optimized away
 }
 
 // domainHour lends the encoder an hour's domain counts.
@@ -148,11 +149,8 @@ func (e *blockEncoder) lookupHour(rows []Row) {
 			hc[j] = c
 		}
 	}
-	lookupSink = sink
+	e.sink = sink
 }
-
-// lookupSink keeps lookupHour's reads from being optimized away.
-var lookupSink uint64
 
 // colEncoder collects one text column: the block's distinct values and
 // per row the index of its value, as runs of rows with one value. Most
@@ -332,8 +330,8 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	return b, tsMin, tsMax
 }
 
-// addDomain adds a row's domain to the domain column and, with e.hour, its
-// count to e.hc.
+// addDomain adds row i's domain to the domain column, through its hour
+// count when lookupHour found one.
 func (e *blockEncoder) addDomain(i int, r *Row, nm *names) {
 	c := &e.cols[colDomain]
 	d := e.hour
