@@ -50,6 +50,7 @@ type Writer struct {
 	opts    Options
 	store   *store // nil for the slog sink
 	pol     atomic.Pointer[policy]
+	enabled atomic.Bool // pol's cfg.Enabled (Enabled)
 	key     []byte
 	broker  *Broker
 	queue   rowQueue
@@ -232,6 +233,7 @@ func (w *Writer) Update(cfg Config) error {
 		return err
 	}
 	w.pol.Store(p)
+	w.enabled.Store(p.cfg.Enabled)
 	return nil
 }
 
