@@ -82,71 +82,63 @@ type blockEncoder struct {
 	// of the query log's CPU). hc[i] is row i's count, found by
 	// lookupHour (nil: the writer looks it up), gen tells this batch's
 	// dictionary indexes in the counts from an earlier batch's.
-	hour *domainHour
+	hour *hourCounts
+	cap  int // domains the hour takes at most (Options.DomainCap)
 	hc   []*hourCount
 	gen  uint32
 	sink uint64 // keeps lookupHour's early reads from being optimized away
-}
-
-// domainHour lends the encoder an hour's domain counts.
-type domainHour struct {
-	m    map[string]*hourCount
-	idx  *nameIndex // finds m's counts
-	hour int64      // unix seconds: rows of a later hour are not counted in m
-	cap  int        // names m takes at most; the writer counts the rest
 }
 
 // lookupGroup is how many rows' lookups lookupHour starts before it
 // finishes the first.
 const lookupGroup = 8
 
-// lookupHour sets e.hc to each row's domain count: nil for an empty
-// domain, a row of a later hour and a new name past the cap. The rows go
-// in groups: first each row's hash and a read of its slot, which the CPU
-// overlaps, then the lookups, whose slots are now cached, and likewise
-// the counts they find.
+// lookupHour sets e.hc to each row's domain count in e.hour, adding the
+// names it lacks below e.cap: nil for an empty domain, a row of a later
+// hour and a new name past the cap. The rows go in groups: first each
+// row's hash and a read of its slot, which the CPU overlaps, then the
+// lookups, whose slots are now cached, and likewise the counts they find.
 func (e *blockEncoder) lookupHour(rows []Row) {
-	d := e.hour
+	h := e.hour
+	x := &h.dom
 	e.hc = slices.Grow(e.hc[:0], len(rows))[:len(rows)]
 	var hs [lookupGroup]uint64
 	var sink uint64
 	for base := 0; base < len(rows); base += lookupGroup {
 		group := rows[base:min(base+lookupGroup, len(rows))]
 		hc := e.hc[base : base+len(group)]
-		mask := len(d.idx.slots) - 1
+		mask := len(x.slots) - 1
 		for j := range group {
 			r := &group[j]
 			hs[j] = 0
-			if r.Domain == "" {
+			if sec := r.Time.Unix(); r.Domain == "" || sec-sec%3600 > h.hour {
 				continue
 			}
-			if sec := r.Time.Unix(); sec-sec%3600 > d.hour {
-				continue
-			}
-			hs[j] = d.idx.hash(r.Domain)
-			sink += d.idx.slots[int(hs[j])&mask].h
+			hs[j] = x.hash(r.Domain)
+			sink += x.slots[int(hs[j])&mask].h
 		}
 		for j := range group {
 			hc[j] = nil
 			if hs[j] != 0 {
-				hc[j] = d.idx.getHashed(hs[j], group[j].Domain)
-			}
-			if hc[j] != nil {
-				sink += uint64(hc[j].gen)
+				if hc[j] = x.getHashed(hs[j], group[j].Domain); hc[j] != nil {
+					sink += uint64(hc[j].gen)
+				}
 			}
 		}
+		added := false
 		for j := range group {
 			if hs[j] == 0 || hc[j] != nil {
 				continue
 			}
-			// An earlier row of the group may have just added the name.
-			if hc[j] = d.idx.getHashed(hs[j], group[j].Domain); hc[j] != nil || len(d.m) >= d.cap {
-				continue
+			// Only a name the group itself added can be found now.
+			if added {
+				if hc[j] = x.getHashed(hs[j], group[j].Domain); hc[j] != nil {
+					continue
+				}
 			}
-			c := &hourCount{key: group[j].Domain, nh: nameHash(group[j].Domain)}
-			d.m[c.key] = c
-			d.idx.putHashed(hs[j], c)
-			hc[j] = c
+			if len(h.counts[0]) < e.cap {
+				hc[j], added = h.newDomain(group[j].Domain, hs[j]), true
+			}
 		}
 	}
 	e.sink = sink
@@ -241,9 +233,10 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 	// predecessor in a kind column: they extend each kind column's last
 	// run at once instead of visiting the 13 columns per row.
 	repeat := uint32(0)
-	e.hc = e.hc[:0]
 	if e.hour != nil {
 		e.lookupHour(rows)
+	} else {
+		e.hc = e.hc[:0]
 	}
 	if e.gen++; e.gen == 0 {
 		e.gen = 1 // 0 is a new count's: never this batch's
@@ -267,7 +260,7 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 			}
 		}
 		var nh int64
-		if len(e.hc) > i && e.hc[i] != nil {
+		if e.hour != nil && e.hc[i] != nil {
 			nh = e.hc[i].nh
 		}
 		pb.addRow(r.ID, r.Domain, nh, r.Client, st.stored[st.runs[len(st.runs)-1].i])
@@ -334,16 +327,11 @@ func (e *blockEncoder) encode(nm *names, pb *postingBuilder, rows []Row) (data [
 // count when lookupHour found one.
 func (e *blockEncoder) addDomain(i int, r *Row, nm *names) {
 	c := &e.cols[colDomain]
-	d := e.hour
-	if d == nil {
+	if e.hour == nil || e.hc[i] == nil {
 		c.add(r.Domain, nm, -1)
 		return
 	}
 	hc := e.hc[i]
-	if hc == nil {
-		c.add(r.Domain, nm, -1)
-		return
-	}
 	// A name the hour counts takes its index from its count; a row of it
 	// that took the map (a row of the next hour) stores it once more,
 	// which only costs the block a few bytes.

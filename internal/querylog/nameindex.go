@@ -59,9 +59,8 @@ func (x *nameIndex) getHashed(h uint64, s string) *hourCount {
 	}
 }
 
-// put adds c under c.key, which get does not find yet.
-func (x *nameIndex) put(c *hourCount) { x.putHashed(x.hash(c.key), c) }
-
+// putHashed adds c under c.key, whose hash is h and which get does not
+// find yet.
 func (x *nameIndex) putHashed(h uint64, c *hourCount) {
 	if (x.n+1)*4 > len(x.slots)*3 {
 		x.grow()

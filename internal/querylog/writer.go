@@ -98,8 +98,8 @@ type hourCount struct {
 	// name and the name's index in that block's domain column.
 	gen, idx uint32
 	key      string // the name (domains: nameIndex compares it)
-	// nh is nameHash(key) for domains the block encoder found: a name's
-	// postings group without hashing it again per row.
+	// nh is nameHash(key) for domains: a name's postings group without
+	// hashing it again per row.
 	nh int64
 }
 
@@ -120,6 +120,14 @@ type hourCounts struct {
 	// dom finds the domains' counts (counts[0]) by name; the map is what
 	// is iterated.
 	dom nameIndex
+}
+
+// newDomain adds a count for domain k, whose hash in h.dom is hash.
+func (h *hourCounts) newDomain(k string, hash uint64) *hourCount {
+	c := &hourCount{key: k, nh: nameHash(k)}
+	h.counts[0][k] = c
+	h.dom.putHashed(hash, c)
+	return c
 }
 
 func (h *hourCounts) reset(hour int64) {
@@ -562,7 +570,7 @@ func (w *Writer) encodeRows(d *dconn, rows []Row, dims bool) error {
 	}
 	w.hourMu.Lock()
 	defer w.hourMu.Unlock()
-	w.enc.hour = &domainHour{m: w.hour.counts[0], idx: &w.hour.dom, hour: w.hour.hour, cap: w.opts.DomainCap}
+	w.enc.hour, w.enc.cap = &w.hour, w.opts.DomainCap
 	defer func() { w.enc.hour = nil }()
 	return w.storeRows(d, rows)
 }
@@ -869,12 +877,11 @@ func (w *Writer) countHourLocked(r *Row, domain *hourCount) {
 					}
 					w.hour.otherC[i] = c
 				}
+			} else if i == 0 {
+				c = w.hour.newDomain(k, w.hour.dom.hash(k))
 			} else {
 				c = &hourCount{key: k}
 				m[k] = c
-				if i == 0 {
-					w.hour.dom.put(c)
-				}
 			}
 		}
 		c.count++
