@@ -78,7 +78,6 @@ type postingBuilder struct {
 	keys  []postHead
 	bufs  [][]byte // per posting (by index in keys) its encoded ids; reused
 	order []int32  // indexes of keys in key order (sortKeys)
-	blobs [][]byte // the write's bound blobs
 	// direct[dim][g] is 1 + the index in keys of group g's posting of
 	// dim (postDomain, postClient) in bucket cur, 0 for none yet: a map
 	// lookup per row and dimension was a sixth of the postings' cost.
@@ -188,9 +187,9 @@ func (p *postingBuilder) sortKeys() {
 
 // encode returns the i-th posting in key order (after sortKeys): its key,
 // first id and ids blob (empty when there is nothing after the first id
-// and no tag). buf is not used: the blob is the posting's own buffer,
-// valid until the next batch.
-func (p *postingBuilder) encode(i int, buf []byte) (key, first int64, blob []byte) {
+// and no tag). The blob is the posting's own buffer, valid until the next
+// batch: the driver copies it when it binds.
+func (p *postingBuilder) encode(i int) (key, first int64, blob []byte) {
 	j := p.order[i]
 	h := &p.keys[j]
 	return h.key, h.first, p.bufs[j]
@@ -268,41 +267,25 @@ const postingsSQL = "INSERT INTO postings (k, first, ids) VALUES (?, ?, ?)"
 // postingsChunk is how many postings one INSERT statement carries.
 const postingsChunk = 64
 
-func postingsInsertSQL(n int) string {
-	switch n {
-	case 1:
-		return postingsSQL
-	case postingsChunk:
-		return postingsChunkSQL
-	}
-	return "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", n), ",")
-}
-
-// postingsChunkSQL is built once: write used it for every batch.
+// postingsChunkSQL inserts postingsChunk postings.
 var postingsChunkSQL = "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", postingsChunk), ",")
 
 // write inserts the batch's postings in key order, postingsChunk per
 // statement (one statement per posting cost twice as much).
 func (p *postingBuilder) write(d *dconn) error {
 	p.sortKeys()
-	if len(p.blobs) < postingsChunk {
-		p.blobs = make([][]byte, postingsChunk)
-	}
 	for next := 0; next < len(p.keys); {
-		n := 1
+		n, q := 1, postingsSQL
 		if len(p.keys)-next >= postingsChunk {
-			n = postingsChunk
+			n, q = postingsChunk, postingsChunkSQL
 		}
-		st, err := d.stmt(postingsInsertSQL(n))
+		st, err := d.stmt(q)
 		if err != nil {
 			return fmt.Errorf("insert postings: %w", err)
 		}
 		d.nv = d.nv[:0]
 		for i := range n {
-			// Each blob stays alive until the statement ran: the driver
-			// copies it when it binds.
-			key, first, b := p.encode(next+i, p.blobs[i])
-			p.blobs[i] = b
+			key, first, b := p.encode(next + i)
 			var blob any
 			if len(b) > 0 {
 				blob = b
@@ -392,10 +375,8 @@ type sqlExecQuerier interface {
 // conversions at open, which run in a database/sql transaction).
 func (p *postingBuilder) writeEach(d execer) error {
 	p.sortKeys()
-	var buf []byte
 	for i := range p.keys {
-		var key, first int64
-		key, first, buf = p.encode(i, buf)
+		key, first, buf := p.encode(i)
 		var blob any
 		if len(buf) > 0 {
 			blob = buf

@@ -103,7 +103,7 @@ func postingsOf(p *postingBuilder) []encodedPosting {
 	p.sortKeys()
 	var out []encodedPosting
 	for i := range p.keys {
-		key, first, blob := p.encode(i, nil)
+		key, first, blob := p.encode(i)
 		out = append(out, encodedPosting{key, first, string(blob)})
 	}
 	return out
