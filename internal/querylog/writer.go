@@ -317,34 +317,12 @@ type rowQueue struct {
 	behind atomic.Bool
 }
 
-func (q *rowQueue) push(r Row) bool {
-	q.mu.Lock()
-	n := len(q.rows)
-	if n >= q.max {
-		q.mu.Unlock()
-		return false
-	}
-	if n == cap(q.rows) {
-		// Doubling, but never past max: append's own growth would.
-		rows := make([]Row, n, min(max(2*n, 64), q.max))
-		copy(rows, q.rows)
-		q.rows = rows
-	}
-	q.rows = append(q.rows, r)
-	if n+1 == min(q.full+q.full/8, q.max) {
-		q.behind.Store(true)
-	}
-	q.mu.Unlock()
-	if n+1 == q.full {
-		select {
-		case q.ready <- struct{}{}:
-		default:
-		}
-	}
-	return true
-}
+func (q *rowQueue) push(r Row) bool { return q.pushAll([]Row{r}) == 1 }
 
-// pushAll is push for each row of rows while they fit, under one lock.
+// pushAll adds rows while they fit, under one lock, and returns how many
+// it took. The buffer doubles, never past max (append's own growth
+// would); the writer is woken when a full batch waits, and the backlog
+// is reported from a batch and an eighth.
 func (q *rowQueue) pushAll(rows []Row) int {
 	q.mu.Lock()
 	n := len(q.rows)
