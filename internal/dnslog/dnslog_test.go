@@ -29,10 +29,12 @@ func (s *sink) Enqueue(r querylog.Row) bool {
 	return true
 }
 
-// An authoritative answer's row names the zone that answered.
-func TestAuthoritativeRowNamesZone(t *testing.T) {
+// wwwZone is an authority table of one zone named zoneName with one
+// record, www A 192.0.2.1.
+func wwwZone(t testing.TB, zoneName string) *authority.Table {
+	t.Helper()
 	z := v1alpha1.DNSZone{}
-	z.Name, z.Spec.ZoneName = "example-com", "Example.COM"
+	z.Name, z.Spec.ZoneName = "example-com", zoneName
 	rs := v1alpha1.DNSRecordSet{}
 	rs.Namespace, rs.Name = "default", "www"
 	rs.Spec.ZoneRef.Name = "example-com"
@@ -41,6 +43,12 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
+	return tab
+}
+
+// An authoritative answer's row names the zone that answered.
+func TestAuthoritativeRowNamesZone(t *testing.T) {
+	tab := wwwZone(t, "Example.COM")
 	rows := logRows(t, dataplane.SnapshotInput{Authority: tab}, "www.example.com.", "other.example.org.")
 	if r := rows[0]; r.Status != "authoritative" || r.Zone != "example.com." {
 		t.Fatalf("authoritative row: status %q zone %q, want zone example.com.", r.Status, r.Zone)

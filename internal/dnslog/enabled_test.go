@@ -8,9 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
-	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
 )
@@ -20,16 +18,7 @@ import (
 // answering a real client and writes no row while off; switched on again,
 // the next answers are in the log.
 func TestQueryLogSwitchedOffAndOn(t *testing.T) {
-	z := v1alpha1.DNSZone{}
-	z.Name, z.Spec.ZoneName = "example-com", "example.com"
-	rs := v1alpha1.DNSRecordSet{}
-	rs.Namespace, rs.Name = "default", "www"
-	rs.Spec.ZoneRef.Name = "example-com"
-	rs.Spec.Endpoints = []v1alpha1.Endpoint{{DNSName: "www", RecordType: "A", Targets: []string{"192.0.2.1"}}}
-	tab, problems := authority.Compile([]v1alpha1.DNSZone{z}, []v1alpha1.DNSRecordSet{rs}, time.Now())
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
+	tab := wwwZone(t, "example.com")
 	w := openWriter(t)
 	lg := dnslog.New(w)
 	defer lg.Close()
