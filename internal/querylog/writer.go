@@ -371,6 +371,10 @@ func (w *Writer) Behind() bool { return w.queue.behind.Load() }
 // Dropped returns how many rows were dropped so far.
 func (w *Writer) Dropped() float64 { return counterValue(w.dropped) }
 
+// Written returns how many rows were written so far
+// (service_querylog_written_rows_total).
+func (w *Writer) Written() float64 { return counterValue(w.written) }
+
 // Flush waits until every row enqueued before the call is written.
 func (w *Writer) Flush(ctx context.Context) error { return w.request(ctx, w.flushes) }
 

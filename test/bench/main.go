@@ -536,13 +536,12 @@ func serveOurs(kind, up string) (string, func(), error) {
 		if err != nil {
 			return "", nil, err
 		}
-		cs := &countingSink{Writer: w}
-		lg := dnslog.New(cs)
+		lg := dnslog.New(w) // as internal/node wires it
 		opts.QueryLogger = lg
 		closeLog = func() {
 			_ = lg.Close()
 			_ = w.Close()
-			fmt.Fprintf(os.Stderr, "authlog: %d rows queued, %.0f+%d dropped\n", cs.n.Load(), w.Dropped(), lg.Dropped())
+			fmt.Fprintf(os.Stderr, "authlog: %.0f rows written, %.0f+%d dropped\n", w.Written(), w.Dropped(), lg.Dropped())
 			_ = os.RemoveAll(dir)
 		}
 	}
@@ -579,29 +578,6 @@ func serveOurs(kind, up string) (string, func(), error) {
 			closeLog()
 		}
 	}, nil
-}
-
-// countingSink counts the rows the writer accepted. It embeds the writer
-// so that dnslog finds every optional method the node's writer has (the
-// batch hand-off, the backlog, the switch, the drop count, Flush): the
-// log is wired as on a node.
-type countingSink struct {
-	*querylog.Writer
-	n atomic.Int64
-}
-
-func (c *countingSink) Enqueue(r querylog.Row) bool {
-	ok := c.Writer.Enqueue(r)
-	if ok {
-		c.n.Add(1)
-	}
-	return ok
-}
-
-func (c *countingSink) EnqueueRows(rows []querylog.Row) int {
-	n := c.Writer.EnqueueRows(rows)
-	c.n.Add(int64(n))
-	return n
 }
 
 func zone() (*authority.Table, error) {
