@@ -8,6 +8,11 @@
 //   - auth1: the same as auth with DisableUDPBatch (one syscall per datagram, the
 //     read loop before recvmmsg/sendmmsg)
 //   - cache: our server answering cache hits (1,000 names, warmed first)
+//   - block: our server blocking 10,000 names drawn from a 1,000,000-name
+//     domains list (NXDOMAIN), compiled into the policy table as a node
+//     does (global list, builtin catalogue, safe search): the block
+//     workload of hack/bench-peers.sh, for issue #27 item 2
+//   - cachelog, blocklog: cache and block with the query log on, as authlog
 //   - miss:  our server forwarding every query (unique names) to a loopback
 //     upstream through dataplane/upstream, and caching the answer
 //   - miekg: miekg/dns's default dns.Server answering one fixed record
@@ -25,6 +30,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -32,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -53,6 +60,9 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/catalogue"
+	"github.com/svcdns/svc/dataplane/policy"
+	"github.com/svcdns/svc/dataplane/safesearch"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
@@ -62,9 +72,11 @@ import (
 const (
 	zoneRecords = 10000
 	cacheNames  = 1000
+	blockNames  = 1_000_000
+	blockQuery  = 10_000
 )
 
-var kinds = []string{"auth", "authlog", "auth1", "cache", "miss", "miekg", "plain"}
+var kinds = []string{"auth", "authlog", "auth1", "cache", "cachelog", "block", "blocklog", "miss", "miekg", "plain"}
 
 func main() {
 	serve := flag.String("serve", "", "child mode: serve this kind and print its address")
@@ -232,7 +244,7 @@ func load(addr, kind string, d time.Duration, clients, window int, mark0, mark1 
 		return 0, 0, err
 	}
 	warm := 300 * time.Millisecond
-	if kind == "cache" {
+	if strings.HasPrefix(kind, "cache") {
 		// Fill the cache: every name once, answered through the upstream.
 		if err := warmCache(addr); err != nil {
 			return 0, 0, err
@@ -315,6 +327,7 @@ type gen struct {
 	timeouts int64
 	timeout  time.Duration
 	seq      uint64
+	rcode    byte // the answers' expected RCODE; NOERROR answers must carry a record
 
 	sh   []unix.Mmsghdr
 	siov []unix.Iovec
@@ -335,10 +348,19 @@ func newGen(c *net.UDPConn, kind string, w, window int) *gen {
 	rc, _ := c.SyscallConn()
 	g := &gen{c: c, rc: rc, window: window, timeout: 50 * time.Millisecond}
 	switch kind {
-	case "cache":
+	case "cache", "cachelog":
 		for i := 0; i < cacheNames; i++ {
 			g.pkts = append(g.pkts, query(fmt.Sprintf("c%d.example.net.", i), uint16(i)))
 		}
+	case "block", "blocklog":
+		// The same 10,000 names for every socket and round, as dnsperf's
+		// query file is the same for every server.
+		r := rand.New(rand.NewPCG(27, 27))
+		for k := range blockQuery {
+			i := r.IntN(blockNames)
+			g.pkts = append(g.pkts, query(blockName(i)+".", uint16(k)))
+		}
+		g.rcode = dns.RcodeNameError
 	case "miss":
 		g.unique = true
 		g.seq = uint64(w) << 40
@@ -403,7 +425,7 @@ func (g *gen) run(stop, counting *atomic.Bool) (n, bad int64, err error) {
 		if checked < 16 {
 			for i := 0; i < g.got && checked < 16; i++ {
 				b := g.rbuf[i][:g.rh[i].Len]
-				if len(b) < 12 || b[3]&0xF != 0 || binary.BigEndian.Uint16(b[6:]) == 0 {
+				if len(b) < 12 || b[3]&0xF != g.rcode || (g.rcode == dns.RcodeSuccess && binary.BigEndian.Uint16(b[6:]) == 0) {
 					bad++
 				}
 				checked++
@@ -495,7 +517,7 @@ func child(kind, up, profile string) error {
 	var addr string
 	var err error
 	switch kind {
-	case "auth", "authlog", "auth1", "cache", "miss":
+	case "auth", "authlog", "auth1", "cache", "cachelog", "block", "blocklog", "miss":
 		addr, stop, err = serveOurs(kind, up)
 	case "miekg":
 		addr, stop, err = serveMiekg()
@@ -523,7 +545,7 @@ func serveOurs(kind, up string) (string, func(), error) {
 	cfg.DisableUDPBatch = kind == "auth1"
 	var opts dataplane.Options
 	var closeLog func()
-	if kind == "authlog" {
+	if strings.HasSuffix(kind, "log") {
 		// The query log on, as a node runs it: dnslog -> querylog.Writer ->
 		// SQLite in a temporary data directory, on the server's core.
 		dir, err := os.MkdirTemp("", "svcbench-querylog-")
@@ -541,7 +563,7 @@ func serveOurs(kind, up string) (string, func(), error) {
 		closeLog = func() {
 			_ = lg.Close()
 			_ = w.Close()
-			fmt.Fprintf(os.Stderr, "authlog: %.0f rows written, %.0f+%d dropped\n", w.Written(), w.Dropped(), lg.Dropped())
+			fmt.Fprintf(os.Stderr, "%s: %.0f rows written, %.0f+%d dropped\n", kind, w.Written(), w.Dropped(), lg.Dropped())
 			_ = os.RemoveAll(dir)
 		}
 	}
@@ -562,6 +584,13 @@ func serveOurs(kind, up string) (string, func(), error) {
 		}
 		in.Forwarder, in.Router = res, res
 	}
+	if strings.HasPrefix(kind, "block") {
+		tab, err := millionTable()
+		if err != nil {
+			return "", nil, err
+		}
+		in.Blocker, in.Identifier, in.BlockingEnabled = tab, tab.Groups(), true
+	}
 	s, err := dataplane.New(cfg, opts)
 	if err != nil {
 		return "", nil, err
@@ -578,6 +607,41 @@ func serveOurs(kind, up string) (string, func(), error) {
 			closeLog()
 		}
 	}, nil
+}
+
+func blockName(i int) string { return fmt.Sprintf("b%d.ads%d.blk", i, i%997) }
+
+// millionTable compiles the 1,000,000-name list of hack/bench-peers.sh
+// into a policy table as the node builds it: a global list answered
+// NXDOMAIN, the builtin catalogue and safe search.
+func millionTable() (*policy.Table, error) {
+	var body bytes.Buffer
+	for i := range blockNames {
+		body.WriteString(blockName(i))
+		body.WriteByte('\n')
+	}
+	bl := &v1alpha1.BlockList{}
+	bl.Namespace, bl.Name = "default", "bench"
+	bl.Spec.Response = "nxdomain"
+	src := v1alpha1.BlockListSource{Name: "million", URL: "http://127.0.0.1/blocklist.txt", Format: "domains"}
+	ctx := context.Background()
+	cs, err := policy.ListCompiler{}.CompileSource(ctx, src, &body)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := catalogue.Builtin(ctx, 6)
+	if err != nil {
+		return nil, err
+	}
+	tab, problems := policy.Compile(ctx, policy.Input{
+		Lists:     []policy.List{{Object: bl, Compiled: policy.ListCompiler{}.NewList(bl, []policy.CompiledSource{cs})}},
+		Catalogue: cat, SafeSearch: safesearch.New(),
+	})
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("block table: %v", problems[0])
+	}
+	runtime.GC() // the list's text is garbage now; start the load with a clean heap
+	return tab, nil
 }
 
 func zone() (*authority.Table, error) {
