@@ -120,6 +120,19 @@ type Blocker interface {
 	Decide(qname []byte, qtype uint16, client ClientInfo) Decision
 }
 
+// Prefetcher is a Blocker that can start loading what Decide will read
+// for a name, so that the cache misses of a batch of queries overlap
+// instead of each stalling its own Decide (policy.Table is one; the UDP
+// batch loop uses it). Both calls are hints: they must not change what
+// Decide answers.
+type Prefetcher interface {
+	// Prefetch starts the first loads for qname (wire form, any case)
+	// and returns a token for PrefetchRecord (0: nothing to do).
+	Prefetch(qname []byte) uint64
+	// PrefetchRecord starts the loads that depend on Prefetch's.
+	PrefetchRecord(token uint64)
+}
+
 // Forwarder is implemented by dataplane/upstream.
 type Forwarder interface {
 	// Forward sends req to the named upstream group (empty = the group chosen by
@@ -166,6 +179,8 @@ type SnapshotInput struct {
 // Snapshot is the immutable world one query sees.
 type Snapshot struct {
 	in SnapshotInput
+	// prefetch is in.Blocker when it is a Prefetcher and blocking is on.
+	prefetch Prefetcher
 }
 
 // NewSnapshot builds a snapshot; it keeps the parts as given, so build them
@@ -174,7 +189,11 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 	if in.BlockTTL <= 0 {
 		in.BlockTTL = 10 * time.Minute
 	}
-	return &Snapshot{in: in}
+	s := &Snapshot{in: in}
+	if p, ok := in.Blocker.(Prefetcher); ok && in.BlockingEnabled {
+		s.prefetch = p
+	}
+	return s
 }
 
 // Version returns the label given at construction.

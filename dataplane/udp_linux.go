@@ -48,6 +48,7 @@ type batchLoop struct {
 
 	got    int
 	err    error
+	tokens [udpBatch]uint64 // Prefetcher tokens of the batch's queries
 	readFn func(fd uintptr) bool
 	sendFn func(fd uintptr) bool
 }
@@ -97,7 +98,11 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 		}
 		lc.begin(s, time.Now())
 		b.nout = 0
+		pf := b.prefetchFirst(&lc)
 		for i := 0; i < b.got; i++ {
+			if pf != nil {
+				b.prefetchNext(pf, i)
+			}
 			q := b.qs[i]
 			peer, ok := sockaddrToAddrPort(&b.names[i], b.hdrs[i].Hdr.Namelen)
 			if !ok {
@@ -136,6 +141,43 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 			runtime.Gosched()
 		}
 	}
+}
+
+// Prefetching (see Prefetcher) runs ahead of the answers in a pipeline:
+// while query i is answered, the first loads of query i+2 and the
+// dependent loads of query i+1 are on their way. One query's answer takes
+// longer than a cache miss, and issuing the whole batch's loads at once
+// filled the CPU's miss buffers, stalling the prefetches themselves.
+
+// prefetchFirst starts the pipeline for the first two queries of the
+// batch. It returns nil when the snapshot's blocker cannot prefetch, and
+// with PROXY headers in front of the queries.
+func (b *batchLoop) prefetchFirst(lc *udpLoop) Prefetcher {
+	pf := lc.snap.prefetch
+	if pf == nil || lc.proxy || b.got == 0 {
+		return nil
+	}
+	b.prefetchName(pf, 0)
+	if b.got > 1 {
+		b.prefetchName(pf, 1)
+	}
+	pf.PrefetchRecord(b.tokens[0])
+	return pf
+}
+
+// prefetchNext moves the pipeline on before query i is answered.
+func (b *batchLoop) prefetchNext(pf Prefetcher, i int) {
+	if i+2 < b.got {
+		b.prefetchName(pf, i+2)
+	}
+	if i+1 < b.got {
+		pf.PrefetchRecord(b.tokens[i+1])
+	}
+}
+
+func (b *batchLoop) prefetchName(pf Prefetcher, i int) {
+	in := b.qs[i].in
+	b.tokens[i] = pf.Prefetch(questionName(in[:cap(in)][:b.hdrs[i].Len]))
 }
 
 // arm makes slot i receive into q's input buffer.

@@ -28,6 +28,7 @@ targets=(
 	"./dataplane/wire FuzzAppendPresentation"
 	"./dataplane/cache FuzzStoreRawParity"
 	"./dataplane FuzzLightMiss"
+	"./dataplane FuzzQuestionName"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

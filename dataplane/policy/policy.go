@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -158,6 +159,8 @@ type Table struct {
 	now         func() time.Time
 	problems    []Problem
 	bufs        sync.Pool
+	// prefetch: the large lists any policy may probe, for Prefetch.
+	prefetch []*blocklist.List
 }
 
 // Compile builds a table. Problems (unknown services, categories, lists,
@@ -208,6 +211,7 @@ func Compile(ctx context.Context, in Input) (*Table, []Problem) {
 		return a.name < b.name
 	})
 	t.global = globalPolicy(lists, globals, t.settings)
+	t.prefetch = prefetchLists(append(slices.Clone(t.policies), t.global))
 	t.problems = problems
 	return t, problems
 }

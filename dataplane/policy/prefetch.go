@@ -1,0 +1,69 @@
+package policy
+
+import (
+	"github.com/svcdns/svc/dataplane/blocklist"
+)
+
+// Prefetching a batch of queries' lookups (dataplane.Prefetcher): the
+// data plane calls Prefetch for every query of a receive batch, then
+// PrefetchRecord for each query just before deciding on the one before
+// it, so the cache misses of a large list overlap with other work instead
+// of stalling Decide (issue #27 item 2).
+
+// prefetchMinBytes: a list smaller than this stays in the CPU's caches
+// under load, and prefetching it would only cost time.
+const prefetchMinBytes = 1 << 20
+
+// maxPrefetchLists bounds the work per query: a table with more large lists
+// than this prefetches the first ones (in policy order) only.
+const maxPrefetchLists = 8
+
+// prefetchLists is the distinct large lists of the policies, in order.
+func prefetchLists(policies []*compiled) []*blocklist.List {
+	var out []*blocklist.List
+	seen := map[*blocklist.List]bool{}
+	for _, p := range policies {
+		if p == nil || p.refused {
+			continue
+		}
+		for _, refs := range [][]listRef{p.allow, p.block} {
+			for _, r := range refs {
+				l := r.list
+				if l == nil || seen[l] || l.Spec().Disabled || l.SizeBytes() < prefetchMinBytes {
+					continue
+				}
+				seen[l] = true
+				if len(out) < maxPrefetchLists {
+					out = append(out, l)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Prefetch starts loading what deciding on qname (wire form, as Decide
+// takes it) first reads in the table's large lists, and returns the
+// name's hash for PrefetchRecord; 0 when there is nothing to prefetch.
+func (t *Table) Prefetch(qname []byte) uint64 {
+	if len(t.prefetch) == 0 {
+		return 0
+	}
+	var buf [256]byte
+	h := blocklist.Hash(presentation(&buf, qname))
+	for _, l := range t.prefetch {
+		l.Prefetch(h)
+	}
+	return h
+}
+
+// PrefetchRecord starts loading the list records of the name Prefetch
+// returned h for (0: nothing).
+func (t *Table) PrefetchRecord(h uint64) {
+	if h == 0 {
+		return
+	}
+	for _, l := range t.prefetch {
+		l.PrefetchRecord(h)
+	}
+}

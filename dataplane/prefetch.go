@@ -1,0 +1,20 @@
+package dataplane
+
+// questionName returns the wire name of msg's question, nil when msg is too
+// short or the name is not plain labels ending in the root (a query's
+// question is never compressed). It validates no more than a prefetch
+// hint needs: the pipeline parses the query properly after.
+func questionName(msg []byte) []byte {
+	const start = 12
+	for off := start; off < len(msg) && off-start < 255; {
+		l := int(msg[off])
+		switch {
+		case l == 0:
+			return msg[start : off+1]
+		case l > 63:
+			return nil
+		}
+		off += 1 + l
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+//go:build linux
+
+package dataplane_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svcdns/svc/api/v1alpha1"
+	"github.com/svcdns/svc/dataplane"
+	"github.com/svcdns/svc/dataplane/cache"
+	"github.com/svcdns/svc/dataplane/policy"
+)
+
+// watchedTable is the node's policy table, noting the names the UDP loop
+// asks it to prefetch.
+type watchedTable struct {
+	*policy.Table
+	mu    sync.Mutex
+	names map[string]int
+}
+
+func (w *watchedTable) Prefetch(qname []byte) uint64 {
+	w.mu.Lock()
+	w.names[string(qname)]++
+	w.mu.Unlock()
+	return w.Table.Prefetch(qname)
+}
+
+// TestUDPBatchPrefetchesAndAnswersAlike sends a burst of queries, blocked
+// and not, in mixed case, with a malformed datagram among them, to the
+// batched UDP loop over a list large enough to be prefetched: every query
+// is answered as without prefetching, and every well-formed question was
+// prefetched.
+func TestUDPBatchPrefetchesAndAnswersAlike(t *testing.T) {
+	var body strings.Builder
+	for i := range 60_000 {
+		fmt.Fprintf(&body, "p%d.ads%d.blk\n", i, i%97)
+	}
+	bl := &v1alpha1.BlockList{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "big"}}
+	bl.Spec.Response = "nxdomain"
+	cs, err := policy.ListCompiler{}.CompileSource(context.Background(),
+		v1alpha1.BlockListSource{Name: "big", URL: "http://127.0.0.1/big.txt", Format: "domains"}, strings.NewReader(body.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab, problems := policy.Compile(context.Background(), policy.Input{
+		Lists: []policy.List{{Object: bl, Compiled: policy.ListCompiler{}.NewList(bl, []policy.CompiledSource{cs})}}})
+	if len(problems) > 0 {
+		t.Fatal(problems)
+	}
+	watched := &watchedTable{Table: tab, names: map[string]int{}}
+	if h := tab.Prefetch([]byte("\x02p1\x04ads1\x03blk\x00")); h == 0 {
+		t.Fatal("the list is too small to be prefetched; the test would not exercise the prefetch")
+	}
+	cc := cache.DefaultConfig()
+	srv, err := dataplane.New(dataplane.Config{
+		Node:      "t",
+		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}},
+		Sockets:   1,
+		Cache:     cc,
+	}, dataplane.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{
+		Blocker: watched, Identifier: tab.Groups(), BlockingEnabled: true, Forwarder: answerAll{},
+	}))
+	if err := srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(srv.UDPAddrs()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	type want struct {
+		name  string
+		rcode int
+	}
+	wants := map[uint16]want{}
+	var burst [][]byte
+	for i := range 48 {
+		name, rcode := fmt.Sprintf("www%d.example.org.", i), dns.RcodeSuccess
+		if i%2 == 0 {
+			name, rcode = fmt.Sprintf("p%d.ads%d.blk.", i*1000, (i*1000)%97), dns.RcodeNameError
+		}
+		if i%3 == 0 {
+			name = strings.ToUpper(name)
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		m.Id = uint16(1000 + i)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		wants[m.Id] = want{name, rcode}
+		burst = append(burst, b)
+		if i == 20 {
+			burst = append(burst, []byte{0xde, 0xad, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0}) // cut short
+		}
+	}
+	for _, b := range burst {
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 1500)
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	for len(wants) > 0 {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("%d queries unanswered: %v", len(wants), err)
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(buf[:n]); err != nil {
+			t.Fatalf("answer does not unpack: %v", err)
+		}
+		w, ok := wants[m.Id]
+		if !ok {
+			continue // the malformed datagram's answer
+		}
+		delete(wants, m.Id)
+		if m.Rcode != w.rcode || len(m.Question) != 1 || m.Question[0].Name != w.name {
+			t.Errorf("%s: answer %s %v, want %s", w.name, dns.RcodeToString[m.Rcode], m.Question, dns.RcodeToString[w.rcode])
+		}
+	}
+	watched.mu.Lock()
+	defer watched.mu.Unlock()
+	for _, b := range burst {
+		if b[0] == 0xde {
+			continue
+		}
+		m := new(dns.Msg)
+		_ = m.Unpack(b)
+		wireName := make([]byte, 256)
+		n, _ := dns.PackDomainName(m.Question[0].Name, wireName, 0, nil, false)
+		if watched.names[string(wireName[:n])] == 0 {
+			t.Errorf("%s was not prefetched", m.Question[0].Name)
+		}
+	}
+}
