@@ -168,9 +168,10 @@ func parent(only []string, d time.Duration, rounds, clients, window int, profDir
 			if err != nil {
 				return err
 			}
-			var cpu0, cpu1 time.Duration
+			var cpu0, cpu1, user0, user1 time.Duration
 			qps, lost, err := load(p.Addr, k, d, clients, window,
-				func() { cpu0 = cpuTime(p.Pid()) }, func() { cpu1 = cpuTime(p.Pid()) })
+				func() { user0, cpu0 = cpuTimes(p.Pid()); cpu0 += user0 },
+				func() { user1, cpu1 = cpuTimes(p.Pid()); cpu1 += user1 })
 			p.Stop(5 * time.Second)
 			if err != nil {
 				return fmt.Errorf("%s: %w", k, err)
@@ -180,7 +181,11 @@ func parent(only []string, d time.Duration, rounds, clients, window int, profDir
 			if busy > 0 {
 				perCPU[k] = append(perCPU[k], qps/busy)
 			}
-			fmt.Printf("round %d %-6s %10.0f qps  server CPU %3.0f%%  %10.0f q/CPU-s  (%d read timeouts)\n", r+1, k, qps, 100*busy, qps/busy, lost)
+			user := 0.0
+			if cpu1 > cpu0 {
+				user = float64(user1-user0) / float64(cpu1-cpu0)
+			}
+			fmt.Printf("round %d %-6s %10.0f qps  server CPU %3.0f%% (user %2.0f%%)  %10.0f q/CPU-s  (%d read timeouts)\n", r+1, k, qps, 100*busy, 100*user, qps/busy, lost)
 		}
 	}
 	med, medCPU := median(results), median(perCPU)
@@ -213,21 +218,27 @@ func median(m map[string][]float64) map[string]float64 {
 
 // cpuTime is the user+system CPU time of process pid so far (/proc).
 func cpuTime(pid int) time.Duration {
+	u, s := cpuTimes(pid)
+	return u + s
+}
+
+// cpuTimes is the user and the system CPU time of process pid so far.
+func cpuTimes(pid int) (user, sys time.Duration) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	// Fields after the parenthesised command name; utime and stime are 14 and 15.
 	s := string(b)
 	s = s[strings.LastIndexByte(s, ')')+2:]
 	f := strings.Fields(s)
 	if len(f) < 13 {
-		return 0
+		return 0, 0
 	}
 	var ut, st int64
 	fmt.Sscan(f[11], &ut)
 	fmt.Sscan(f[12], &st)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ
+	return time.Duration(ut) * time.Second / 100, time.Duration(st) * time.Second / 100 // USER_HZ
 }
 
 func ratio(a, b float64) string {
