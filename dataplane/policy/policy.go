@@ -526,12 +526,15 @@ func (p *compiled) applies(groups []string) bool {
 // line (its EDE text is the list's, joined with the rule only when an answer
 // carries it); an adblock rule's text and a blocked service's EDE text are
 // still built per block.
-func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) dataplane.Decision {
+func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) (d dataplane.Decision) {
 	p := t.choose(client)
 	if p == nil {
-		return dataplane.Decision{}
+		return d
 	}
-	d := dataplane.Decision{Policy: p.name, UpstreamGroup: p.upstream, NoLog: p.noLog}
+	// Fields set one by one on the result: a composite literal of this
+	// 216-byte struct was built in a temporary, then copied, with
+	// store-forwarding stalls (20 ns of a 130 ns Decide).
+	d.Policy, d.UpstreamGroup, d.NoLog = p.name, p.upstream, p.noLog
 	if rw := p.rewriteFor(qname); rw != nil {
 		return p.rewriteDecision(d, rw, qname, qtype)
 	}
