@@ -141,11 +141,17 @@ func (l *List) Match(name string) Match {
 	for i := len(name) - 1; i >= 0; i-- {
 		c := name[i]
 		if c == '.' {
-			l.probe(name[i+1:], mix(h), false, &block, &exc)
+			// Most suffixes are on no list: the filter test, inlined here,
+			// spares them the probe's calls.
+			if hm := mix(h); l.mayHave(hm) {
+				l.probe(name[i+1:], hm, false, &block, &exc)
+			}
 		}
 		h = (h ^ uint64(lowerTab[c])) * fnvPrime
 	}
-	l.probe(name, mix(h), true, &block, &exc)
+	if hm := mix(h); l.mayHave(hm) {
+		l.probe(name, hm, true, &block, &exc)
+	}
 	if l.hasRe {
 		if !block.Matched && !exc.Exception {
 			block = l.matchRe(name, false)
@@ -158,6 +164,16 @@ func (l *List) Match(name string) Match {
 		return exc
 	}
 	return block
+}
+
+// mayHave reports whether the filter of some source lets hash h through.
+func (l *List) mayHave(h uint64) bool {
+	for _, s := range l.sources {
+		if t := s.tab; t != nil && t.mayHave(h) {
+			return true
+		}
+	}
+	return false
 }
 
 // probe looks suffix (hash h; self: it is the whole query name) up in every

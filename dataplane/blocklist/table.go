@@ -121,6 +121,15 @@ func slotIndex(h uint64, n int) int {
 
 func fingerprint(h uint64) uint64 { return h >> 32 }
 
+// mayHave is lookup's filter test: false when name (hash h) is surely absent.
+func (t *table) mayHave(h uint64) bool {
+	if len(t.filter) == 0 {
+		return false
+	}
+	b := t.filterBit(h)
+	return t.filter[b>>6]&(1<<(b&63)) != 0
+}
+
 // lookup returns the flags and record offset of name, or 0 flags when absent.
 // name may contain upper-case ASCII; stored names are lower case.
 func (t *table) lookup(name string, h uint64) (uint8, uint32) {
