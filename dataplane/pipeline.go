@@ -915,16 +915,12 @@ func stageLog(s *Server, q *Query) stageResult {
 	if q.NoLog || !s.logging() {
 		return stageNext
 	}
-	// Fields set one by one: a literal of this 520-byte record was built in
-	// a temporary and copied, the copy stalling on store forwarding.
+	if il := s.inPlace; il != nil {
+		il.LogFrom(q)
+		return stageNext
+	}
 	var rec QueryRecord
-	rec.Time, rec.Client, rec.Transport, rec.Node = q.Start, q.Client, q.Transport, q.Node
-	rec.Type, rec.Class, rec.Rcode, rec.Status, rec.Reason = q.Type, q.Class, q.Rcode, q.Status, q.Reason
-	rec.ClientID, rec.ClientName, rec.Groups = q.ClientID, q.ClientInfo.Name, q.ClientInfo.Groups
-	rec.List, rec.Rule, rec.RulePre, rec.RulePost = q.List, q.Rule, q.RulePre, q.RulePost
-	rec.Policy, rec.Upstream, rec.Zone, rec.Duration = q.Policy, q.Upstream, q.Zone, q.Duration
-	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
-	rec.RuleIsName = q.Rule != "" && q.RulePre == "" && q.RulePost == "" && wire.IsPresentation(q.Lower, q.Rule)
+	q.FillRecord(&rec)
 	s.logger.Log(rec)
 	return stageNext
 }

@@ -376,6 +376,33 @@ type QueryLogger interface {
 	Log(rec QueryRecord)
 }
 
+// InPlaceLogger is a QueryLogger that lets the data plane write each record
+// straight into its buffer: LogFrom reserves a zeroed record, has src fill
+// it and keeps it, or drops it as Log would. A record built on the stack and passed by value was
+// copied twice on the way (520 bytes into the call, again into the
+// buffer), for every logged query. internal/dnslog's Logger is one.
+type InPlaceLogger interface {
+	QueryLogger
+	LogFrom(src RecordSource)
+}
+
+// RecordSource fills a query log record; *Query is one.
+type RecordSource interface {
+	FillRecord(rec *QueryRecord)
+}
+
+// FillRecord writes the finished query's record into rec, which is zero
+// (RecordSource).
+func (q *Query) FillRecord(rec *QueryRecord) {
+	rec.Time, rec.Client, rec.Transport, rec.Node = q.Start, q.Client, q.Transport, q.Node
+	rec.Type, rec.Class, rec.Rcode, rec.Status, rec.Reason = q.Type, q.Class, q.Rcode, q.Status, q.Reason
+	rec.ClientID, rec.ClientName, rec.Groups = q.ClientID, q.ClientInfo.Name, q.ClientInfo.Groups
+	rec.List, rec.Rule, rec.RulePre, rec.RulePost = q.List, q.Rule, q.RulePre, q.RulePost
+	rec.Policy, rec.Upstream, rec.Zone, rec.Duration = q.Policy, q.Upstream, q.Zone, q.Duration
+	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
+	rec.RuleIsName = q.Rule != "" && q.RulePre == "" && q.RulePost == "" && wire.IsPresentation(q.Lower, q.Rule)
+}
+
 // loggingSwitch is implemented by query loggers that can be switched off
 // at run time (querylog.enabled): while off, the record is not even built.
 type loggingSwitch interface{ Enabled() bool }

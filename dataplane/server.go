@@ -121,7 +121,8 @@ type Server struct {
 	cfg         Config
 	log         *slog.Logger
 	logger      QueryLogger
-	logOn       func() bool // nil: the logger is always on (see logging)
+	inPlace     InPlaceLogger // logger, when it takes records in place
+	logOn       func() bool   // nil: the logger is always on (see logging)
 	metrics     *metrics
 	stages      []stage
 	upIdx       int // the upstream stage's index, where an async miss resumes
@@ -184,6 +185,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if sw, ok := s.logger.(loggingSwitch); ok {
 		s.logOn = sw.Enabled
 	}
+	s.inPlace, _ = s.logger.(InPlaceLogger)
 	s.snap.Store(NewSnapshot(SnapshotInput{Version: "empty"}))
 	s.SetCacheConfig(cfg.Cache)
 	if opts.Registerer != nil {

@@ -90,7 +90,7 @@ type Logger struct {
 	max int
 }
 
-var _ dataplane.QueryLogger = (*Logger)(nil)
+var _ dataplane.InPlaceLogger = (*Logger)(nil)
 
 // New returns a Logger writing to sink and starts its converting goroutine;
 // Close stops it.
@@ -124,6 +124,18 @@ func (l *Logger) Enabled() bool { return l.enabled() }
 // Log copies the record for the converting goroutine; it never blocks on
 // the sink and drops (and counts) the record when the buffer is full.
 func (l *Logger) Log(rec dataplane.QueryRecord) {
+	l.log(nil, &rec)
+}
+
+// LogFrom is Log with the record written by src straight into the buffer
+// (dataplane.InPlaceLogger), under the lock Log holds for its copy. The
+// slot is zero: drain clears every record it has converted.
+func (l *Logger) LogFrom(src dataplane.RecordSource) {
+	l.log(src, nil)
+}
+
+// log adds rec, or the record src fills, to the buffer.
+func (l *Logger) log(src dataplane.RecordSource, rec *dataplane.QueryRecord) {
 	if !l.enabled() {
 		return
 	}
@@ -134,7 +146,16 @@ func (l *Logger) Log(rec dataplane.QueryRecord) {
 		l.drop()
 		return
 	}
-	l.buf = append(l.buf, rec)
+	if src != nil {
+		if n == cap(l.buf) {
+			l.buf = append(l.buf, dataplane.QueryRecord{})
+		} else {
+			l.buf = l.buf[:n+1]
+		}
+		src.FillRecord(&l.buf[n])
+	} else {
+		l.buf = append(l.buf, *rec)
+	}
 	wake := (n == 0 && l.idle) || n+1 == l.max/2
 	if wake {
 		l.idle = false

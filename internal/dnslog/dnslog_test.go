@@ -262,3 +262,53 @@ func TestBlockedRowRule(t *testing.T) {
 		}
 	}
 }
+
+// The data plane writes each record straight into the Logger's buffer
+// (LogFrom), and the buffers are reused after each hand-off: a record must
+// carry nothing of the one that held its slot before, here a blocked
+// query's list, rule and policy under an unblocked one's row.
+func TestInPlaceRecordsCarryNothingStale(t *testing.T) {
+	out := &sink{}
+	lg := dnslog.New(out)
+	defer lg.Close()
+	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Blocker: ruleBlocker{"ads.example.com.": "ads.example.com"}, BlockingEnabled: true}))
+	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	ask := func(name string) {
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		pkt, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := s.ServeWire(pkt, client, dataplane.TransportUDP, nil); !ok {
+			t.Fatalf("%s: no answer", name)
+		}
+	}
+	names := []string{"ads.example.com.", "www.example.org.", "ads.example.com.", "ads.example.com.", "a.b.example.org.", "www.example.org."}
+	for round := range 4 {
+		// Each round fills a buffer with blocked and unblocked queries in
+		// a different order, then hands it over.
+		for i := range names {
+			ask(names[(i+round)%len(names)])
+		}
+		if err := lg.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(out.rows) != 4*len(names) {
+		t.Fatalf("%d rows, want %d", len(out.rows), 4*len(names))
+	}
+	for i, r := range out.rows {
+		blocked := r.Domain == "ads.example.com"
+		if want := names[(i%len(names)+i/len(names))%len(names)]; r.Domain+"." != want {
+			t.Fatalf("row %d is %q, want %q", i, r.Domain, want)
+		}
+		if blocked != (r.Status == "blocked") || blocked != (r.Rule == "ads.example.com") || blocked != (r.List == "ads") {
+			t.Errorf("row %d (%s): status %q list %q rule %q", i, r.Domain, r.Status, r.List, r.Rule)
+		}
+	}
+}
