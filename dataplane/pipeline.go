@@ -412,7 +412,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 	case VerdictBlock:
 		q.Status, q.Reason = StatusBlocked, ReasonBlockList
 		if !q.slow {
-			q.fastBlock(d)
+			q.fastBlock(&d)
 			return stageDone
 		}
 		q.resp = q.blockResponse(d)
@@ -469,7 +469,7 @@ func (q *Query) chaseAnswer(m *dns.Msg) stageResult {
 }
 
 func (q *Query) blockResponse(d Decision) *dns.Msg {
-	ttl := q.blockTTL(d)
+	ttl := q.blockTTL(d.TTL)
 	switch d.Mode {
 	case BlockNXDomain:
 		return q.newResponse(dns.RcodeNameError, false)
@@ -493,18 +493,18 @@ func (q *Query) blockResponse(d Decision) *dns.Msg {
 	return m
 }
 
-func (q *Query) blockTTL(d Decision) time.Duration {
-	if d.TTL <= 0 {
+func (q *Query) blockTTL(ttl time.Duration) time.Duration {
+	if ttl <= 0 {
 		return q.snap.in.BlockTTL
 	}
-	return d.TTL
+	return ttl
 }
 
 // fastBlock makes the block answer of d for encodeFast: the bytes
 // blockResponse and encodeSlow make (FuzzFastSlowParity, the block golden
 // cases), without a dns.Msg, its presentation name or miekg/dns packing,
 // which made a blocked answer dearer than a cached one (issue #27 item 2).
-func (q *Query) fastBlock(d Decision) {
+func (q *Query) fastBlock(d *Decision) {
 	q.fast, q.counts = fastAuth, [3]uint16{}
 	q.authWire = q.blockRR[:0]
 	switch d.Mode {
@@ -533,7 +533,7 @@ func (q *Query) fastBlock(d Decision) {
 			b := append(q.blockRR[:0], 0xC0, wire.HeaderLen)
 			b = binary.BigEndian.AppendUint16(b, q.Type)
 			b = binary.BigEndian.AppendUint16(b, dns.ClassINET)
-			b = binary.BigEndian.AppendUint32(b, uint32(q.blockTTL(d)/time.Second))
+			b = binary.BigEndian.AppendUint32(b, uint32(q.blockTTL(d.TTL)/time.Second))
 			b = binary.BigEndian.AppendUint16(b, uint16(len(ip)))
 			q.authWire = append(b, ip...)
 			q.counts[0] = 1
