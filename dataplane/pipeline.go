@@ -348,7 +348,7 @@ func stageAuthoritative(s *Server, q *Query) stageResult {
 	if t == nil {
 		return stageNext
 	}
-	r := t.Lookup(q.Lower, q.Type, authority.Client{Addr: q.Client.Addr(), InGroup: q.inGroupFn})
+	r := t.LookupWire(q.Lower, q.Type, authority.Client{Addr: q.Client.Addr(), InGroup: q.inGroupFn})
 	switch r.Kind {
 	case authority.NotFound:
 		return stageNext
@@ -374,6 +374,7 @@ func stageAuthoritative(s *Server, q *Query) stageResult {
 		q.fast, q.authWire, q.counts = fastAuth, r.Wire, r.Counts
 		return stageDone
 	}
+	r.Fill()
 	m := q.newResponse(r.Rcode, r.Authoritative)
 	m.Answer, m.Ns, m.Extra = r.Answer, r.Ns, r.Extra
 	q.resp = m

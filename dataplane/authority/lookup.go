@@ -11,6 +11,16 @@ import (
 // pre-built answers and allocate nothing; wildcards, CNAME/DNAME chains,
 // views, ANY and negative answers for absent names are built per query.
 func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
+	a := t.LookupWire(qname, qtype, client)
+	a.Fill()
+	return a
+}
+
+// LookupWire is Lookup for a caller that serves the pre-encoded Wire when
+// there is one: the Answer section of an exact answer from a compact set
+// may be left unbuilt, and the caller calls Fill before it reads the
+// sections.
+func (t *Table) LookupWire(qname []byte, qtype uint16, client Client) Answer {
 	var offs [maxLabels]uint8
 	n := labelOffsets(qname, &offs)
 	if n == 0 {

@@ -69,6 +69,21 @@ type Answer struct {
 	Wire []byte
 	// Counts are ANCOUNT, NSCOUNT, ARCOUNT of Wire.
 	Counts [3]uint16
+
+	// LookupWire leaves the Answer section of a compact set to be built
+	// by Fill: set and owner are what it is built from.
+	set   *rrset
+	owner *node
+}
+
+// Fill builds the Answer section that LookupWire left for later (the
+// dns.RR objects of a compact A or AAAA set, kept by the set once built).
+// Answers of Lookup are always filled.
+func (a *Answer) Fill() {
+	if a.set != nil {
+		a.Answer = a.set.records(a.owner)
+		a.set, a.owner = nil, nil
+	}
 }
 
 // Problem names one thing Compile skipped and why.
