@@ -189,11 +189,11 @@ func stageIngress(s *Server, q *Query) stageResult {
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
 	q.setQuestion(qq)
-	e, _, err := wire.ParseRecords(b, qq.End, h.AN, h.NS, h.AR)
-	if err != nil {
+	if _, err := wire.ParseRecordsInto(b, qq.End, h.AN, h.NS, h.AR, &q.EDNS); err != nil {
+		q.EDNS = wire.EDNS{} // answered as a query whose records were not read
 		return q.fail(StatusMalformed, ReasonFormErr, dns.RcodeFormatError)
 	}
-	q.EDNS = e
+	e := &q.EDNS
 	q.padding, q.keepalive = e.Padding, e.Keepalive
 	q.signed = h.AR > 1 || (h.AR == 1 && !e.Present)
 	if e.Present && e.Version > 0 {
