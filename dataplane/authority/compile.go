@@ -131,6 +131,7 @@ func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRe
 		c.t.list = append(c.t.list, z)
 	}
 	slices.SortFunc(c.t.list, func(a, b *zone) int { return cmp.Compare(a.name, b.name) })
+	c.t.indexApexes()
 	return c.t, c.problems
 }
 

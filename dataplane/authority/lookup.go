@@ -30,6 +30,9 @@ func (t *Table) LookupWire(qname []byte, qtype uint16, client Client) Answer {
 	var z *zone
 	zl := 0 // label index of the apex within qname
 	for i := 0; i < n; i++ {
+		if !t.mayBeApex(len(qname) - int(offs[i])) {
+			continue
+		}
 		if z = t.zones[string(qname[offs[i]:])]; z != nil {
 			zl = i
 			break

@@ -16,6 +16,25 @@ type Table struct {
 	zones      map[string]*zone // key: lower-cased wire name of the apex
 	list       []*zone          // sorted by name, for Zones and ZoneFile
 	nextChange time.Time
+	// apexLens has bit L set when some apex's wire name is L bytes long:
+	// a query's suffixes of other lengths are no zone, and are not looked
+	// up in the map (a string hash and probe each, for every query).
+	apexLens [4]uint64
+}
+
+// indexApexes fills apexLens from zones.
+func (t *Table) indexApexes() {
+	t.apexLens = [4]uint64{}
+	for w := range t.zones {
+		if l := len(w); l < 256 {
+			t.apexLens[l>>6] |= 1 << (l & 63)
+		}
+	}
+}
+
+// mayBeApex reports whether a wire name of l bytes can be a zone's apex.
+func (t *Table) mayBeApex(l int) bool {
+	return l < 256 && t.apexLens[l>>6]&(1<<(l&63)) != 0
 }
 
 type zoneType uint8
@@ -325,5 +344,6 @@ func (t *Table) WithSync(synced func(zoneName, object string) bool) *Table {
 		nt.zones[cp.wire] = &cp
 		nt.list = append(nt.list, &cp)
 	}
+	nt.apexLens = t.apexLens
 	return nt
 }
