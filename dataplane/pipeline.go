@@ -348,7 +348,8 @@ func stageAuthoritative(s *Server, q *Query) stageResult {
 	if t == nil {
 		return stageNext
 	}
-	r := t.LookupWire(q.Lower, q.Type, authority.Client{Addr: q.Client.Addr(), InGroup: q.inGroupFn})
+	var r authority.Answer
+	t.LookupWire(q.Lower, q.Type, authority.Client{Addr: q.Client.Addr(), InGroup: q.inGroupFn}, &r)
 	switch r.Kind {
 	case authority.NotFound:
 		return stageNext

@@ -27,9 +27,10 @@ func TestLookupWireLeavesCompactSetsCompact(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	var a Answer
 	allocs := testing.AllocsPerRun(1, func() {
 		for _, q := range names {
-			if a := tab.LookupWire(q, dns.TypeA, Client{}); a.Kind != Answered || a.Wire == nil || a.Answer != nil || a.Counts != [3]uint16{1, 0, 0} {
+			if tab.LookupWire(q, dns.TypeA, Client{}, &a); a.Kind != Answered || a.Wire == nil || a.Answer != nil || a.Counts != [3]uint16{1, 0, 0} {
 				t.Fatalf("LookupWire(%s) = %v wire %d bytes, %d records built, counts %v", q, a.Kind, len(a.Wire), len(a.Answer), a.Counts)
 			}
 		}
@@ -46,7 +47,8 @@ func TestLookupWireLeavesCompactSetsCompact(t *testing.T) {
 	// Filled, the sections are Lookup's, and Lookup's stay as they were.
 	for _, i := range []int{0, 1, n / 2, n - 1} {
 		q := names[i]
-		lazy := tab.LookupWire(q, dns.TypeA, Client{})
+		var lazy Answer
+		tab.LookupWire(q, dns.TypeA, Client{}, &lazy)
 		lazy.Fill()
 		full := tab.Lookup(q, dns.TypeA, Client{})
 		if fmt.Sprint(lazy) != fmt.Sprint(full) || len(full.Answer) != 1 || full.Answer[0].Header().Name != fmt.Sprintf("host%d.example.com.", i) {

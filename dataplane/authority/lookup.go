@@ -11,7 +11,8 @@ import (
 // pre-built answers and allocate nothing; wildcards, CNAME/DNAME chains,
 // views, ANY and negative answers for absent names are built per query.
 func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
-	a := t.LookupWire(qname, qtype, client)
+	var a Answer
+	t.LookupWire(qname, qtype, client, &a)
 	a.Fill()
 	return a
 }
@@ -19,12 +20,16 @@ func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
 // LookupWire is Lookup for a caller that serves the pre-encoded Wire when
 // there is one: the Answer section of an exact answer from a compact set
 // may be left unbuilt, and the caller calls Fill before it reads the
-// sections.
-func (t *Table) LookupWire(qname []byte, qtype uint16, client Client) Answer {
+// sections. It writes the answer into *a: returned by value, the answer
+// was copied at each of three calls (13 of a 310 ns authoritative
+// ServeWire), the copies' 16-byte loads stalling on the 8-byte stores of
+// its fields.
+func (t *Table) LookupWire(qname []byte, qtype uint16, client Client, a *Answer) {
+	*a = Answer{}
 	var offs [maxLabels]uint8
 	n := labelOffsets(qname, &offs)
 	if n == 0 {
-		return Answer{}
+		return
 	}
 	qname = qname[:int(offs[n-1])+1]
 	var z *zone
@@ -40,28 +45,35 @@ func (t *Table) LookupWire(qname []byte, qtype uint16, client Client) Answer {
 	}
 	switch {
 	case z == nil:
-		return Answer{}
+		return
 	case z.typ == forward:
-		return Answer{Kind: Forward, ForwardGroup: z.group, Zone: z.name}
+		a.Kind, a.ForwardGroup, a.Zone = Forward, z.group, z.name
+		return
 	case z.access != nil && !z.access.allows(client):
-		return Answer{Kind: Refused, Rcode: dns.RcodeRefused, Zone: z.name}
+		a.Kind, a.Rcode, a.Zone = Refused, dns.RcodeRefused, z.name
+		return
 	case z.unsynced:
-		return Answer{Kind: ServFail, Rcode: dns.RcodeServerFailure, Zone: z.name}
+		a.Kind, a.Rcode, a.Zone = ServFail, dns.RcodeServerFailure, z.name
+		return
 	case qtype == dns.TypeAXFR || qtype == dns.TypeIXFR:
 		// Transfers are served by the transfer handler, never by lookup.
-		return Answer{Kind: Refused, Rcode: dns.RcodeRefused, Zone: z.name}
+		a.Kind, a.Rcode, a.Zone = Refused, dns.RcodeRefused, z.name
+		return
 	}
 
 	if !z.hasCuts && !z.hasDNAME {
 		if nd := z.nodes.get(qname); nd != nil {
-			return z.exact(nd, qname, qtype, client)
+			z.exact(nd, qname, qtype, client, a)
+			return
 		}
 		for i := 1; i <= zl; i++ {
 			if ce := z.nodes.get(qname[offs[i]:]); ce != nil {
-				return z.miss(ce, qname, qtype, client)
+				*a = z.miss(ce, qname, qtype, client)
+				return
 			}
 		}
-		return z.resolve(qname, qtype, client)
+		*a = z.resolve(qname, qtype, client)
+		return
 	}
 	// Walk down from the apex: a delegation or DNAME above qname wins.
 	ce := z.nodes.getString(z.wire)
@@ -69,19 +81,22 @@ func (t *Table) LookupWire(qname []byte, qtype uint16, client Client) Answer {
 		nd := z.nodes.get(qname[offs[i]:])
 		switch {
 		case nd == nil:
-			return z.miss(ce, qname, qtype, client)
+			*a = z.miss(ce, qname, qtype, client)
+			return
 		case i == 0:
-			return z.exact(nd, qname, qtype, client)
+			z.exact(nd, qname, qtype, client, a)
+			return
 		case nd.cut:
-			a := nd.referral.toAnswer(z)
+			*a = nd.referral.toAnswer(z)
 			a.Wire = nil // encoded for the cut's own name only
-			return a
+			return
 		case nd.dname >= 0:
-			return z.resolve(qname, qtype, client)
+			*a = z.resolve(qname, qtype, client)
+			return
 		}
 		ce = nd
 	}
-	return z.resolve(qname, qtype, client)
+	*a = z.resolve(qname, qtype, client)
 }
 
 // miss answers a name that does not exist below closest encloser ce without
@@ -136,20 +151,24 @@ func (z *zone) wildcard(wc *node, qname []byte, qtype uint16) (Answer, bool) {
 
 // exact answers a name that exists in the zone, from pre-built responses
 // when they apply.
-func (z *zone) exact(nd *node, qname []byte, qtype uint16, client Client) Answer {
+// The answer is written into *a, which is zero.
+func (z *zone) exact(nd *node, qname []byte, qtype uint16, client Client, a *Answer) {
 	switch {
 	case nd.cut && qtype != dns.TypeDS:
-		return nd.referral.toAnswer(z)
+		*a = nd.referral.toAnswer(z)
+		return
 	case nd.views, qtype == dns.TypeANY, nd.cname >= 0 && qtype != dns.TypeCNAME:
-		return z.resolve(qname, qtype, client)
+		*a = z.resolve(qname, qtype, client)
+		return
 	case z.root && (len(nd.sets) == 0 || nd.wire == z.wire):
 		// The default zone only answers names it holds data for.
-		return Answer{}
+		return
 	}
 	if s := nd.set(qtype); s != nil {
-		return s.toAnswer(z, nd)
+		s.answer(z, nd, a)
+		return
 	}
-	return nd.nodataAnswer(z)
+	*a = nd.nodataAnswer(z)
 }
 
 // findKind says where the walk for a name ended.

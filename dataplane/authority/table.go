@@ -255,24 +255,21 @@ func (s *rrset) answerWire() []byte {
 	return s.wire
 }
 
-// toAnswer is the exact answer of the set. A compact set's dns.RR objects
-// are left to Answer.Fill when the set has not built them yet and its wire
-// can be served: building them for every name asked kept 128 bytes more
-// per answered name on the heap (two thirds of a compact record's share),
-// which the pre-encoded answer never reads.
-func (s *rrset) toAnswer(z *zone, n *node) Answer {
+// answer writes the exact answer of the set into *a, which is zero. A
+// compact set's dns.RR objects are left to Answer.Fill when the set has
+// not built them yet and its wire can be served: building them for every
+// name asked kept 128 bytes more per answered name on the heap (two thirds
+// of a compact record's share), which the pre-encoded answer never reads.
+func (s *rrset) answer(z *zone, n *node, a *Answer) {
 	ex := s.extra()
-	a := Answer{
-		Kind: Answered, Authoritative: true, Extra: ex,
-		Zone: z.name, MinTTL: s.minTTL, Wire: s.answerWire(),
-		Counts: [3]uint16{uint16(s.count()), 0, uint16(len(ex))},
-	}
+	a.Kind, a.Authoritative, a.Extra = Answered, true, ex
+	a.Zone, a.MinTTL, a.Wire = z.name, s.minTTL, s.answerWire()
+	a.Counts = [3]uint16{uint16(s.count()), 0, uint16(len(ex))}
 	if p := atomic.LoadPointer(&s.rrs); p != nil || a.Wire == nil {
 		a.Answer = s.records(n)
 	} else {
 		a.set, a.owner = s, n
 	}
-	return a
 }
 
 func (n *node) nodataAnswer(z *zone) Answer {
