@@ -388,7 +388,12 @@ func stageBlocking(s *Server, q *Query) stageResult {
 	if b == nil || q.blockingOff || !q.snap.in.BlockingEnabled {
 		return stageNext
 	}
-	d := b.Decide(q.Lower, q.Type, q.ClientInfo)
+	d := &q.decision
+	if w := q.snap.decideInto; w != nil {
+		w.DecideInto(q.Lower, q.Type, q.ClientInfo, d)
+	} else {
+		*d = b.Decide(q.Lower, q.Type, q.ClientInfo)
+	}
 	q.List, q.Rule, q.RulePre, q.RulePost, q.Policy, q.NoLog = d.List, d.Rule, d.RulePre, d.RulePost, d.Policy, d.NoLog
 	if d.UpstreamGroup != "" && q.forwardGroup == "" {
 		q.forwardGroup = d.UpstreamGroup
@@ -414,7 +419,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 	case VerdictBlock:
 		q.Status, q.Reason = StatusBlocked, ReasonBlockList
 		if !q.slow {
-			q.fastBlock(&d)
+			q.fastBlock(d)
 			return stageDone
 		}
 		q.resp = q.blockResponse(d)
@@ -433,7 +438,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 
 // chaseTarget returns the target of the CNAME ending a rewrite answer when
 // the decision asks for it to be resolved and the query type needs it.
-func chaseTarget(d Decision, qtype uint16) string {
+func chaseTarget(d *Decision, qtype uint16) string {
 	if !d.ChaseCNAME || len(d.Answer) == 0 || qtype == dns.TypeCNAME || qtype == dns.TypeANY {
 		return ""
 	}
@@ -470,7 +475,7 @@ func (q *Query) chaseAnswer(m *dns.Msg) stageResult {
 	return stageDone
 }
 
-func (q *Query) blockResponse(d Decision) *dns.Msg {
+func (q *Query) blockResponse(d *Decision) *dns.Msg {
 	ttl := q.blockTTL(d.TTL)
 	switch d.Mode {
 	case BlockNXDomain:

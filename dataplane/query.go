@@ -244,10 +244,12 @@ type Query struct {
 	// (authWire points into blockRR), and its EDE, written by encodeFast
 	// as encodeSlow writes ede, without a dns.Msg.
 	blockRR [blockRRLen]byte
-	fastEDE bool
-	edeCode uint16
-	edeText string
-	edeRule bool // the rule (RulePre, Rule, RulePost) follows edeText after ruleSep (Decision.EDERule)
+	// decision is the blocking stage's (DecisionWriter writes it here).
+	decision Decision
+	fastEDE  bool
+	edeCode  uint16
+	edeText  string
+	edeRule  bool // the rule (RulePre, Rule, RulePost) follows edeText after ruleSep (Decision.EDERule)
 	// chase holds a rewrite's records ending in a CNAME whose target
 	// (chaseLower, lower-case wire) the cache and upstream stages resolve.
 	chase      []dns.RR

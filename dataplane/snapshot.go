@@ -120,6 +120,15 @@ type Blocker interface {
 	Decide(qname []byte, qtype uint16, client ClientInfo) Decision
 }
 
+// DecisionWriter is a Blocker that can write its decision into the
+// caller's Decision, which the pipeline keeps in the query: a 216-byte
+// Decision returned through the interface was copied out of the call,
+// for every query that blocking applies to. policy.Table is one.
+type DecisionWriter interface {
+	// DecideInto is Decide writing into *d.
+	DecideInto(qname []byte, qtype uint16, client ClientInfo, d *Decision)
+}
+
 // Prefetcher is a Blocker that can start loading what Decide will read
 // for a name, so that the cache misses of a batch of queries overlap
 // instead of each stalling its own Decide (policy.Table is one; the UDP
@@ -181,6 +190,8 @@ type Snapshot struct {
 	in SnapshotInput
 	// prefetch is in.Blocker when it is a Prefetcher and blocking is on.
 	prefetch Prefetcher
+	// decideInto is in.Blocker when it is a DecisionWriter.
+	decideInto DecisionWriter
 }
 
 // NewSnapshot builds a snapshot; it keeps the parts as given, so build them
@@ -193,6 +204,7 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 	if p, ok := in.Blocker.(Prefetcher); ok && in.BlockingEnabled {
 		s.prefetch = p
 	}
+	s.decideInto, _ = in.Blocker.(DecisionWriter)
 	return s
 }
 
