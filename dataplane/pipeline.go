@@ -616,6 +616,9 @@ func (q *Query) caseLoose(e *cache.Entry) bool {
 // upstream fails or is slower than maxWait (RFC 8767).
 func stageUpstream(s *Server, q *Query) stageResult {
 	if q.detachable {
+		// Whoever finishes the query logs it: the read loop that deferred
+		// its log stage (logAfterSend) no longer owns it.
+		q.logAfterSend = false
 		if s.startAsync(q) {
 			return stageAwait
 		}
@@ -917,17 +920,37 @@ func (q *Query) upstreamRequest(name string, rm *reqMsg) *dns.Msg {
 
 // log records metrics and hands a copy to the query logger; it always runs.
 func stageLog(s *Server, q *Query) stageResult {
+	if q.logAfterSend {
+		// The UDP batch loop logs the query once its answer is sent
+		// (logSent), with the batch's one clock read.
+		q.logPending = true
+		return stageNext
+	}
 	q.Duration = time.Since(q.Start)
+	s.logDone(q)
+	return stageNext
+}
+
+// logSent is the log stage of a query whose stage deferred it, once its
+// answer was sent at now: its duration is then the whole time to answer
+// it, and a batch of queries reads the clock once instead of once each.
+func (s *Server) logSent(q *Query, now time.Time) {
+	q.logPending = false
+	q.Duration = now.Sub(q.Start)
+	s.logDone(q)
+}
+
+// logDone counts a finished query and hands its record to the query log.
+func (s *Server) logDone(q *Query) {
 	s.metrics.observe(q)
 	if q.NoLog || !s.logging() {
-		return stageNext
+		return
 	}
 	if il := s.inPlace; il != nil {
 		il.LogFrom(q)
-		return stageNext
+		return
 	}
 	var rec QueryRecord
 	q.FillRecord(&rec)
 	s.logger.Log(rec)
-	return stageNext
 }

@@ -244,6 +244,10 @@ type Query struct {
 	// (authWire points into blockRR), and its EDE, written by encodeFast
 	// as encodeSlow writes ede, without a dns.Msg.
 	blockRR [blockRRLen]byte
+	// logAfterSend: the log stage leaves the query to the UDP batch loop,
+	// which logs it (logSent) after sending the batch's answers, and marks
+	// it logPending.
+	logAfterSend, logPending bool
 	// decision is the blocking stage's (DecisionWriter writes it here).
 	decision Decision
 	fastEDE  bool

@@ -104,6 +104,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 				b.prefetchNext(pf, i)
 			}
 			q := b.qs[i]
+			q.logAfterSend = true
 			peer, ok := sockaddrToAddrPort(&b.names[i], b.hdrs[i].Hdr.Namelen)
 			if !ok {
 				q.reset()
@@ -125,8 +126,12 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 		}
 		lc.batch.Flush() // the misses' queries first: their answers take longest
 		b.flush()
+		sent := time.Now()
 		for i := 0; i < b.got; i++ {
 			q := b.qs[i]
+			if q.logPending {
+				s.logSent(q, sent)
+			}
 			q.reset()
 			b.arm(i, q)
 		}
