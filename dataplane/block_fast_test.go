@@ -14,12 +14,12 @@ import (
 // is about how a block answer is encoded.
 type nameBlocker map[string]Decision
 
-func (b nameBlocker) Decide(qname []byte, _ uint16, _ ClientInfo) Decision {
-	if d, ok := b[string(qname)]; ok {
+func (b nameBlocker) DecideInto(qname []byte, _ uint16, _ ClientInfo, d *Decision) {
+	*d = Decision{}
+	if bd, ok := b[string(qname)]; ok {
+		*d = bd
 		d.Verdict = VerdictBlock
-		return d
 	}
-	return Decision{}
 }
 
 func wireName(t testing.TB, name string) string {

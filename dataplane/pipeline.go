@@ -389,11 +389,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 		return stageNext
 	}
 	d := &q.decision
-	if w := q.snap.decideInto; w != nil {
-		w.DecideInto(q.Lower, q.Type, q.ClientInfo, d)
-	} else {
-		*d = b.Decide(q.Lower, q.Type, q.ClientInfo)
-	}
+	b.DecideInto(q.Lower, q.Type, q.ClientInfo, d)
 	q.List, q.Rule, q.RulePre, q.RulePost, q.Policy, q.NoLog = d.List, d.Rule, d.RulePre, d.RulePost, d.Policy, d.NoLog
 	if d.UpstreamGroup != "" && q.forwardGroup == "" {
 		q.forwardGroup = d.UpstreamGroup

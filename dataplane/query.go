@@ -248,7 +248,7 @@ type Query struct {
 	// which logs it (logSent) after sending the batch's answers, and marks
 	// it logPending.
 	logAfterSend, logPending bool
-	// decision is the blocking stage's (DecisionWriter writes it here).
+	// decision is the blocking stage's (Blocker.DecideInto writes it).
 	decision Decision
 	fastEDE  bool
 	edeCode  uint16

@@ -117,15 +117,10 @@ const ruleSep = " rule "
 
 // Blocker decides on blocking for a name; nil turns blocking off.
 type Blocker interface {
-	Decide(qname []byte, qtype uint16, client ClientInfo) Decision
-}
-
-// DecisionWriter is a Blocker that can write its decision into the
-// caller's Decision, which the pipeline keeps in the query: a 216-byte
-// Decision returned through the interface was copied out of the call,
-// for every query that blocking applies to. policy.Table is one.
-type DecisionWriter interface {
-	// DecideInto is Decide writing into *d.
+	// DecideInto writes the decision on qname (lower-case wire form) into
+	// *d, the pipeline's Decision in its query: a 216-byte Decision
+	// returned through the interface was copied out of the call for every
+	// query that blocking applies to.
 	DecideInto(qname []byte, qtype uint16, client ClientInfo, d *Decision)
 }
 
@@ -190,8 +185,6 @@ type Snapshot struct {
 	in SnapshotInput
 	// prefetch is in.Blocker when it is a Prefetcher and blocking is on.
 	prefetch Prefetcher
-	// decideInto is in.Blocker when it is a DecisionWriter.
-	decideInto DecisionWriter
 }
 
 // NewSnapshot builds a snapshot; it keeps the parts as given, so build them
@@ -204,7 +197,6 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 	if p, ok := in.Blocker.(Prefetcher); ok && in.BlockingEnabled {
 		s.prefetch = p
 	}
-	s.decideInto, _ = in.Blocker.(DecisionWriter)
 	return s
 }
 

@@ -531,9 +531,7 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 	return d
 }
 
-// DecideInto is Decide writing into *d (dataplane.DecisionWriter): the
-// pipeline's decision lives in its query, and a 216-byte result copied
-// out of the call stalled on the stores of its fields.
+// DecideInto is Decide writing into *d (dataplane.Blocker).
 func (t *Table) DecideInto(qname []byte, qtype uint16, client dataplane.ClientInfo, d *dataplane.Decision) {
 	*d = dataplane.Decision{}
 	p := t.choose(client)

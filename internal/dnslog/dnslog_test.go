@@ -231,15 +231,15 @@ func loggedServer(t *testing.T) (*sink, *dnslog.Logger, *dataplane.Server) {
 // ruleBlocker blocks every name with the rule its table gives it.
 type ruleBlocker map[string]string
 
-func (b ruleBlocker) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) dataplane.Decision {
+func (b ruleBlocker) DecideInto(qname []byte, qtype uint16, client dataplane.ClientInfo, d *dataplane.Decision) {
+	*d = dataplane.Decision{}
 	name := "" // qname is lower-case wire form
 	for off := 0; off < len(qname) && qname[off] != 0; off += 1 + int(qname[off]) {
 		name += string(qname[off+1:off+1+int(qname[off])]) + "."
 	}
 	if rule, ok := b[name]; ok {
-		return dataplane.Decision{Verdict: dataplane.VerdictBlock, List: "ads", Rule: rule}
+		*d = dataplane.Decision{Verdict: dataplane.VerdictBlock, List: "ads", Rule: rule}
 	}
-	return dataplane.Decision{}
 }
 
 // A blocked row's rule is the list entry as matched: when it is the

@@ -48,11 +48,11 @@ func upstreamDNS(t *testing.T, ip string) (string, *atomic.Int64) {
 
 type blocker struct{}
 
-func (blocker) Decide(qname []byte, qtype uint16, _ dataplane.ClientInfo) dataplane.Decision {
+func (blocker) DecideInto(qname []byte, qtype uint16, _ dataplane.ClientInfo, d *dataplane.Decision) {
+	*d = dataplane.Decision{}
 	if string(qname) == "\x03ads\x07example\x03org\x00" {
-		return dataplane.Decision{Verdict: dataplane.VerdictBlock, Mode: dataplane.BlockZeroIP, List: "ads", Rule: "ads.example.org"}
+		*d = dataplane.Decision{Verdict: dataplane.VerdictBlock, Mode: dataplane.BlockZeroIP, List: "ads", Rule: "ads.example.org"}
 	}
-	return dataplane.Decision{}
 }
 
 type memLog struct {

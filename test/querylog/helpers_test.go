@@ -43,17 +43,17 @@ func (f *forwarder) Forward(_ context.Context, _ string, req *dns.Msg, _ netip.A
 
 type blocker struct{}
 
-func (blocker) Decide(qname []byte, _ uint16, _ dataplane.ClientInfo) dataplane.Decision {
+func (blocker) DecideInto(qname []byte, _ uint16, _ dataplane.ClientInfo, d *dataplane.Decision) {
+	*d = dataplane.Decision{}
 	switch string(qname) {
 	case "\x03ads\x07example\x03org\x00":
-		return dataplane.Decision{Verdict: dataplane.VerdictBlock, Mode: dataplane.BlockZeroIP, List: "ads", Rule: "ads.example.org", Policy: "default/kids"}
+		*d = dataplane.Decision{Verdict: dataplane.VerdictBlock, Mode: dataplane.BlockZeroIP, List: "ads", Rule: "ads.example.org", Policy: "default/kids"}
 	case "\x07rewrite\x07example\x03org\x00":
 		rr, _ := dns.NewRR("rewrite.example.org. 60 IN A 192.0.2.80")
-		return dataplane.Decision{Verdict: dataplane.VerdictRewrite, Answer: []dns.RR{rr}, Policy: "default/kids"}
+		*d = dataplane.Decision{Verdict: dataplane.VerdictRewrite, Answer: []dns.RR{rr}, Policy: "default/kids"}
 	case "\x05nolog\x07example\x03org\x00":
-		return dataplane.Decision{NoLog: true, Policy: "default/private"}
+		*d = dataplane.Decision{NoLog: true, Policy: "default/private"}
 	}
-	return dataplane.Decision{}
 }
 
 type identifier struct{}
