@@ -15,11 +15,7 @@ import "unsafe"
 // Hash is the hash Match probes the whole name with: name is in
 // presentation form without the trailing dot, any case.
 func Hash(name []byte) uint64 {
-	h := uint64(fnvOffset)
-	for i := len(name) - 1; i >= 0; i-- {
-		h = (h ^ uint64(lowerTab[name[i]])) * fnvPrime
-	}
-	return mix(h)
+	return hashName(unsafe.String(unsafe.SliceData(name), len(name)))
 }
 
 // Prefetch starts loading, in every source of the list, the filter word and
@@ -62,10 +58,7 @@ const prefetchProbe = 8
 // slot: the record lookup compares first. ok is false when the filter
 // rejects h or no such slot is near.
 func (t *table) firstCandidate(h uint64) (c []byte, p int, ok bool) {
-	if t == nil || len(t.slots) == 0 {
-		return nil, 0, false
-	}
-	if b := t.filterBit(h); t.filter[b>>6]&(1<<(b&63)) == 0 {
+	if t == nil || !t.mayHave(h) {
 		return nil, 0, false
 	}
 	fp := fingerprint(h)

@@ -134,10 +134,7 @@ func (t *table) mayHave(h uint64) bool {
 // name may contain upper-case ASCII; stored names are lower case.
 func (t *table) lookup(name string, h uint64) (uint8, uint32) {
 	slots := t.slots
-	if len(slots) == 0 {
-		return 0, 0
-	}
-	if b := t.filterBit(h); t.filter[b>>6]&(1<<(b&63)) == 0 {
+	if len(slots) == 0 || !t.mayHave(h) {
 		return 0, 0
 	}
 	// slotCount leaves at least one slot empty, so the probe ends.
