@@ -147,12 +147,9 @@ func (l *Logger) log(src dataplane.RecordSource, rec *dataplane.QueryRecord) {
 		return
 	}
 	if src != nil {
-		if n == cap(l.buf) {
-			l.buf = append(l.buf, dataplane.QueryRecord{})
-		} else {
-			l.buf = l.buf[:n+1]
-		}
-		src.FillRecord(&l.buf[n])
+		var slot *dataplane.QueryRecord
+		l.buf, slot = extend(l.buf)
+		src.FillRecord(slot)
 	} else {
 		l.buf = append(l.buf, *rec)
 	}
@@ -208,13 +205,9 @@ func (l *Logger) drain() bool {
 		} else {
 			// Converted in place: a Row is 330 bytes, returned and then
 			// appended it was copied twice.
-			n := len(l.rows)
-			if n == cap(l.rows) {
-				l.rows = append(l.rows, querylog.Row{})
-			} else {
-				l.rows = l.rows[:n+1]
-			}
-			l.conv.convertInto(&batch[i], &l.rows[n])
+			var r *querylog.Row
+			l.rows, r = extend(l.rows)
+			l.conv.convertInto(&batch[i], r)
 			if len(l.rows) == convChunk {
 				l.handOff()
 			}
@@ -228,6 +221,20 @@ func (l *Logger) drain() bool {
 	l.spare = batch[:0]
 	l.mu.Unlock()
 	return len(batch) > 0
+}
+
+// extend returns s one element longer and that element, which keeps what
+// the spare capacity held (appending a zero value instead wrote a 520-byte
+// record or a 330-byte row that the caller overwrites). The record buffer's
+// spare elements are zero: drain clears each record it has converted.
+func extend[T any](s []T) ([]T, *T) {
+	if len(s) < cap(s) {
+		s = s[:len(s)+1]
+	} else {
+		var zero T
+		s = append(s, zero)
+	}
+	return s, &s[len(s)-1]
 }
 
 // convChunk is how many converted rows are handed to a batch sink at a
@@ -327,13 +334,15 @@ func (c *converter) convert(rec *dataplane.QueryRecord) querylog.Row {
 
 // convertInto is convert into *r.
 func (c *converter) convertInto(rec *dataplane.QueryRecord, r *querylog.Row) {
-	*r = querylog.Row{
-		Time: rec.Time, Node: rec.Node, ClientName: rec.ClientName, ClientID: rec.ClientID,
-		Domain: c.domain(rec), QType: dataplane.TypeString(rec.Type), Rcode: dataplane.RcodeString(rec.Rcode),
-		Status: rec.Status.String(), Reason: rec.Reason.String(),
-		List: rec.List, Policy: rec.Policy, Upstream: rec.Upstream, Zone: rec.Zone,
-		Transport: rec.Transport.String(), Duration: rec.Duration,
-	}
+	// Cleared in place and set field by field: a literal with fields was
+	// built in a temporary and copied over *r, the copy stalling on the
+	// stores of its fields (as dataplane's Query.reset did).
+	*r = querylog.Row{}
+	r.Time, r.Node, r.ClientName, r.ClientID = rec.Time, rec.Node, rec.ClientName, rec.ClientID
+	r.Domain, r.QType, r.Rcode = c.domain(rec), dataplane.TypeString(rec.Type), dataplane.RcodeString(rec.Rcode)
+	r.Status, r.Reason = rec.Status.String(), rec.Reason.String()
+	r.List, r.Policy, r.Upstream, r.Zone = rec.List, rec.Policy, rec.Upstream, rec.Zone
+	r.Transport, r.Duration = rec.Transport.String(), rec.Duration
 	if rec.Client.IsValid() {
 		r.Client = c.client(rec.Client.Addr().Unmap())
 	}
