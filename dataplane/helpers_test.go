@@ -161,7 +161,13 @@ func testConfig() Config {
 // startServer starts a server on loopback and stops it when the test ends.
 func startServer(t testing.TB, cfg Config, snap *Snapshot) *Server {
 	t.Helper()
-	s, err := New(cfg, Options{})
+	return startServerWith(t, cfg, Options{}, snap)
+}
+
+// startServerWith is startServer with opts (a query logger, ...).
+func startServerWith(t testing.TB, cfg Config, opts Options, snap *Snapshot) *Server {
+	t.Helper()
+	s, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

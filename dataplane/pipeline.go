@@ -612,9 +612,9 @@ func (q *Query) caseLoose(e *cache.Entry) bool {
 // upstream fails or is slower than maxWait (RFC 8767).
 func stageUpstream(s *Server, q *Query) stageResult {
 	if q.detachable {
-		// Whoever finishes the query logs it: the read loop that deferred
-		// its log stage (logAfterSend) no longer owns it.
-		q.logAfterSend = false
+		// Whoever finishes the query logs it: the read loop that defers
+		// its log stage (logLater) no longer owns it.
+		q.logLater = false
 		if s.startAsync(q) {
 			return stageAwait
 		}
@@ -916,9 +916,9 @@ func (q *Query) upstreamRequest(name string, rm *reqMsg) *dns.Msg {
 
 // log records metrics and hands a copy to the query logger; it always runs.
 func stageLog(s *Server, q *Query) stageResult {
-	if q.logAfterSend {
-		// The UDP batch loop logs the query once its answer is sent
-		// (logSent), with the batch's one clock read.
+	if q.logLater {
+		// The UDP batch loop logs the query once the whole batch is
+		// answered (logAnswered), with the batch's one clock read.
 		q.logPending = true
 		return stageNext
 	}
@@ -927,10 +927,10 @@ func stageLog(s *Server, q *Query) stageResult {
 	return stageNext
 }
 
-// logSent is the log stage of a query whose stage deferred it, once its
-// answer was sent at now: its duration is then the whole time to answer
-// it, and a batch of queries reads the clock once instead of once each.
-func (s *Server) logSent(q *Query, now time.Time) {
+// logAnswered is the log stage of a query whose stage deferred it, once
+// its batch was answered at now: a batch of queries reads the clock once
+// instead of once each.
+func (s *Server) logAnswered(q *Query, now time.Time) {
 	q.logPending = false
 	q.Duration = now.Sub(q.Start)
 	s.logDone(q)

@@ -244,10 +244,10 @@ type Query struct {
 	// (authWire points into blockRR), and its EDE, written by encodeFast
 	// as encodeSlow writes ede, without a dns.Msg.
 	blockRR [blockRRLen]byte
-	// logAfterSend: the log stage leaves the query to the UDP batch loop,
-	// which logs it (logSent) after sending the batch's answers, and marks
-	// it logPending.
-	logAfterSend, logPending bool
+	// logLater: the log stage leaves the query to the UDP batch loop,
+	// which logs it (logAnswered) once the batch is answered, before the
+	// answers are sent, and marks it logPending.
+	logLater, logPending bool
 	// decision is the blocking stage's (Blocker.DecideInto writes it).
 	decision Decision
 	fastEDE  bool

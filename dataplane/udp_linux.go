@@ -104,7 +104,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 				b.prefetchNext(pf, i)
 			}
 			q := b.qs[i]
-			q.logAfterSend = true
+			q.logLater = true
 			peer, ok := sockaddrToAddrPort(&b.names[i], b.hdrs[i].Hdr.Namelen)
 			if !ok {
 				q.reset()
@@ -125,13 +125,18 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 			}
 		}
 		lc.batch.Flush() // the misses' queries first: their answers take longest
+		// The batch's queries are logged before their answers leave, so a
+		// client that has its answer finds it in the log (after a flush),
+		// with one clock read for the batch.
+		answered := time.Now()
+		for i := 0; i < b.got; i++ {
+			if q := b.qs[i]; q.logPending {
+				s.logAnswered(q, answered)
+			}
+		}
 		b.flush()
-		sent := time.Now()
 		for i := 0; i < b.got; i++ {
 			q := b.qs[i]
-			if q.logPending {
-				s.logSent(q, sent)
-			}
 			q.reset()
 			b.arm(i, q)
 		}
