@@ -11,15 +11,7 @@ import (
 )
 
 func TestQuestionName(t *testing.T) {
-	packed := func(name string) []byte {
-		m := new(dns.Msg)
-		m.SetQuestion(name, dns.TypeA)
-		b, err := m.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
+	packed := func(name string) []byte { return pack(t, query(name, dns.TypeA)) }
 	long := bytes.Repeat([]byte("\x3f"+string(bytes.Repeat([]byte("a"), 63))), 4) // 256 bytes before the root
 	for _, c := range []struct {
 		desc string

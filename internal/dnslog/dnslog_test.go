@@ -62,25 +62,9 @@ func TestAuthoritativeRowNamesZone(t *testing.T) {
 // returns the rows it wrote, one per name.
 func logRows(t *testing.T, in dataplane.SnapshotInput, names ...string) []querylog.Row {
 	t.Helper()
-	out := &sink{}
-	lg := dnslog.New(out)
-	defer lg.Close()
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Swap(dataplane.NewSnapshot(in))
-	client := netip.MustParseAddrPort("192.0.2.9:5353")
+	out, lg, s := loggedServer(t, in)
 	for _, name := range names {
-		m := new(dns.Msg)
-		m.SetQuestion(name, dns.TypeA)
-		pkt, err := m.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := s.ServeWire(pkt, client, dataplane.TransportUDP, nil); !ok {
-			t.Fatalf("%s: no answer", name)
-		}
+		ask(t, s, name)
 	}
 	if err := lg.Flush(context.Background()); err != nil {
 		t.Fatal(err)
@@ -89,6 +73,20 @@ func logRows(t *testing.T, in dataplane.SnapshotInput, names ...string) []queryl
 		t.Fatalf("%d rows, want %d", len(out.rows), len(names))
 	}
 	return out.rows
+}
+
+// ask sends s a type A query for name in process.
+func ask(t *testing.T, s *dataplane.Server, name string) {
+	t.Helper()
+	m := new(dns.Msg)
+	m.SetQuestion(name, dns.TypeA)
+	pkt, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.ServeWire(pkt, netip.MustParseAddrPort("192.0.2.9:5353"), dataplane.TransportUDP, nil); !ok {
+		t.Fatalf("%s: no answer", name)
+	}
 }
 
 // blockingSink holds the converter in Enqueue until released.
@@ -150,7 +148,7 @@ func TestFullBufferDropsWithoutBlocking(t *testing.T) {
 // The client ID the transport found (DoT SNI label, DoH path segment)
 // reaches the query-log row; a query without one has none.
 func TestRowCarriesClientID(t *testing.T) {
-	out, lg, s := loggedServer(t)
+	out, lg, s := loggedServer(t, dataplane.SnapshotInput{})
 	client := netip.MustParseAddrPort("[::ffff:192.0.2.9]:5353")
 	m := new(dns.Msg)
 	m.SetQuestion("www.example.org.", dns.TypeA)
@@ -180,7 +178,7 @@ func TestRowCarriesClientID(t *testing.T) {
 // trailing dot, escapes kept) and the client's address, the first time and
 // when the converter already knows them.
 func TestRowNamesAndClients(t *testing.T) {
-	out, lg, s := loggedServer(t)
+	out, lg, s := loggedServer(t, dataplane.SnapshotInput{})
 	type ask struct{ name, client, wantDomain, wantClient string }
 	asks := []ask{
 		{"WWW.Example.COM.", "192.0.2.9:53", "www.example.com", "192.0.2.9"},
@@ -213,9 +211,9 @@ func TestRowNamesAndClients(t *testing.T) {
 	}
 }
 
-// loggedServer is a server with no zones or upstreams (it refuses every
-// query) whose records reach out through a Logger, closed by the test.
-func loggedServer(t *testing.T) (*sink, *dnslog.Logger, *dataplane.Server) {
+// loggedServer is a server of in (empty: it refuses every query) whose
+// records reach out through a Logger, closed by the test.
+func loggedServer(t *testing.T, in dataplane.SnapshotInput) (*sink, *dnslog.Logger, *dataplane.Server) {
 	t.Helper()
 	out := &sink{}
 	lg := dnslog.New(out)
@@ -224,7 +222,7 @@ func loggedServer(t *testing.T) (*sink, *dnslog.Logger, *dataplane.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{}))
+	s.Swap(dataplane.NewSnapshot(in))
 	return out, lg, s
 }
 
@@ -268,26 +266,8 @@ func TestBlockedRowRule(t *testing.T) {
 // carry nothing of the one that held its slot before, here a blocked
 // query's list, rule and policy under an unblocked one's row.
 func TestInPlaceRecordsCarryNothingStale(t *testing.T) {
-	out := &sink{}
-	lg := dnslog.New(out)
-	defer lg.Close()
-	s, err := dataplane.New(dataplane.Config{Node: "n"}, dataplane.Options{QueryLogger: lg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{Blocker: ruleBlocker{"ads.example.com.": "ads.example.com"}, BlockingEnabled: true}))
-	client := netip.MustParseAddrPort("192.0.2.9:5353")
-	ask := func(name string) {
-		m := new(dns.Msg)
-		m.SetQuestion(name, dns.TypeA)
-		pkt, err := m.Pack()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, ok := s.ServeWire(pkt, client, dataplane.TransportUDP, nil); !ok {
-			t.Fatalf("%s: no answer", name)
-		}
-	}
+	out, lg, s := loggedServer(t, dataplane.SnapshotInput{Blocker: ruleBlocker{"ads.example.com.": "ads.example.com"}, BlockingEnabled: true})
+	ask := func(name string) { ask(t, s, name) }
 	names := []string{"ads.example.com.", "www.example.org.", "ads.example.com.", "ads.example.com.", "a.b.example.org.", "www.example.org."}
 	for round := range 4 {
 		// Each round fills a buffer with blocked and unblocked queries in
