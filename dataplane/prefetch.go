@@ -1,12 +1,14 @@
 package dataplane
 
+import "github.com/svcdns/svc/dataplane/wire"
+
 // questionName returns the wire name of msg's question, nil when msg is too
 // short or the name is not plain labels ending in the root (a query's
 // question is never compressed). It validates no more than a prefetch
 // hint needs: the pipeline parses the query properly after.
 func questionName(msg []byte) []byte {
-	const start = 12
-	for off := start; off < len(msg) && off-start < 255; {
+	const start = wire.HeaderLen
+	for off := start; off < len(msg) && off-start < wire.MaxNameLen; {
 		l := int(msg[off])
 		switch {
 		case l == 0:

@@ -384,9 +384,10 @@ type QueryLogger interface {
 
 // InPlaceLogger is a QueryLogger that lets the data plane write each record
 // straight into its buffer: LogFrom reserves a zeroed record, has src fill
-// it and keeps it, or drops it as Log would. A record built on the stack and passed by value was
-// copied twice on the way (520 bytes into the call, again into the
-// buffer), for every logged query. internal/dnslog's Logger is one.
+// it and keeps it, or drops it as Log would. A record built on the stack
+// and passed by value was copied twice on the way (520 bytes into the
+// call, again into the buffer), for every logged query. internal/dnslog's
+// Logger is one; Log stays for records not made from a Query (transfers).
 type InPlaceLogger interface {
 	QueryLogger
 	LogFrom(src RecordSource)

@@ -21,7 +21,7 @@ func (t *Table) Lookup(qname []byte, qtype uint16, client Client) Answer {
 // there is one: the Answer section of an exact answer from a compact set
 // may be left unbuilt, and the caller calls Fill before it reads the
 // sections. It writes the answer into *a: returned by value, the answer
-// was copied at each of three calls (13 of a 310 ns authoritative
+// was copied at each of three calls (about 50 of a 310 ns authoritative
 // ServeWire), the copies' 16-byte loads stalling on the 8-byte stores of
 // its fields.
 func (t *Table) LookupWire(qname []byte, qtype uint16, client Client, a *Answer) {
