@@ -1,10 +1,8 @@
 package dataplane_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"runtime/metrics"
@@ -15,24 +13,17 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/dataplane/policy"
-	"github.com/svcdns/svc/dataplane/safesearch"
+	"github.com/svcdns/svc/test/benchlist"
 )
 
-// The block and cache workloads of hack/bench-peers.sh: 10,000 names drawn
-// from a 1,000,000-name domains list answered NXDOMAIN by the global
-// policy, and 1,000 cached names.
-const (
-	benchBlockNames = 1_000_000
-	benchBlockQuery = 10_000
-	benchCacheNames = 1_000
-)
+// The block and cache workloads of hack/bench-peers.sh: the names of
+// test/benchlist drawn from its 1,000,000-name list answered NXDOMAIN by
+// the global policy, and 1,000 cached names.
+const benchCacheNames = 1_000
 
 var (
 	blockTableOnce sync.Once
@@ -41,32 +32,9 @@ var (
 )
 
 // millionTable compiles the 1M-name list once per test binary (about a
-// second) into a policy table as the node builds it: global list, builtin
-// catalogue and safe search.
+// second).
 func millionTable(tb testing.TB) *policy.Table {
-	blockTableOnce.Do(func() {
-		var body bytes.Buffer
-		for i := range benchBlockNames {
-			fmt.Fprintf(&body, "b%d.ads%d.blk\n", i, i%997)
-		}
-		bl := &v1alpha1.BlockList{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bench"}}
-		bl.Spec.Response = "nxdomain"
-		src := v1alpha1.BlockListSource{Name: "million", URL: "http://127.0.0.1/blocklist.txt", Format: "domains"}
-		cs, err := policy.ListCompiler{}.CompileSource(context.Background(), src, &body)
-		if err != nil {
-			blockTableErr = err
-			return
-		}
-		cat, err := catalogue.Builtin(context.Background(), 6)
-		if err != nil {
-			blockTableErr = err
-			return
-		}
-		blockTable, _ = policy.Compile(context.Background(), policy.Input{
-			Lists:     []policy.List{{Object: bl, Compiled: policy.ListCompiler{}.NewList(bl, []policy.CompiledSource{cs})}},
-			Catalogue: cat, SafeSearch: safesearch.New(),
-		})
-	})
+	blockTableOnce.Do(func() { blockTable, blockTableErr = benchlist.Table(context.Background()) })
 	if blockTableErr != nil {
 		tb.Fatal(blockTableErr)
 	}
@@ -136,10 +104,8 @@ func newBlockBench(b *testing.B) *blockBench {
 		_ = srv.Shutdown(ctx)
 	})
 	bb := &blockBench{srv: srv, addr: srv.UDPAddrs()[0]}
-	r := rand.New(rand.NewPCG(27, 27))
-	for k := range benchBlockQuery {
-		i := r.IntN(benchBlockNames)
-		bb.block = append(bb.block, packQuery(b, fmt.Sprintf("b%d.ads%d.blk.", i, i%997), uint16(k)))
+	for k, name := range benchlist.Query() {
+		bb.block = append(bb.block, packQuery(b, name, uint16(k)))
 	}
 	for i := range benchCacheNames {
 		bb.cache = append(bb.cache, packQuery(b, fmt.Sprintf("c%d.cache.up.", i), uint16(i)))

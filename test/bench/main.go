@@ -30,7 +30,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -38,7 +37,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/netip"
 	"os"
@@ -60,20 +58,17 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
-	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/dataplane/policy"
-	"github.com/svcdns/svc/dataplane/safesearch"
 	"github.com/svcdns/svc/dataplane/upstream"
 	"github.com/svcdns/svc/internal/dnslog"
 	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/test/benchchild"
+	"github.com/svcdns/svc/test/benchlist"
 )
 
 const (
 	zoneRecords = 10000
 	cacheNames  = 1000
-	blockNames  = 1_000_000
-	blockQuery  = 10_000
 )
 
 var kinds = []string{"auth", "authlog", "auth1", "cache", "cachelog", "block", "blocklog", "miss", "miekg", "plain"}
@@ -366,10 +361,8 @@ func newGen(c *net.UDPConn, kind string, w, window int) *gen {
 	case "block", "blocklog":
 		// The same 10,000 names for every socket and round, as dnsperf's
 		// query file is the same for every server.
-		r := rand.New(rand.NewPCG(27, 27))
-		for k := range blockQuery {
-			i := r.IntN(blockNames)
-			g.pkts = append(g.pkts, query(blockName(i)+".", uint16(k)))
+		for k, name := range benchlist.Query() {
+			g.pkts = append(g.pkts, query(name, uint16(k)))
 		}
 		g.rcode = dns.RcodeNameError
 	case "miss":
@@ -620,39 +613,12 @@ func serveOurs(kind, up string) (string, func(), error) {
 	}, nil
 }
 
-func blockName(i int) string { return fmt.Sprintf("b%d.ads%d.blk", i, i%997) }
-
-// millionTable compiles the 1,000,000-name list of hack/bench-peers.sh
-// into a policy table as the node builds it: a global list answered
-// NXDOMAIN, the builtin catalogue and safe search.
+// millionTable is test/benchlist's table, with the list's text collected
+// before the load starts.
 func millionTable() (*policy.Table, error) {
-	var body bytes.Buffer
-	for i := range blockNames {
-		body.WriteString(blockName(i))
-		body.WriteByte('\n')
-	}
-	bl := &v1alpha1.BlockList{}
-	bl.Namespace, bl.Name = "default", "bench"
-	bl.Spec.Response = "nxdomain"
-	src := v1alpha1.BlockListSource{Name: "million", URL: "http://127.0.0.1/blocklist.txt", Format: "domains"}
-	ctx := context.Background()
-	cs, err := policy.ListCompiler{}.CompileSource(ctx, src, &body)
-	if err != nil {
-		return nil, err
-	}
-	cat, err := catalogue.Builtin(ctx, 6)
-	if err != nil {
-		return nil, err
-	}
-	tab, problems := policy.Compile(ctx, policy.Input{
-		Lists:     []policy.List{{Object: bl, Compiled: policy.ListCompiler{}.NewList(bl, []policy.CompiledSource{cs})}},
-		Catalogue: cat, SafeSearch: safesearch.New(),
-	})
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("block table: %v", problems[0])
-	}
-	runtime.GC() // the list's text is garbage now; start the load with a clean heap
-	return tab, nil
+	tab, err := benchlist.Table(context.Background())
+	runtime.GC()
+	return tab, err
 }
 
 func zone() (*authority.Table, error) {
