@@ -20,3 +20,13 @@ func questionName(msg []byte) []byte {
 	}
 	return nil
 }
+
+// question returns the wire name and type of msg's question (see
+// questionName); qtype is 0 when the datagram ends inside it.
+func question(msg []byte) (name []byte, qtype uint16) {
+	name = questionName(msg)
+	if off := wire.HeaderLen + len(name); name != nil && off+2 <= len(msg) {
+		qtype = uint16(msg[off])<<8 | uint16(msg[off+1])
+	}
+	return name, qtype
+}

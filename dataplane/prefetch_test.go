@@ -33,9 +33,9 @@ func TestQuestionName(t *testing.T) {
 	}
 }
 
-// FuzzQuestionName: questionName reads datagrams from anyone. It returns
-// the name the pipeline's parser finds whenever that parser accepts the
-// question, and otherwise nothing longer than a name may be, never
+// FuzzQuestionName: questionName and question read datagrams from anyone.
+// They return the name (and type) the pipeline's parser finds whenever
+// that parser accepts the question, and otherwise nothing longer than a name may be, never
 // reading out of bounds.
 func FuzzQuestionName(f *testing.F) {
 	for _, n := range []string{"www.example.com.", ".", "a.b.c.d.e.f.g."} {
@@ -47,11 +47,16 @@ func FuzzQuestionName(f *testing.F) {
 	f.Add(append(make([]byte, 12), 0xc0, 12))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		got := questionName(msg)
+		name, qtype := question(msg)
 		var lower [wire.MaxNameLen]byte
 		q, err := wire.ParseQuestion(msg, 12, &lower)
 		switch {
+		case !bytes.Equal(name, got):
+			t.Fatalf("question's name %q, questionName %q", name, got)
 		case err == nil && !bytes.Equal(got, q.Name):
 			t.Fatalf("questionName %q, the parser's name %q", got, q.Name)
+		case err == nil && qtype != q.Type:
+			t.Fatalf("question's type %d, the parser's %d", qtype, q.Type)
 		case got != nil && (len(got) > wire.MaxNameLen || got[len(got)-1] != 0):
 			t.Fatalf("questionName %q: not a wire name", got)
 		case got != nil && err != nil && !errors.Is(err, wire.ErrShort):

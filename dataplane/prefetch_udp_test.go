@@ -18,6 +18,7 @@ import (
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/policy"
+	"github.com/svcdns/svc/dataplane/prefetch"
 )
 
 // watchedTable is the node's policy table, noting the names the UDP loop
@@ -28,11 +29,11 @@ type watchedTable struct {
 	names map[string]int
 }
 
-func (w *watchedTable) Prefetch(qname []byte) uint64 {
+func (w *watchedTable) PrefetchStart(qname []byte, qtype uint16, st *prefetch.State) {
 	w.mu.Lock()
 	w.names[string(qname)]++
 	w.mu.Unlock()
-	return w.Table.Prefetch(qname)
+	w.Table.PrefetchStart(qname, qtype, st)
 }
 
 // TestUDPBatchPrefetchesAndAnswersAlike sends a burst of queries, blocked

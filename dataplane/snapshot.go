@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"github.com/svcdns/svc/dataplane/prefetch"
 	"net/netip"
 	"time"
 
@@ -124,17 +125,23 @@ type Blocker interface {
 	DecideInto(qname []byte, qtype uint16, client ClientInfo, d *Decision)
 }
 
-// Prefetcher is a Blocker that can start loading what Decide will read
-// for a name, so that the cache misses of a batch of queries overlap
-// instead of each stalling its own Decide (policy.Table is one; the UDP
-// batch loop uses it). Both calls are hints: they must not change what
-// Decide answers.
+// Prefetcher is a lookup table that can start loading, in stages, what a
+// query's lookup will read, so that the cache misses of a batch of queries
+// overlap instead of each stalling its own lookup (see package prefetch;
+// the UDP batch loop uses it). policy.Table (Blocker) and authority.Table
+// are Prefetchers. Every call is a hint: it must not change an answer.
 type Prefetcher interface {
-	// Prefetch starts the first loads for qname (wire form, any case)
-	// and returns a token for PrefetchRecord (0: nothing to do).
-	Prefetch(qname []byte) uint64
-	// PrefetchRecord starts the loads that depend on Prefetch's.
-	PrefetchRecord(token uint64)
+	// PrefetchStages is how many stages a query's prefetch has, at most
+	// prefetch.MaxStages; 0 when the table is small enough to stay in the
+	// CPU's caches and prefetching it would only cost time.
+	PrefetchStages() int
+	// PrefetchStart is stage 0: it starts the first loads for the
+	// question qname (wire form, any case, as the datagram holds it) and
+	// qtype, and sets *st for the next stage.
+	PrefetchStart(qname []byte, qtype uint16, st *prefetch.State)
+	// PrefetchStage runs stage 1 or later of the query whose state is *st,
+	// once the loads of the stage before have had a query's time to land.
+	PrefetchStage(stage int, st *prefetch.State)
 }
 
 // Forwarder is implemented by dataplane/upstream.
@@ -183,8 +190,10 @@ type SnapshotInput struct {
 // Snapshot is the immutable world one query sees.
 type Snapshot struct {
 	in SnapshotInput
-	// prefetch is in.Blocker when it is a Prefetcher and blocking is on.
-	prefetch Prefetcher
+	// prefetchers are the tables of this snapshot worth prefetching (the
+	// blocker while blocking is on, the zones), with their stage counts.
+	prefetchers []Prefetcher
+	stages      []int
 }
 
 // NewSnapshot builds a snapshot; it keeps the parts as given, so build them
@@ -195,9 +204,19 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 	}
 	s := &Snapshot{in: in}
 	if p, ok := in.Blocker.(Prefetcher); ok && in.BlockingEnabled {
-		s.prefetch = p
+		s.addPrefetcher(p)
+	}
+	if in.Authority != nil {
+		s.addPrefetcher(in.Authority)
 	}
 	return s
+}
+
+func (s *Snapshot) addPrefetcher(p Prefetcher) {
+	if n := min(p.PrefetchStages(), prefetch.MaxStages); n > 0 {
+		s.prefetchers = append(s.prefetchers, p)
+		s.stages = append(s.stages, n)
+	}
 }
 
 // Version returns the label given at construction.

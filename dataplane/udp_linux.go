@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/svcdns/svc/dataplane/prefetch"
 	"net"
 	"net/netip"
 	"runtime"
@@ -46,9 +47,12 @@ type batchLoop struct {
 	nout    int
 	sent    int
 
-	got    int
-	err    error
-	tokens [udpBatch]uint64 // Prefetcher tokens of the batch's queries
+	got int
+	err error
+	// The prefetch state of the batch's queries, per Prefetcher of the
+	// snapshot (see prefetchStep).
+	pstate [maxPrefetchers][udpBatch]prefetch.State
+	pnext  [maxPrefetchers][udpBatch]uint8 // the next stage to run
 	readFn func(fd uintptr) bool
 	sendFn func(fd uintptr) bool
 }
@@ -101,7 +105,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 		pf := b.prefetchFirst(&lc)
 		for i := 0; i < b.got; i++ {
 			if pf != nil {
-				b.prefetchNext(pf, i)
+				b.prefetchStep(pf, i)
 			}
 			q := b.qs[i]
 			q.logLater = true
@@ -135,6 +139,9 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 			}
 		}
 		b.flush()
+		if pf != nil {
+			b.prefetchDone(pf)
+		}
 		for i := 0; i < b.got; i++ {
 			q := b.qs[i]
 			q.reset()
@@ -154,40 +161,73 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 }
 
 // Prefetching (see Prefetcher) runs ahead of the answers in a pipeline:
-// while query i is answered, the first loads of query i+2 and the
-// dependent loads of query i+1 are on their way. One query's answer takes
-// longer than a cache miss, and issuing the whole batch's loads at once
-// filled the CPU's miss buffers, stalling the prefetches themselves.
+// before query v is answered, each of the next n queries (n: the
+// prefetcher's stage count) moves on by one stage, so in a long batch
+// query v+n starts stage 0 while query v+1 runs its last stage, and each
+// stage's loads have had one query's time to land when the next stage
+// reads them. At the batch's start the first n queries start stage 0
+// together and then move on as the batch is answered (the batches of
+// dnsperf's auth workload average 10 queries): running each one's stages
+// back to back, as a first version did, stalled every stage on the loads
+// of the one before before the next query's loads were even issued.
+// Issuing the whole batch's loads at once filled the CPU's miss buffers,
+// stalling the prefetches themselves.
 
-// prefetchFirst starts the pipeline for the first two queries of the
-// batch. It returns nil when the snapshot's blocker cannot prefetch, and
-// with PROXY headers in front of the queries.
-func (b *batchLoop) prefetchFirst(lc *udpLoop) Prefetcher {
-	pf := lc.snap.prefetch
-	if pf == nil || lc.proxy || b.got == 0 {
+// maxPrefetchers bounds the tables a snapshot prefetches (the blocker and
+// the zones).
+const maxPrefetchers = 2
+
+// prefetchFirst starts the pipeline for the first queries of the batch.
+// It returns nil when the snapshot has nothing to prefetch, and with PROXY
+// headers in front of the queries.
+func (b *batchLoop) prefetchFirst(lc *udpLoop) *Snapshot {
+	snap := lc.snap
+	if len(snap.prefetchers) == 0 || lc.proxy || b.got == 0 {
 		return nil
 	}
-	b.prefetchName(pf, 0)
-	if b.got > 1 {
-		b.prefetchName(pf, 1)
-	}
-	pf.PrefetchRecord(b.tokens[0])
-	return pf
+	b.prefetchStep(snap, -1)
+	return snap
 }
 
-// prefetchNext moves the pipeline on before query i is answered.
-func (b *batchLoop) prefetchNext(pf Prefetcher, i int) {
-	if i+2 < b.got {
-		b.prefetchName(pf, i+2)
-	}
-	if i+1 < b.got {
-		pf.PrefetchRecord(b.tokens[i+1])
+// prefetchStep moves the pipeline on before query v is answered (-1:
+// before the batch's first answer): queries v+2 to v+n run their next
+// stage, then query v+1, answered next, runs all the stages it has left
+// (one, but at the start of a batch), its waits overlapping the loads
+// just issued.
+func (b *batchLoop) prefetchStep(snap *Snapshot, v int) {
+	for k, pf := range snap.prefetchers {
+		n, next := snap.stages[k], &b.pnext[k]
+		for i := min(v+n, b.got-1); i > v+1; i-- {
+			b.prefetchStage(pf, k, i, int(next[i])) // never its last: i > v+1
+			next[i]++
+		}
+		if i := v + 1; i < b.got {
+			for s := int(next[i]); s < n; s++ {
+				b.prefetchStage(pf, k, i, s)
+			}
+			next[i] = uint8(n)
+		}
 	}
 }
 
-func (b *batchLoop) prefetchName(pf Prefetcher, i int) {
+// prefetchStage runs stage s of prefetcher k for query i.
+func (b *batchLoop) prefetchStage(pf Prefetcher, k, i, s int) {
+	if s > 0 {
+		pf.PrefetchStage(s, &b.pstate[k][i])
+		return
+	}
 	in := b.qs[i].in
-	b.tokens[i] = pf.Prefetch(questionName(in[:cap(in)][:b.hdrs[i].Len]))
+	name, qtype := question(in[:cap(in)][:b.hdrs[i].Len])
+	pf.PrefetchStart(name, qtype, &b.pstate[k][i])
+}
+
+// prefetchDone clears the batch's prefetch states: they may point into
+// tables that a later snapshot replaces.
+func (b *batchLoop) prefetchDone(snap *Snapshot) {
+	for k := range snap.prefetchers {
+		clear(b.pstate[k][:b.got])
+		clear(b.pnext[k][:b.got])
+	}
 }
 
 // arm makes slot i receive into q's input buffer.

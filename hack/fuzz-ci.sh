@@ -29,6 +29,7 @@ targets=(
 	"./dataplane/cache FuzzStoreRawParity"
 	"./dataplane FuzzLightMiss"
 	"./dataplane FuzzQuestionName"
+	"./dataplane/authority FuzzPrefetch"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

@@ -132,6 +132,7 @@ func CompileReusing(prev *Table, zones []v1alpha1.DNSZone, sets []v1alpha1.DNSRe
 	}
 	slices.SortFunc(c.t.list, func(a, b *zone) int { return cmp.Compare(a.name, b.name) })
 	c.t.indexApexes()
+	c.t.indexPrefetch()
 	return c.t, c.problems
 }
 

@@ -20,6 +20,8 @@ type Table struct {
 	// a query's suffixes of other lengths are no zone, and are not looked
 	// up in the map (a string hash and probe each, for every query).
 	apexLens [4]uint64
+	// bigApexLens is apexLens of the zones large enough to prefetch.
+	bigApexLens [4]uint64
 }
 
 // indexApexes fills apexLens from zones.
@@ -341,6 +343,6 @@ func (t *Table) WithSync(synced func(zoneName, object string) bool) *Table {
 		nt.zones[cp.wire] = &cp
 		nt.list = append(nt.list, &cp)
 	}
-	nt.apexLens = t.apexLens
+	nt.apexLens, nt.bigApexLens = t.apexLens, t.bigApexLens
 	return nt
 }

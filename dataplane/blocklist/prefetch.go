@@ -1,6 +1,10 @@
 package blocklist
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/svcdns/svc/dataplane/prefetch"
+)
 
 // A blocked name costs three dependent cache misses in a large table: the
 // filter word, the slot, the record (issue #27 item 2: in the 1M-name
@@ -26,8 +30,8 @@ func (l *List) Prefetch(h uint64) {
 	}
 	for _, s := range l.sources {
 		if t := s.tab; t != nil && len(t.slots) > 0 {
-			prefetch(unsafe.Pointer(&t.filter[t.filterBit(h)>>6]))
-			prefetch(unsafe.Pointer(&t.slots[slotIndex(h, len(t.slots))]))
+			prefetch.Line(unsafe.Pointer(&t.filter[t.filterBit(h)>>6]))
+			prefetch.Line(unsafe.Pointer(&t.slots[slotIndex(h, len(t.slots))]))
 		}
 	}
 }
@@ -43,7 +47,7 @@ func (l *List) PrefetchRecord(h uint64) {
 	}
 	for _, s := range l.sources {
 		if c, p, ok := s.tab.firstCandidate(h); ok {
-			prefetch(unsafe.Pointer(&c[p]))
+			prefetch.Line(unsafe.Pointer(&c[p]))
 		}
 	}
 }

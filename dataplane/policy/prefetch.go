@@ -2,13 +2,14 @@ package policy
 
 import (
 	"github.com/svcdns/svc/dataplane/blocklist"
+	"github.com/svcdns/svc/dataplane/prefetch"
 )
 
-// Prefetching a batch of queries' lookups (dataplane.Prefetcher): the
-// data plane calls Prefetch for every query of a receive batch, then
-// PrefetchRecord for each query just before deciding on the one before
-// it, so the cache misses of a large list overlap with other work instead
-// of stalling Decide (issue #27 item 2).
+// Prefetching a batch of queries' lookups (dataplane.Prefetcher, two
+// stages): the data plane calls Prefetch two queries ahead of deciding on
+// a query, then PrefetchRecord one query ahead, so the cache misses of a
+// large list overlap with other work instead of stalling Decide (issue
+// #27 item 2).
 
 // prefetchMinBytes: a list smaller than this stays in the CPU's caches
 // under load, and prefetching it would only cost time.
@@ -67,3 +68,20 @@ func (t *Table) PrefetchRecord(h uint64) {
 		l.PrefetchRecord(h)
 	}
 }
+
+// PrefetchStages is 2 (Prefetch, then PrefetchRecord) when the table has a
+// list large enough to prefetch, else 0.
+func (t *Table) PrefetchStages() int {
+	if len(t.prefetch) == 0 {
+		return 0
+	}
+	return 2
+}
+
+// PrefetchStart is Prefetch, keeping the hash in st.
+func (t *Table) PrefetchStart(qname []byte, _ uint16, st *prefetch.State) {
+	st.N = t.Prefetch(qname)
+}
+
+// PrefetchStage is PrefetchRecord of st's hash (stage 1).
+func (t *Table) PrefetchStage(_ int, st *prefetch.State) { t.PrefetchRecord(st.N) }
