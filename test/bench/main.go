@@ -1,7 +1,8 @@
 // Command bench measures the data plane's UDP throughput against two
 // reference responders in the same run, each server in its own process:
 //
-//   - auth:  our server answering from a 10,000-record zone (fast path)
+//   - auth:  our server answering from a 10,000-record zone (fast path), its
+//     names asked in a shuffled order (test/benchzone), as by bench-peers
 //   - authlog: auth with the query log on (dnslog -> querylog.Writer ->
 //     SQLite in a temporary directory), the writer sharing the server's
 //     core; the child prints rows queued and dropped on stderr
@@ -38,7 +39,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -54,9 +54,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
-	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
-	"github.com/svcdns/svc/dataplane/authority"
 	"github.com/svcdns/svc/dataplane/cache"
 	"github.com/svcdns/svc/dataplane/policy"
 	"github.com/svcdns/svc/dataplane/upstream"
@@ -64,12 +62,10 @@ import (
 	"github.com/svcdns/svc/internal/querylog"
 	"github.com/svcdns/svc/test/benchchild"
 	"github.com/svcdns/svc/test/benchlist"
+	"github.com/svcdns/svc/test/benchzone"
 )
 
-const (
-	zoneRecords = 10000
-	cacheNames  = 1000
-)
+const cacheNames = 1000
 
 var kinds = []string{"auth", "authlog", "auth1", "cache", "cachelog", "block", "blocklog", "miss", "miekg", "plain"}
 
@@ -370,8 +366,11 @@ func newGen(c *net.UDPConn, kind string, w, window int) *gen {
 		g.seq = uint64(w) << 40
 		g.pkts = [][]byte{query("m0000000000000.example.net.", 1)}
 	default:
-		for i := 0; i < zoneRecords; i++ {
-			g.pkts = append(g.pkts, query(fmt.Sprintf("h%d.example.com.", i), uint16(i)))
+		// In dnsperf's shuffled order: asked in the order they were
+		// compiled, the zone's nodes were read in address order, and the
+		// CPU's own prefetchers hid the misses a real load pays.
+		for k, name := range benchzone.Query() {
+			g.pkts = append(g.pkts, query(name, uint16(k)))
 		}
 	}
 	g.next = (w * 7919) % len(g.pkts)
@@ -572,7 +571,7 @@ func serveOurs(kind, up string) (string, func(), error) {
 		}
 	}
 	if kind == "auth" || kind == "auth1" || kind == "authlog" {
-		tab, err := zone()
+		tab, err := benchzone.Table(time.Now())
 		if err != nil {
 			return "", nil, err
 		}
@@ -619,29 +618,6 @@ func millionTable() (*policy.Table, error) {
 	tab, err := benchlist.Table(context.Background())
 	runtime.GC()
 	return tab, err
-}
-
-func zone() (*authority.Table, error) {
-	z := v1alpha1.DNSZone{}
-	z.Name, z.Spec.ZoneName = "example-com", "example.com"
-	var sets []v1alpha1.DNSRecordSet
-	for i := 0; i < zoneRecords; i += 1000 {
-		rs := v1alpha1.DNSRecordSet{}
-		rs.Namespace, rs.Name = "default", fmt.Sprintf("hosts-%d", i)
-		rs.Spec.ZoneRef.Name = "example-com"
-		for j := i; j < i+1000 && j < zoneRecords; j++ {
-			rs.Spec.Endpoints = append(rs.Spec.Endpoints, v1alpha1.Endpoint{
-				DNSName: fmt.Sprintf("h%d", j), RecordType: "A",
-				Targets: []string{netip.AddrFrom4([4]byte{10, byte(j >> 16), byte(j >> 8), byte(j)}).String()},
-			})
-		}
-		sets = append(sets, rs)
-	}
-	tab, problems := authority.Compile([]v1alpha1.DNSZone{z}, sets, time.Now())
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("zone: %v", problems[0])
-	}
-	return tab, nil
 }
 
 func serveMiekg() (string, func(), error) {
