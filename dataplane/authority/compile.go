@@ -815,10 +815,15 @@ func (b *zoneBuilder) finish(c *compiler) {
 			}
 		}
 	})
+	wild := false
 	b.forEach(func(n *node) {
+		if l := len(n.wire); l < 256 {
+			z.nameLens[l>>6] |= 1 << (l & 63)
+		}
 		if w := n.wire; strings.HasPrefix(w, "\x01*") {
 			if p := b.nodes.getString(w[2:]); p != nil {
 				p.wild = n
+				wild = true
 			}
 		}
 		if !z.hasCuts {
@@ -833,6 +838,7 @@ func (b *zoneBuilder) finish(c *compiler) {
 		}
 	})
 	z.nodes = b.nodes
+	z.plainRoot = z.root && !wild && !z.hasCuts && !z.hasDNAME && z.nodes.getString(z.wire) != nil
 	z.nxdomain = response{kind: NXDomain, rcode: dns.RcodeNameError, aa: true, ns: z.negSOA, minTTL: z.negTTL, counts: [3]uint16{0, 1, 0}}
 	b.forEach(func(n *node) {
 		if !n.below {

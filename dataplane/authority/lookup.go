@@ -62,9 +62,15 @@ func (t *Table) LookupWire(qname []byte, qtype uint16, client Client, a *Answer)
 	}
 
 	if !z.hasCuts && !z.hasDNAME {
+		if z.plainRoot && !z.mayHold(len(qname)) {
+			return
+		}
 		if nd := z.nodes.get(qname); nd != nil {
 			z.exact(nd, qname, qtype, client, a)
 			return
+		}
+		if z.plainRoot {
+			return // the closest encloser has no wildcard: z.miss answers nothing
 		}
 		for i := 1; i <= zl; i++ {
 			if ce := z.nodes.get(qname[offs[i]:]); ce != nil {
@@ -97,6 +103,12 @@ func (t *Table) LookupWire(qname []byte, qtype uint16, client Client, a *Answer)
 		ce = nd
 	}
 	*a = z.resolve(qname, qtype, client)
+}
+
+// mayHold reports whether the zone has a node whose wire name is l bytes
+// long.
+func (z *zone) mayHold(l int) bool {
+	return l < 256 && z.nameLens[l>>6]&(1<<(l&63)) != 0
 }
 
 // miss answers a name that does not exist below closest encloser ce without

@@ -66,6 +66,15 @@ type zone struct {
 
 	hasCuts  bool // some non-apex node has NS: Lookup must walk ancestors
 	hasDNAME bool // some node has DNAME: likewise
+	// plainRoot: the default zone "." with its apex node and no wildcard,
+	// delegation or DNAME, so that a name it does not hold is answered by
+	// nothing (forwarded) without the walk up its ancestors; nameLens has
+	// bit L set when some node's wire name is L bytes long. Every query
+	// the node forwards or answers from cache or a block list was looked
+	// up in the default zone first: four hashed probes, 1.5% of the
+	// server's busy samples under dnsperf's cache workload.
+	plainRoot bool
+	nameLens  [4]uint64
 
 	nxdomain response // shared by every absent name (no wire: qname varies)
 
