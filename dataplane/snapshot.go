@@ -2,13 +2,13 @@ package dataplane
 
 import (
 	"context"
-	"github.com/svcdns/svc/dataplane/prefetch"
 	"net/netip"
 	"time"
 
 	"github.com/miekg/dns"
 
 	"github.com/svcdns/svc/dataplane/authority"
+	"github.com/svcdns/svc/dataplane/prefetch"
 )
 
 // ClientInfo is who the identify stage says the client is. The strings and
@@ -212,8 +212,12 @@ func NewSnapshot(in SnapshotInput) *Snapshot {
 	return s
 }
 
+// maxPrefetchers bounds the tables a snapshot prefetches (the blocker and
+// the zones): the UDP batch loop keeps a state per table and query.
+const maxPrefetchers = 2
+
 func (s *Snapshot) addPrefetcher(p Prefetcher) {
-	if n := min(p.PrefetchStages(), prefetch.MaxStages); n > 0 {
+	if n := min(p.PrefetchStages(), prefetch.MaxStages); n > 0 && len(s.prefetchers) < maxPrefetchers {
 		s.prefetchers = append(s.prefetchers, p)
 		s.stages = append(s.stages, n)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/svcdns/svc/dataplane/prefetch"
 	"net"
 	"net/netip"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svcdns/svc/dataplane/mmsg"
+	"github.com/svcdns/svc/dataplane/prefetch"
 )
 
 // udpBatch is how many datagrams one recvmmsg/sendmmsg moves at most.
@@ -173,10 +173,6 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 // Issuing the whole batch's loads at once filled the CPU's miss buffers,
 // stalling the prefetches themselves.
 
-// maxPrefetchers bounds the tables a snapshot prefetches (the blocker and
-// the zones).
-const maxPrefetchers = 2
-
 // prefetchFirst starts the pipeline for the first queries of the batch.
 // It returns nil when the snapshot has nothing to prefetch, and with PROXY
 // headers in front of the queries.
@@ -192,7 +188,7 @@ func (b *batchLoop) prefetchFirst(lc *udpLoop) *Snapshot {
 // prefetchStep moves the pipeline on before query v is answered (-1:
 // before the batch's first answer): queries v+2 to v+n run their next
 // stage, then query v+1, answered next, runs all the stages it has left
-// (one, but at the start of a batch), its waits overlapping the loads
+// (one, except at the start of a batch), its waits overlapping the loads
 // just issued.
 func (b *batchLoop) prefetchStep(snap *Snapshot, v int) {
 	for k, pf := range snap.prefetchers {
