@@ -817,9 +817,7 @@ func (b *zoneBuilder) finish(c *compiler) {
 	})
 	wild := false
 	b.forEach(func(n *node) {
-		if l := len(n.wire); l < 256 {
-			z.nameLens[l>>6] |= 1 << (l & 63)
-		}
+		z.nameLens.add(len(n.wire))
 		if w := n.wire; strings.HasPrefix(w, "\x01*") {
 			if p := b.nodes.getString(w[2:]); p != nil {
 				p.wild = n

@@ -1,7 +1,6 @@
 package authority
 
 import (
-	"hash/maphash"
 	"unsafe"
 
 	"github.com/svcdns/svc/dataplane/prefetch"
@@ -28,17 +27,17 @@ const prefetchProbe = 8
 // indexPrefetch fills bigApexLens: the apex lengths of the zones worth
 // prefetching.
 func (t *Table) indexPrefetch() {
-	t.bigApexLens = [4]uint64{}
+	t.bigApexLens = lenSet{}
 	for w, z := range t.zones {
-		if l := len(w); l < 256 && z.typ == primary && z.nodes.len() >= prefetchMinNodes {
-			t.bigApexLens[l>>6] |= 1 << (l & 63)
+		if z.typ == primary && z.nodes.len() >= prefetchMinNodes {
+			t.bigApexLens.add(len(w))
 		}
 	}
 }
 
 // PrefetchStages is 4 when some zone is large enough to prefetch, else 0.
 func (t *Table) PrefetchStages() int {
-	if t.bigApexLens == [4]uint64{} {
+	if t.bigApexLens == (lenSet{}) {
 		return 0
 	}
 	return 4
@@ -59,26 +58,24 @@ func (t *Table) PrefetchStart(qname []byte, qtype uint16, st *prefetch.State) {
 	lowerWire(name)
 	var offs [maxLabels]uint8
 	n := labelOffsets(name, &offs)
-	for i := 0; i < n; i++ {
-		l := len(name) - int(offs[i])
-		if l >= 256 || t.bigApexLens[l>>6]&(1<<(l&63)) == 0 {
-			continue
-		}
-		z := t.zones[string(name[offs[i]:])]
-		if z == nil {
-			continue
-		}
-		nt := &z.nodes
-		if len(nt.slots) == 0 || z.typ != primary {
-			return
-		}
-		h := maphash.Bytes(nt.seed, name[:int(offs[n-1])+1])
-		slot := h & uint64(len(nt.slots)-1)
-		prefetch.Line(unsafe.Pointer(&nt.tags[slot]))
-		prefetch.Line(unsafe.Pointer(&nt.slots[slot]))
-		st.P, st.N = unsafe.Pointer(nt), slot|uint64(tagOf(h))<<40|uint64(qtype)<<48
+	if n == 0 {
 		return
 	}
+	name = name[:int(offs[n-1])+1]
+	var z *zone // as LookupWire finds it, among the large zones' apexes
+	for i := 0; i < n && z == nil; i++ {
+		if t.bigApexLens.has(len(name) - int(offs[i])) {
+			z = t.zones[string(name[offs[i]:])]
+		}
+	}
+	if z == nil || z.typ != primary || len(z.nodes.slots) == 0 {
+		return
+	}
+	nt := &z.nodes
+	slot, tag := nt.home(name)
+	prefetch.Line(unsafe.Pointer(&nt.tags[slot]))
+	prefetch.Line(unsafe.Pointer(&nt.slots[slot]))
+	st.P, st.N = unsafe.Pointer(nt), slot|uint64(tag)<<40|uint64(qtype)<<48
 }
 
 // PrefetchStage runs stages 1 to 3 of st's query:

@@ -16,27 +16,32 @@ type Table struct {
 	zones      map[string]*zone // key: lower-cased wire name of the apex
 	list       []*zone          // sorted by name, for Zones and ZoneFile
 	nextChange time.Time
-	// apexLens has bit L set when some apex's wire name is L bytes long:
-	// a query's suffixes of other lengths are no zone, and are not looked
-	// up in the map (a string hash and probe each, for every query).
-	apexLens [4]uint64
+	// apexLens holds the lengths of the apexes' wire names: a query's
+	// suffixes of other lengths are no zone, and are not looked up in the
+	// map (a string hash and probe each, for every query).
+	apexLens lenSet
 	// bigApexLens is apexLens of the zones large enough to prefetch.
-	bigApexLens [4]uint64
+	bigApexLens lenSet
 }
 
-// indexApexes fills apexLens from zones.
-func (t *Table) indexApexes() {
-	t.apexLens = [4]uint64{}
-	for w := range t.zones {
-		if l := len(w); l < 256 {
-			t.apexLens[l>>6] |= 1 << (l & 63)
-		}
+// lenSet is a set of wire-name lengths (0 to 255), one bit each: a name of
+// a length not in the set is not looked up.
+type lenSet [4]uint64
+
+func (s *lenSet) add(l int) {
+	if l < 256 {
+		s[l>>6] |= 1 << (l & 63)
 	}
 }
 
-// mayBeApex reports whether a wire name of l bytes can be a zone's apex.
-func (t *Table) mayBeApex(l int) bool {
-	return l < 256 && t.apexLens[l>>6]&(1<<(l&63)) != 0
+func (s *lenSet) has(l int) bool { return l < 256 && s[l>>6]&(1<<(l&63)) != 0 }
+
+// indexApexes fills apexLens from zones.
+func (t *Table) indexApexes() {
+	t.apexLens = lenSet{}
+	for w := range t.zones {
+		t.apexLens.add(len(w))
+	}
 }
 
 type zoneType uint8
@@ -68,13 +73,13 @@ type zone struct {
 	hasDNAME bool // some node has DNAME: likewise
 	// plainRoot: the default zone "." with its apex node and no wildcard,
 	// delegation or DNAME, so that a name it does not hold is answered by
-	// nothing (forwarded) without the walk up its ancestors; nameLens has
-	// bit L set when some node's wire name is L bytes long. Every query
+	// nothing (forwarded) without the walk up its ancestors; nameLens holds
+	// the lengths of its nodes' wire names. Every query
 	// the node forwards or answers from cache or a block list was looked
 	// up in the default zone first: four hashed probes, 1.5% of the
 	// server's busy samples under dnsperf's cache workload.
 	plainRoot bool
-	nameLens  [4]uint64
+	nameLens  lenSet
 
 	nxdomain response // shared by every absent name (no wire: qname varies)
 
