@@ -1,7 +1,6 @@
 package dataplane_test
 
 import (
-	"context"
 	"runtime"
 	"testing"
 	"time"
@@ -28,26 +27,9 @@ func BenchmarkUDPAuthPrefetchOnOff(b *testing.B) {
 	if tab.PrefetchStages() == 0 {
 		b.Fatal("the bench zone is not prefetched")
 	}
-	srv, err := dataplane.New(dataplane.Config{
-		Node:      "bench",
-		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}},
-		Sockets:   1,
-		Cache:     cache.DefaultConfig(),
-	}, dataplane.Options{QueryLogger: &countLog{}})
-	if err != nil {
-		b.Fatal(err)
-	}
 	on := dataplane.NewSnapshot(dataplane.SnapshotInput{Version: "on", Authority: tab})
 	off := dataplane.WithoutPrefetch(on)
-	srv.Swap(on)
-	if err := srv.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
+	srv := startUDPBench(b, cache.DefaultConfig(), on)
 	var pkts [][]byte
 	for k, name := range benchzone.Query() {
 		pkts = append(pkts, packQuery(b, name, uint16(k)))

@@ -83,26 +83,9 @@ func newBlockBench(b *testing.B) *blockBench {
 	tab := millionTable(b)
 	cc := cache.DefaultConfig()
 	cc.MaxEntries = 10_000
-	srv, err := dataplane.New(dataplane.Config{
-		Node:      "bench",
-		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}},
-		Sockets:   1,
-		Cache:     cc,
-	}, dataplane.Options{QueryLogger: &countLog{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv.Swap(dataplane.NewSnapshot(dataplane.SnapshotInput{
+	srv := startUDPBench(b, cc, dataplane.NewSnapshot(dataplane.SnapshotInput{
 		Version: "bench", Blocker: tab, Identifier: tab.Groups(), BlockingEnabled: true, Forwarder: answerAll{},
 	}))
-	if err := srv.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	})
 	bb := &blockBench{srv: srv, addr: srv.UDPAddrs()[0]}
 	for k, name := range benchlist.Query() {
 		bb.block = append(bb.block, packQuery(b, name, uint16(k)))
@@ -120,6 +103,31 @@ func newBlockBench(b *testing.B) *blockBench {
 		}
 	}
 	return bb
+}
+
+// startUDPBench starts a node's data plane on one loopback UDP socket with
+// cache config cc, serving snap and logging every answer to a countLog as
+// on a node with the query log on; it is shut down when b ends.
+func startUDPBench(b *testing.B, cc cache.Config, snap *dataplane.Snapshot) *dataplane.Server {
+	srv, err := dataplane.New(dataplane.Config{
+		Node:      "bench",
+		Listeners: []dataplane.ListenerConfig{{Address: "127.0.0.1:0", Protocols: []string{"udp"}}},
+		Sockets:   1,
+		Cache:     cc,
+	}, dataplane.Options{QueryLogger: &countLog{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv.Swap(snap)
+	if err := srv.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv
 }
 
 // sample is the cost of one measured stretch of one workload.
