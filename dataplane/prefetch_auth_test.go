@@ -4,11 +4,9 @@ package dataplane
 
 import (
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -96,32 +94,12 @@ func TestUDPBatchPrefetchesZonesAndAnswersAlike(t *testing.T) {
 			burst = append(burst, []byte{0xde, 0xad, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0x05, 'x'}) // cut short
 		}
 	}
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(s.UDPAddrs()[0]))
-	if err != nil {
-		t.Fatal(err)
+	ids := map[uint16]bool{}
+	for id := range wants {
+		ids[id] = true
 	}
-	defer c.Close()
-	for _, b := range burst {
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	buf := make([]byte, 1500)
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for len(wants) > 0 {
-		n, err := c.Read(buf)
-		if err != nil {
-			t.Fatalf("%d queries unanswered: %v", len(wants), err)
-		}
-		m := new(dns.Msg)
-		if err := m.Unpack(buf[:n]); err != nil {
-			t.Fatalf("answer does not unpack: %v", err)
-		}
-		w, ok := wants[m.Id]
-		if !ok {
-			continue // the malformed datagram's answer
-		}
-		delete(wants, m.Id)
+	for id, m := range SendBurst(t, s.UDPAddrs()[0], burst, ids) {
+		w := wants[id]
 		if m.Rcode != w.rcode || len(m.Answer) != w.answers || !m.Authoritative || len(m.Question) != 1 || m.Question[0].Name != w.name {
 			t.Errorf("%s %s: answer %s aa=%v %v, want %s with %d records", w.name, dns.TypeToString[w.qtype],
 				dns.RcodeToString[m.Rcode], m.Authoritative, m.Answer, dns.RcodeToString[w.rcode], w.answers)
@@ -137,17 +115,8 @@ func TestUDPBatchPrefetchesZonesAndAnswersAlike(t *testing.T) {
 
 	watched.mu.Lock()
 	defer watched.mu.Unlock()
-	for _, b := range burst {
-		if b[0] == 0xde {
-			continue
-		}
-		m := new(dns.Msg)
-		_ = m.Unpack(b)
-		wire := make([]byte, 256)
-		n, _ := dns.PackDomainName(m.Question[0].Name, wire, 0, nil, false)
-		if watched.names[string(wire[:n])] == 0 {
-			t.Errorf("%s was not prefetched", m.Question[0].Name)
-		}
+	for _, n := range NotPrefetched(burst, watched.names) {
+		t.Errorf("%s was not prefetched", n)
 	}
 	// Batches of one run stage 0 only: a burst of 61 datagrams read in
 	// batches reaches the later stages.

@@ -5,7 +5,6 @@ package dataplane_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -83,12 +82,6 @@ func TestUDPBatchPrefetchesAndAnswersAlike(t *testing.T) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(srv.UDPAddrs()[0]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-
 	type want struct {
 		name  string
 		rcode int
@@ -116,43 +109,18 @@ func TestUDPBatchPrefetchesAndAnswersAlike(t *testing.T) {
 			burst = append(burst, []byte{0xde, 0xad, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0xc0}) // cut short
 		}
 	}
-	for _, b := range burst {
-		if _, err := c.Write(b); err != nil {
-			t.Fatal(err)
-		}
+	ids := map[uint16]bool{}
+	for id := range wants {
+		ids[id] = true
 	}
-	buf := make([]byte, 1500)
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	for len(wants) > 0 {
-		n, err := c.Read(buf)
-		if err != nil {
-			t.Fatalf("%d queries unanswered: %v", len(wants), err)
-		}
-		m := new(dns.Msg)
-		if err := m.Unpack(buf[:n]); err != nil {
-			t.Fatalf("answer does not unpack: %v", err)
-		}
-		w, ok := wants[m.Id]
-		if !ok {
-			continue // the malformed datagram's answer
-		}
-		delete(wants, m.Id)
-		if m.Rcode != w.rcode || len(m.Question) != 1 || m.Question[0].Name != w.name {
+	for id, m := range dataplane.SendBurst(t, srv.UDPAddrs()[0], burst, ids) {
+		if w := wants[id]; m.Rcode != w.rcode || len(m.Question) != 1 || m.Question[0].Name != w.name {
 			t.Errorf("%s: answer %s %v, want %s", w.name, dns.RcodeToString[m.Rcode], m.Question, dns.RcodeToString[w.rcode])
 		}
 	}
 	watched.mu.Lock()
 	defer watched.mu.Unlock()
-	for _, b := range burst {
-		if b[0] == 0xde {
-			continue
-		}
-		m := new(dns.Msg)
-		_ = m.Unpack(b)
-		wireName := make([]byte, 256)
-		n, _ := dns.PackDomainName(m.Question[0].Name, wireName, 0, nil, false)
-		if watched.names[string(wireName[:n])] == 0 {
-			t.Errorf("%s was not prefetched", m.Question[0].Name)
-		}
+	for _, n := range dataplane.NotPrefetched(burst, watched.names) {
+		t.Errorf("%s was not prefetched", n)
 	}
 }
