@@ -21,6 +21,7 @@ import (
 
 	"github.com/svcdns/svc/internal/api"
 	"github.com/svcdns/svc/internal/internalapi"
+	"github.com/svcdns/svc/internal/kubewatch"
 	"github.com/svcdns/svc/internal/operator"
 )
 
@@ -125,7 +126,7 @@ func (l *nodeLeases) address(ctx context.Context, node string) (string, bool) {
 // watch fills the Lease cache until ctx ends.
 func (l *nodeLeases) watch(ctx context.Context) {
 	lw := cache.NewListWatchFromClient(l.cs.CoordinationV1().RESTClient(), "leases", l.ns, fields.Everything())
-	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: lw, ObjectType: &coordinationv1.Lease{},
+	store, ctrl := cache.NewInformerWithOptions(cache.InformerOptions{ListerWatcher: kubewatch.New(lw), ObjectType: &coordinationv1.Lease{},
 		Handler: cache.ResourceEventHandlerFuncs{}})
 	l.cache, l.synced = store, ctrl.HasSynced
 	go ctrl.RunWithContext(ctx)

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/svcdns/svc/internal/internalapi"
+	"github.com/svcdns/svc/internal/kubewatch"
 	"github.com/svcdns/svc/internal/settings"
 )
 
@@ -123,14 +124,14 @@ func (k *kubeSharedSettings) follow(ctx context.Context, m *settings.Manager) {
 				"configmap", k.ns+"/"+k.name, "err", err)
 		}
 	}
-	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	inf := cache.NewSharedIndexInformer(kubewatch.New(lw), &corev1.ConfigMap{}, 0, cache.Indexers{})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { apply(obj, false) },
 		UpdateFunc: func(_, obj any) { apply(obj, false) },
 		DeleteFunc: func(obj any) { apply(obj, true) },
 	})
-	// Not waited for on stop: client-go's watch backoff ignores the context
-	// (see the kube store's Close).
+	// Not waited for on stop: it ends with ctx (kubewatch lists and then
+	// watches, and its retries end with the context).
 	go inf.Run(ctx.Done())
 }
 

@@ -17,12 +17,15 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -33,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/svcdns/svc/internal/kubewatch"
 	"github.com/svcdns/svc/internal/store"
 )
 
@@ -165,6 +169,12 @@ func New(cfg *rest.Config, opts Options) (*Operator, error) {
 		RetryPeriod:                         dur(opts.RetryPeriod, 2*time.Second),
 		Metrics:                             metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:              "0",
+		// The controllers' caches wait out an apiserver restart on
+		// kubewatch's short pace, not the reflector's backoff of up to a
+		// minute, so a leader that kept its Lease follows changes at once.
+		Cache: crcache.Options{NewInformer: func(lw toolscache.ListerWatcher, obj runtime.Object, resync time.Duration, idx toolscache.Indexers) toolscache.SharedIndexInformer {
+			return toolscache.NewSharedIndexInformer(kubewatch.New(lw), obj, resync, idx)
+		}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("operator: manager: %w", err)

@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/svcdns/svc/internal/node"
+	"github.com/svcdns/svc/internal/store"
 	"github.com/svcdns/svc/internal/store/kube"
 	"github.com/svcdns/svc/test/kube/kubeenv"
 	"github.com/svcdns/svc/test/nodetest"
@@ -359,5 +360,35 @@ func TestStoreClosesDuringAPIServerOutage(t *testing.T) {
 	}
 	if err != nil || closed > 2*time.Second {
 		t.Errorf("Close during an outage took %v: %v", closed, err)
+	}
+}
+
+// TestStoreCatchesUpSoonAfterAPIServerRestart: after an outage long enough
+// for client-go's reflector backoff to reach many seconds, a store's cache
+// shows a change made once the apiserver is back within a few seconds, not
+// after the reflector's last sleep (up to 30-60 s). The operator waits for
+// its cache after each status write and the data plane serves from it, so
+// that sleep was added to every change made after an apiserver upgrade.
+func TestStoreCatchesUpSoonAfterAPIServerRestart(t *testing.T) {
+	c := needEnv(t)
+	d, err := kube.Open(t.Context(), env.Config, kube.Options{EncryptionKey: []byte(encryptionKey[:32])})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	// Out long enough that the reflector's next sleep, had it kept its
+	// default backoff, would be 13-26 s.
+	restartAPIServer(t, 20*time.Second, false)
+	up := time.Now()
+	kubeenv.Apply(t, c, zoneDoc("catchup.test"))
+	key := store.Key{Kind: "DNSZone", Name: "catchup.test"}
+	nodetest.Eventually(t, 60*time.Second, "the store's cache shows a zone created after the restart", func() bool {
+		_, err := d.Get(t.Context(), key)
+		return err == nil
+	})
+	lag := time.Since(up)
+	t.Logf("a zone created once the apiserver was back (after a 20 s outage) reached the store's cache in %v", lag.Round(time.Millisecond))
+	if lag > 8*time.Second {
+		t.Errorf("the store's cache showed a change %v after the apiserver was back; want under 8 s", lag.Round(time.Millisecond))
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/svcdns/svc/internal/kubewatch"
 	"github.com/svcdns/svc/internal/store"
 )
 
@@ -693,12 +694,8 @@ func (d *Driver) catchUp(ctx context.Context, ki *kindInfo, key store.Key) {
 }
 
 // listWatchInformer is dynamicinformer's informer for gvr in namespace,
-// except that it lists and then watches instead of streaming the initial
-// list (client-go's WatchListClient). The streaming path's retry sleeps out
-// its backoff without looking at the context (reflector.go, watchList):
-// after an apiserver outage that sleep reached 30-60 s and held a stopping
-// node. List-then-watch backs off with the context, and for the few
-// hundred objects a store holds the stream saves the apiserver nothing.
+// except that it lists and then watches and waits out an unreachable
+// apiserver on kubewatch's short pace instead of the reflector's backoff.
 func listWatchInformer(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace string, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	res := dyn.Resource(gvr).Namespace(namespace)
 	opt := func(o metav1.ListOptions) metav1.ListOptions {
@@ -707,21 +704,14 @@ func listWatchInformer(dyn dynamic.Interface, gvr schema.GroupVersionResource, n
 		}
 		return o
 	}
-	lw := &listThenWatch{ListWatch: cache.ListWatch{
+	lw := kubewatch.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return res.List(ctx, opt(o))
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return res.Watch(ctx, opt(o))
 		},
-	}}
+	})
 	return cache.NewSharedIndexInformerWithOptions(lw, &unstructured.Unstructured{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}, ObjectDescription: gvr.String()})
 }
-
-// listThenWatch is a ListWatch that tells the reflector not to use watch-list
-// (client-go's util/watchlist.DoesClientNotSupportWatchListSemantics).
-type listThenWatch struct{ cache.ListWatch }
-
-// IsWatchListSemanticsUnSupported turns the streaming initial list off.
-func (*listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
