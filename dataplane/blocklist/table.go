@@ -3,6 +3,8 @@ package blocklist
 import (
 	"slices"
 	"unsafe"
+
+	"github.com/svcdns/svc/dataplane/hugepage"
 )
 
 // Rule flags stored next to each name in a table. One name can carry several
@@ -44,12 +46,16 @@ type table struct {
 	filter []uint64
 	fmask  uint64 // bit count of filter - 1
 	n      int    // distinct names
+	huge   int    // bytes of the arrays backed by huge pages (hugePages)
 }
 
 // Records live in chunks of at most chunkSize bytes, and a record offset is
 // chunk<<chunkBits | position. Growing one contiguous buffer by append held
 // the old and the new array at once, and trimming it copied it again: about
 // 2.25 times the records at the peak of a build. Chunks are filled once.
+// (8 MiB chunks that huge pages could back made a swap's peak heap 1.88 of
+// the steady heap instead of 1.41, for a few percent more on a lookup: the
+// records stay on small pages.)
 const (
 	chunkBits = 16
 	chunkSize = 1 << chunkBits
@@ -65,13 +71,26 @@ func (t *table) rec(off uint32) ([]byte, int) {
 // already mixed.
 func (t *table) filterBit(h uint64) uint64 { return (h >> 16) & t.fmask }
 
-func (t *table) initFilter(n int) {
+// initArrays allocates the filter and the slots for n names as one array,
+// filter first: both are read at random, one line per probe, and one array
+// is what hugepage.Advise can back with 2 MiB pages once it is written.
+func (t *table) initArrays(n int) {
 	bits := uint64(64)
 	for bits < 8*uint64(n) {
 		bits <<= 1
 	}
-	t.filter = make([]uint64, bits/64)
+	fw := int(bits / 64)
+	mem := make([]uint64, fw+slotCount(n))
+	t.filter = mem[:fw:fw]
+	t.slots = mem[fw:]
 	t.fmask = bits - 1
+}
+
+// hugePages asks for huge pages under the filter and slots (see package
+// hugepage: a million names read at random miss the TLB on 4 KiB pages)
+// and returns the bytes the kernel backs with them.
+func (t *table) hugePages() int {
+	return hugepage.Advise(unsafe.Pointer(unsafe.SliceData(t.filter)), 8*(len(t.filter)+len(t.slots)))
 }
 
 // hashing: FNV-1a over the name read right to left, so the hash of every
@@ -221,8 +240,7 @@ func (b *tableBuilder) build() *table {
 	t := &table{data: b.data}
 	n := b.n
 	b.data, b.n = nil, 0
-	t.slots = make([]uint64, slotCount(n))
-	t.initFilter(n)
+	t.initArrays(n)
 	dups := 0
 	t.each(func(off uint32) {
 		if !t.insert(off, t.recName(off)) {
@@ -233,6 +251,7 @@ func (b *tableBuilder) build() *table {
 		t.compact()
 	}
 	t.trimLast()
+	t.huge = t.hugePages()
 	return t
 }
 
