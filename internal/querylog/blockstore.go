@@ -230,8 +230,14 @@ func insertBlock(d execer, nm *names, enc *blockEncoder, pb *postingBuilder, row
 	if len(rows) == 0 {
 		return nil
 	}
-	pb.reset()
+	deferred := pb.pub != nil
+	if !deferred {
+		pb.reset()
+	}
 	data, tsMin, tsMax := enc.encode(nm, pb, rows)
+	if deferred {
+		pb.publish() // before the commit: see postingIDs
+	}
 	for _, e := range nm.staged {
 		if err := d.exec("INSERT INTO names (id, kind, name) VALUES (?, ?, ?)", e.id, int64(e.kind), e.name); err != nil {
 			return fmt.Errorf("insert names: %w", err)
@@ -241,7 +247,98 @@ func insertBlock(d execer, nm *names, enc *blockEncoder, pb *postingBuilder, row
 		return fmt.Errorf("insert block: %w", err)
 	}
 	if dc, ok := d.(*dconn); ok {
+		if deferred {
+			return pb.writeClosed(dc, bucketOf(rows[len(rows)-1].ID+1))
+		}
 		return pb.write(dc)
 	}
 	return pb.writeEach(d)
+}
+
+// recoverBlocks is how many blocks recoverPostings rebuilds in one
+// transaction.
+const recoverBlocks = 16
+
+// recoverPostings makes the postings table cover every stored row. The
+// writer keeps a bucket's postings in memory until the bucket is complete
+// (postingBuilder.pub) and records in meta ('postings_through') the last
+// id covered; after a crash the rows after it have no postings until they
+// are rebuilt here from their blocks. A query log without the key (written
+// before postings were deferred: every batch wrote its own) or with one
+// past maxID (retention emptied the table) is recorded as covered through
+// maxID.
+//
+// Each block's postings are rebuilt on their own, as a writer that wrote
+// every batch's postings wrote them: rows such a writer already wrote
+// (an earlier binary run after a crash of this one) are the same rows,
+// and are kept (INSERT OR IGNORE).
+func (s *store) recoverPostings(ctx context.Context, maxID int64) error {
+	var through sql.NullInt64
+	err := s.w.QueryRowContext(ctx, "SELECT v FROM meta WHERE k = 'postings_through'").Scan(&through)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("read postings_through: %w", err)
+	}
+	if through.Valid && through.Int64 == maxID {
+		return nil
+	}
+	var firsts []int64
+	if through.Valid && through.Int64 < maxID {
+		rs, err := s.w.QueryContext(ctx, "SELECT first FROM blocks WHERE last > ? ORDER BY first", through.Int64)
+		if err != nil {
+			return fmt.Errorf("recover postings: %w", err)
+		}
+		for rs.Next() {
+			var f int64
+			if err := rs.Scan(&f); err != nil {
+				rs.Close()
+				return fmt.Errorf("recover postings: %w", err)
+			}
+			firsts = append(firsts, f)
+		}
+		if err := errors.Join(rs.Err(), rs.Close()); err != nil {
+			return fmt.Errorf("recover postings: %w", err)
+		}
+	}
+	pb := postingBuilder{ignoreDup: true}
+	var r Row
+	from := through.Int64 + 1
+	for {
+		n := min(len(firsts), recoverBlocks)
+		blocks := make([]*rowBlock, 0, n)
+		for _, f := range firsts[:n] {
+			var data []byte
+			if err := s.w.QueryRowContext(ctx, "SELECT data FROM blocks WHERE first = ?", f).Scan(&data); err != nil {
+				return fmt.Errorf("recover postings: block %d: %w", f, err)
+			}
+			b, err := decodeBlock(f, data, s.names)
+			if err != nil {
+				return fmt.Errorf("recover postings: block %d: %w", f, err)
+			}
+			blocks = append(blocks, b)
+		}
+		firsts = firsts[n:]
+		last := maxID
+		if len(firsts) > 0 {
+			last = blocks[n-1].last
+		}
+		err := s.writeTx(ctx, func(d *dconn) error {
+			for _, b := range blocks {
+				pb.reset()
+				for id := max(b.first, from); id <= b.last; id++ {
+					b.row(id, &r)
+					pb.addRow(id, r.Domain, 0, r.Client, s.stored(kStatus, r.Status))
+				}
+				if err := pb.write(d); err != nil {
+					return err
+				}
+			}
+			return d.exec(throughSQL, last)
+		})
+		if err != nil {
+			return fmt.Errorf("recover postings: %w", err)
+		}
+		if len(firsts) == 0 {
+			return nil
+		}
+	}
 }

@@ -88,6 +88,7 @@ func TestQueryLogV1FileSurvivesUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	w.posts.pub = nil // the earlier binary wrote each batch's postings
 	w.storeRows = func(d *dconn, rows []Row) error {
 		w.posts.reset()
 		data, tsMin, tsMax := encodeV1(t, &w.enc, w.store.names, &w.posts, rows)

@@ -40,6 +40,7 @@ func useCompactPath(tb testing.TB, w *Writer) {
 		tb.Fatal(err)
 	}
 	w.posts.bits = 10 // the compact layout's 1024 groups
+	w.posts.pub = nil // written per batch, as the compact layout was
 	w.storeRows = func(d *dconn, rows []Row) error { return d.insertCompactRows(w.store.names, &w.posts, rows) }
 }
 

@@ -363,7 +363,7 @@ func (w *Writer) walkPostings(ctx context.Context, db rowStore, p *plan, limit i
 			if i > 0 && len(cand) <= fetchOverIntersect {
 				break // few candidates: the fetch checks the rest
 			}
-			ids, err := postingIDs(ctx, db, src, b, n, p.lo, p.hi)
+			ids, err := postingIDs(ctx, db, w.store.pend.Load(), src, b, n, p.lo, p.hi)
 			if err != nil {
 				return nil, err
 			}
@@ -805,7 +805,7 @@ func (w *Writer) ClientTimeseries(ctx context.Context, req TimeseriesRequest) (*
 				return false // counted, not collected
 			}
 			for b := bucketOf(max(hi-1, 0)); hi > lo && b >= bucketOf(lo); b -= maxChunkBuckets {
-				ids, err := postingIDs(ctx, db, src, b, min(maxChunkBuckets, b-bucketOf(lo)+1), lo, hi)
+				ids, err := postingIDs(ctx, db, w.store.pend.Load(), src, b, min(maxChunkBuckets, b-bucketOf(lo)+1), lo, hi)
 				if err != nil {
 					return nil, fmt.Errorf("client timeseries: %w", err)
 				}

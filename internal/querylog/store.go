@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/svcdns/svc/internal/sqlitedb"
@@ -106,6 +107,8 @@ type store struct {
 	// wstmts: the writer connection's statements (rawconn.go), touched
 	// only inside writeTx, which holds the pool's one connection.
 	wstmts writerStmts
+	// pend is the writer's postings not yet in the table (postings.go).
+	pend atomic.Pointer[pendingPostings]
 }
 
 // DBPath returns the path of the query log in dataDir.

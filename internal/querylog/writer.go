@@ -217,6 +217,12 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 			st.close()
 			return nil, err
 		}
+		if err := st.recoverPostings(ctx, w.nextID); err != nil {
+			st.close()
+			return nil, fmt.Errorf("open querylog: %w", err)
+		}
+		w.posts.pub = &st.pend
+		w.posts.reset()
 		w.store = st
 	}
 	w.head.Store(w.nextID)
@@ -416,6 +422,11 @@ func (w *Writer) Close() error {
 		if err := w.cl.add(d, nil, true); err != nil {
 			return err
 		}
+		if w.posts.pub != nil {
+			if err := w.posts.writeAll(d, w.nextID-1); err != nil {
+				return err
+			}
+		}
 		return w.flushHour(d, -1)
 	})
 	return errors.Join(err, w.store.close())
@@ -527,11 +538,15 @@ func (w *Writer) write(ctx context.Context, batch []Row) error {
 		})
 		if err != nil {
 			// The ids stay used: a reader never sees an id twice. Names
-			// first used by the batch are forgotten with it.
+			// first used by the batch are forgotten with it; its
+			// postings stay pending, listing ids without rows, which
+			// readers skip.
 			nm.rollback()
+			w.posts.rolledBack()
 			return err
 		}
 		nm.committed()
+		w.posts.committed()
 		w.cl.committed()
 	}
 	w.written.Add(float64(len(rows)))
