@@ -86,6 +86,7 @@ func (s *Server) listenOne(ctx context.Context, address string, udp, tcp bool) e
 				}
 				uc := pc.(*net.UDPConn)
 				growReadBuffer(uc)
+				setDontFragment(uc)
 				// Set before the loop starts, so no early query misses it.
 				if err := enablePktInfo(uc); err != nil {
 					s.log.Warn("udp listener: answers leave from the routed address, not the query's", "address", bound, "err", err)
@@ -279,11 +280,7 @@ func (s *Server) serveUDPSingle(c *net.UDPConn, r *udpReplier) {
 			continue
 		}
 		if out != nil {
-			if local.ok {
-				_, _, _ = c.WriteMsgUDPAddrPort(out, oobOut[:putPktInfo(oobOut, local)], addr)
-			} else {
-				_, _ = c.WriteToUDPAddrPort(out, addr)
-			}
+			writeUDP(c, out, oobOut[:putPktInfo(oobOut, local)], addr)
 		}
 		putQuery(q)
 	}
@@ -536,3 +533,25 @@ func (s *Server) serveTCP(conn net.Conn) {
 
 // errNoRawUDP: this platform serves UDP sockets through the Go poller only.
 var errNoRawUDP = errors.New("no raw udp sockets on this platform")
+
+// writeUDP sends one answer, from the address in oob when it holds one; an
+// answer larger than the interface's MTU (setDontFragment) is sent again
+// cut to its question with TC set.
+func writeUDP(c *net.UDPConn, b, oob []byte, addr netip.AddrPort) {
+	for {
+		var err error
+		if len(oob) > 0 {
+			_, _, err = c.WriteMsgUDPAddrPort(b, oob, addr)
+		} else {
+			_, err = c.WriteToUDPAddrPort(b, addr)
+		}
+		if err == nil || !errors.Is(err, syscall.EMSGSIZE) {
+			return
+		}
+		n := wire.TruncateAnswer(b)
+		if n >= len(b) {
+			return
+		}
+		b = b[:n]
+	}
+}

@@ -82,13 +82,9 @@ func (r *udpReplier) reply(q *Query, b []byte, addr netip.AddrPort, local pktInf
 // flushes once it has read every answer that came (upstream.Flusher).
 func (r *udpReplier) enqueue(q *Query, b []byte, addr netip.AddrPort, local pktInfo) bool {
 	if r.rc == nil {
-		if local.ok {
-			var o oobBuf
-			oob := o.bytes()
-			_, _, _ = r.c.WriteMsgUDPAddrPort(b, oob[:putPktInfo(oob, local)], addr)
-		} else {
-			_, _ = r.c.WriteToUDPAddrPort(b, addr)
-		}
+		var o oobBuf
+		oob := o.bytes()
+		writeUDP(r.c, b, oob[:putPktInfo(oob, local)], addr)
 		putQuery(q)
 		r.s.wg.Done()
 		return false
@@ -170,6 +166,9 @@ func (r *udpReplier) flush(batch []queuedReply) {
 			break // closed
 		}
 		if r.err != nil {
+			if r.err == unix.EMSGSIZE && cutIov(r.hdrs[r.sent].Hdr.Iov) {
+				continue // sent again cut (setDontFragment)
+			}
 			r.sent++
 		}
 	}

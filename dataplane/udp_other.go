@@ -33,3 +33,6 @@ func newRawUDP(c *net.UDPConn) (*rawUDP, error) { return nil, errNoRawUDP }
 func (s *Server) serveRawUDP(u *rawUDP)         {}
 func (u *rawUDP) wake()                         {}
 func (u *rawUDP) close()                        {}
+
+// setDontFragment: answers keep the platform's default (see udp_linux.go).
+func setDontFragment(c *net.UDPConn) {}

@@ -25,6 +25,7 @@ targets=(
 	"./internal/publish FuzzPlan"
 	"./dataplane/cache FuzzRawSections"
 	"./dataplane/wire FuzzScanAnswer"
+	"./dataplane/wire FuzzTruncateAnswer"
 	"./dataplane/wire FuzzAppendPresentation"
 	"./dataplane/cache FuzzStoreRawParity"
 	"./dataplane FuzzLightMiss"

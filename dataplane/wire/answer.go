@@ -210,3 +210,42 @@ func answerOptions(d []byte) bool {
 	}
 	return true
 }
+
+// TruncateAnswer cuts the answer in b to its header and question, with TC
+// set and no records, in place, and returns its new length: the answer a
+// client gets when the full one cannot leave (a datagram larger than the
+// interface's MTU with don't-fragment set), which sends it to TCP as RFC
+// 9715 asks. It returns len(b), and leaves b alone, when nothing follows
+// the question or b is not an answer it can parse (the caller then drops
+// the datagram).
+func TruncateAnswer(b []byte) int {
+	if len(b) < 12 || b[2]&0x80 == 0 {
+		return len(b)
+	}
+	end := 12
+	switch binary.BigEndian.Uint16(b[4:6]) {
+	case 0:
+	case 1:
+		// The question's name in full: a pointer (no server sends one
+		// there) could point past the cut.
+		off := 12
+		for off < len(b) && b[off] != 0 {
+			if b[off]&0xC0 != 0 || off-12 > MaxNameLen {
+				return len(b)
+			}
+			off += 1 + int(b[off])
+		}
+		if off+5 > len(b) {
+			return len(b)
+		}
+		end = off + 5
+	default:
+		return len(b)
+	}
+	if end >= len(b) {
+		return len(b) // nothing after the question
+	}
+	b[2] |= 0x02 // TC
+	clear(b[6:12])
+	return end
+}

@@ -163,3 +163,59 @@ func FuzzScanAnswer(f *testing.F) {
 		}
 	})
 }
+
+func TestTruncateAnswer(t *testing.T) {
+	full := packAnswer(t, answerMsg(t))
+	b := append([]byte(nil), full...)
+	n := TruncateAnswer(b)
+	m := new(dns.Msg)
+	if err := m.Unpack(b[:n]); err != nil {
+		t.Fatalf("cut answer does not parse: %v", err)
+	}
+	if !m.Truncated || !m.Response || m.Id != binary.BigEndian.Uint16(full) || len(m.Question) != 1 || m.Question[0].Name != "www.example.com." ||
+		len(m.Answer)+len(m.Ns)+len(m.Extra) != 0 {
+		t.Fatalf("cut answer: %v", m)
+	}
+	if TruncateAnswer(b[:n]) != n {
+		t.Fatal("a cut answer was cut again")
+	}
+	for name, in := range map[string][]byte{
+		"query":          func() []byte { q := new(dns.Msg); q.SetQuestion("a.example.", dns.TypeA); return packAnswer(t, q) }(),
+		"short":          full[:11],
+		"bad name":       append(append([]byte(nil), full[:12]...), 0xC0),
+		"two questions":  func() []byte { c := append([]byte(nil), full...); c[5] = 2; return c }(),
+		"question only":  func() []byte { c := append([]byte(nil), full[:n]...); return c }(),
+		"truncated name": append(append([]byte(nil), full[:12]...), 3, 'w', 'w'),
+	} {
+		c := append([]byte(nil), in...)
+		if got := TruncateAnswer(c); got != len(in) || string(c) != string(in) {
+			t.Errorf("%s: cut to %d of %d, or changed", name, got, len(in))
+		}
+	}
+}
+
+// TruncateAnswer never grows a datagram, and what it cuts is an answer
+// miekg/dns reads with TC set and the question of the original.
+func FuzzTruncateAnswer(f *testing.F) {
+	f.Add(packAnswer(f, answerMsg(f)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		orig := append([]byte(nil), b...)
+		n := TruncateAnswer(b)
+		if n > len(b) {
+			t.Fatalf("cut to %d of %d", n, len(b))
+		}
+		if n == len(b) {
+			if string(b) != string(orig) {
+				t.Fatal("changed without cutting")
+			}
+			return
+		}
+		m := new(dns.Msg)
+		if err := m.Unpack(b[:n]); err != nil {
+			t.Fatalf("cut answer does not parse: %v", err)
+		}
+		if !m.Truncated || !m.Response || len(m.Answer)+len(m.Ns)+len(m.Extra) != 0 {
+			t.Fatalf("cut answer: %v", m)
+		}
+	})
+}

@@ -1,0 +1,141 @@
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
+)
+
+// smallMTUNetns returns a function that runs fn on a thread inside a new
+// network namespace whose loopback is up with the given MTU; sockets made
+// there stay in it. The thread is never given back to the scheduler (it
+// dies with its goroutine). It skips the test without the privileges
+// (fails under CI, which runs as root).
+func smallMTUNetns(t *testing.T, mtu int) func(fn func()) {
+	t.Helper()
+	work := make(chan func())
+	ready := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			ready <- err
+			return
+		}
+		ready <- setLoopback(mtu)
+		for fn := range work {
+			fn()
+			work <- nil // done
+		}
+	}()
+	if err := <-ready; err != nil {
+		if errors.Is(err, unix.EPERM) && os.Getenv("CI") == "" {
+			t.Skipf("no network namespace (not root?): %v", err)
+		}
+		t.Fatalf("network namespace: %v", err)
+	}
+	t.Cleanup(func() { close(work) })
+	return func(fn func()) {
+		work <- fn
+		<-work
+	}
+}
+
+// setLoopback sets lo's MTU and brings it up, in the calling thread's
+// namespace.
+func setLoopback(mtu int) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	ifr.SetUint32(uint32(mtu))
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFMTU, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// An answer that fits the client's EDNS size but not the interface's MTU
+// leaves cut to its question with TC set, so the client asks over TCP,
+// instead of as IPv4 fragments (RFC 9715): the listener's sockets send
+// with DF set and no local fragmentation (setDontFragment), and a send
+// refused with EMSGSIZE is sent again cut. Without DF the 770-byte answer
+// would arrive whole (fragmented by the kernel); with DF and no cut it
+// would not arrive at all.
+func TestAnswerPastInterfaceMTULeavesTruncated(t *testing.T) {
+	in := smallMTUNetns(t, 600)
+	snap := NewSnapshot(SnapshotInput{Authority: testTable(t)})
+	for _, tc := range []struct {
+		name  string
+		batch bool
+	}{{"recvmmsg", true}, {"one datagram per call", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.DisableUDPBatch = !tc.batch
+			s, err := New(cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Swap(snap)
+			// The sockets are made in the namespace; the server's
+			// goroutines run anywhere.
+			in(func() { err = s.Start(context.Background()) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := s.Shutdown(ctx); err != nil {
+					t.Errorf("shutdown: %v", err)
+				}
+			})
+			var nc net.Conn
+			in(func() { nc, err = net.Dial("udp", s.UDPAddrs()[0].String()) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := &dns.Conn{Conn: nc, UDPSize: 4096}
+			defer c.Close()
+			ask := func(name string) *dns.Msg {
+				t.Helper()
+				m := query(name, dns.TypeTXT)
+				m.SetEdns0(1232, false)
+				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+				if err := c.WriteMsg(m); err != nil {
+					t.Fatal(err)
+				}
+				r, err := c.ReadMsg()
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				return r
+			}
+			// www's answer fits the MTU: whole.
+			if r := ask("www.example.com."); r.Truncated || r.Rcode != dns.RcodeSuccess {
+				t.Fatalf("small answer: %v", r)
+			}
+			// big's (about 770 bytes) fits 1232 but not 600.
+			r := ask("big.example.com.")
+			if !r.Truncated || len(r.Answer) != 0 || len(r.Question) != 1 || r.Question[0].Name != "big.example.com." || !r.Authoritative {
+				t.Fatalf("answer past the MTU: want TC with the question, got %v", r)
+			}
+			// The socket still answers after a refused send.
+			if r := ask("www.example.com."); r.Truncated {
+				t.Fatalf("after a cut answer: %v", r)
+			}
+		})
+	}
+}
