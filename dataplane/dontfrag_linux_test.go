@@ -69,21 +69,34 @@ func setLoopback(mtu int) error {
 
 // An answer that fits the client's EDNS size but not the interface's MTU
 // leaves cut to its question with TC set, so the client asks over TCP,
-// instead of as IPv4 fragments (RFC 9715): the listener's sockets send
-// with DF set and no local fragmentation (setDontFragment), and a send
-// refused with EMSGSIZE is sent again cut. Without DF the 770-byte answer
-// would arrive whole (fragmented by the kernel); with DF and no cut it
-// would not arrive at all.
+// instead of as fragments (RFC 9715): the listener's sockets send with
+// don't-fragment and no local fragmentation (setDontFragment), and a send
+// refused with EMSGSIZE is sent again cut. Without DF the answer would
+// arrive whole (fragmented by the kernel); with DF and no cut it would not
+// arrive at all.
 func TestAnswerPastInterfaceMTULeavesTruncated(t *testing.T) {
-	in := smallMTUNetns(t, 600)
 	snap := NewSnapshot(SnapshotInput{Authority: testTable(t)})
 	for _, tc := range []struct {
-		name  string
-		batch bool
-	}{{"recvmmsg", true}, {"one datagram per call", false}} {
+		name    string
+		mtu     int    // the namespace's loopback MTU
+		address string // the listener's
+		maxUDP  int
+		big     string // a name whose answer fits maxUDP, not the MTU
+		batch   bool
+	}{
+		// big's answer is about 770 bytes, huge's about 1530.
+		{"ipv4 recvmmsg", 600, "127.0.0.1:0", 0, "big.example.com.", true},
+		{"ipv4 one datagram per call", 600, "127.0.0.1:0", 0, "big.example.com.", false},
+		{"ipv6", 1280, "[::1]:0", 4096, "huge.example.com.", true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
+			in := smallMTUNetns(t, tc.mtu)
 			cfg := testConfig()
+			cfg.Listeners = []ListenerConfig{{Address: tc.address}}
 			cfg.DisableUDPBatch = !tc.batch
+			if tc.maxUDP > 0 {
+				cfg.MaxUDPSize = tc.maxUDP
+			}
 			s, err := New(cfg, Options{})
 			if err != nil {
 				t.Fatal(err)
@@ -107,12 +120,12 @@ func TestAnswerPastInterfaceMTULeavesTruncated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &dns.Conn{Conn: nc, UDPSize: 4096}
+			c := &dns.Conn{Conn: nc, UDPSize: 65535}
 			defer c.Close()
 			ask := func(name string) *dns.Msg {
 				t.Helper()
 				m := query(name, dns.TypeTXT)
-				m.SetEdns0(1232, false)
+				m.SetEdns0(4096, false)
 				_ = c.SetDeadline(time.Now().Add(3 * time.Second))
 				if err := c.WriteMsg(m); err != nil {
 					t.Fatal(err)
@@ -127,9 +140,8 @@ func TestAnswerPastInterfaceMTULeavesTruncated(t *testing.T) {
 			if r := ask("www.example.com."); r.Truncated || r.Rcode != dns.RcodeSuccess {
 				t.Fatalf("small answer: %v", r)
 			}
-			// big's (about 770 bytes) fits 1232 but not 600.
-			r := ask("big.example.com.")
-			if !r.Truncated || len(r.Answer) != 0 || len(r.Question) != 1 || r.Question[0].Name != "big.example.com." || !r.Authoritative {
+			r := ask(tc.big)
+			if !r.Truncated || len(r.Answer) != 0 || len(r.Question) != 1 || r.Question[0].Name != tc.big || !r.Authoritative {
 				t.Fatalf("answer past the MTU: want TC with the question, got %v", r)
 			}
 			// The socket still answers after a refused send.

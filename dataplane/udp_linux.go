@@ -382,10 +382,14 @@ func setDontFragment(c *net.UDPConn) {
 		return
 	}
 	_ = rc.Control(func(fd uintptr) {
-		// On a dual-stack IPv6 socket this covers its IPv4-mapped
-		// peers; IPv6 needs nothing: it never gets a fragment ID
-		// unless it fragments.
+		// On a dual-stack IPv6 socket this covers its IPv4-mapped peers.
 		_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_MTU_DISCOVER, unix.IP_PMTUDISC_PROBE)
+		// IPv6 gets no fragment ID unless it fragments, which only the
+		// sender does: not fragmenting either keeps the families alike
+		// (an answer past the MTU is cut, never fragmented).
+		if dom, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN); err == nil && dom == unix.AF_INET6 {
+			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_PROBE)
+		}
 	})
 }
 
