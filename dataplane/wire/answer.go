@@ -235,7 +235,7 @@ func TruncateAnswer(b []byte) int {
 			}
 			off += 1 + int(b[off])
 		}
-		if off+5 > len(b) {
+		if off+5 > len(b) || off+1-12 > MaxNameLen {
 			return len(b)
 		}
 		end = off + 5
