@@ -143,8 +143,15 @@ func testAsyncLaneAnswersAsWorkers(t *testing.T, strategy upstream.Strategy, nSe
 	if nAsync.Load() < 22 {
 		t.Errorf("%d UDP queries upstream for 22 misses", nAsync.Load())
 	}
-	if nAsync.Load() != nSync.Load() {
+	// With one server both send the same queries. Racing two, whether a
+	// query also goes to the slower server depends on the latencies each
+	// resolver has measured so far: the counts may differ by a few, never
+	// past one query per server for each exchange.
+	if nServers == 1 && nAsync.Load() != nSync.Load() {
 		t.Errorf("UDP queries upstream: async lane %d, workers %d", nAsync.Load(), nSync.Load())
+	}
+	if most := int64(nServers * 44); nAsync.Load() > most || nSync.Load() > most {
+		t.Errorf("UDP queries upstream: async lane %d, workers %d, more than %d", nAsync.Load(), nSync.Load(), most)
 	}
 }
 
