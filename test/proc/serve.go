@@ -33,7 +33,7 @@ type Server struct {
 	password string // the generated administrator password, if printed
 	internal bool   // the internal listener is up (the last one opened)
 
-	stop func()
+	stop, kill func()
 }
 
 // API is the API listener's host:port.
@@ -50,6 +50,10 @@ func (s *Server) Log() string { s.mu.Lock(); defer s.mu.Unlock(); return s.log.S
 
 // Stop sends SIGTERM and waits (at most 30 s, then kills); idempotent.
 func (s *Server) Stop() { s.stop() }
+
+// Kill sends SIGKILL and waits for the process to end: a crash, nothing
+// written on the way out. After it Stop does nothing.
+func (s *Server) Kill() { s.kill() }
 
 // Ready conditions for ServeConfig.Ready.
 var (
@@ -160,6 +164,14 @@ func Serve(t testing.TB, c ServeConfig) *Server {
 			if owner.Failed() {
 				owner.Logf("svc serve output:\n%s", s.Log())
 			}
+		})
+	}
+	s.kill = func() {
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			_ = cmd.Wait()
+			cancel()
 		})
 	}
 	owner.Cleanup(s.stop)
