@@ -226,19 +226,14 @@ func TruncateAnswer(b []byte) int {
 	switch binary.BigEndian.Uint16(b[4:6]) {
 	case 0:
 	case 1:
-		// The question's name in full: a pointer (no server sends one
-		// there) could point past the cut.
-		off := 12
-		for off < len(b) && b[off] != 0 {
-			if b[off]&0xC0 != 0 || off-12 > MaxNameLen {
-				return len(b)
-			}
-			off += 1 + int(b[off])
-		}
-		if off+5 > len(b) || off+1-12 > MaxNameLen {
+		// ParseQuestion refuses a compressed name, which could point
+		// past the cut (no server sends one there).
+		var lower [MaxNameLen]byte
+		q, err := ParseQuestion(b, 12, &lower)
+		if err != nil {
 			return len(b)
 		}
-		end = off + 5
+		end = q.End
 	default:
 		return len(b)
 	}
