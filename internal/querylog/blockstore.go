@@ -281,44 +281,27 @@ func (s *store) recoverPostings(ctx context.Context, maxID int64) error {
 	if through.Valid && through.Int64 == maxID {
 		return nil
 	}
-	var firsts []int64
+	from := maxID + 1 // no key, or one past maxID: nothing to rebuild
 	if through.Valid && through.Int64 < maxID {
-		rs, err := s.w.QueryContext(ctx, "SELECT first FROM blocks WHERE last > ? ORDER BY first", through.Int64)
-		if err != nil {
-			return fmt.Errorf("recover postings: %w", err)
-		}
-		for rs.Next() {
-			var f int64
-			if err := rs.Scan(&f); err != nil {
-				rs.Close()
-				return fmt.Errorf("recover postings: %w", err)
-			}
-			firsts = append(firsts, f)
-		}
-		if err := errors.Join(rs.Err(), rs.Close()); err != nil {
-			return fmt.Errorf("recover postings: %w", err)
-		}
+		from = through.Int64 + 1
 	}
 	pb := postingBuilder{ignoreDup: true}
 	var r Row
-	from := through.Int64 + 1
 	for {
-		n := min(len(firsts), recoverBlocks)
-		blocks := make([]*rowBlock, 0, n)
-		for _, f := range firsts[:n] {
-			var data []byte
-			if err := s.w.QueryRowContext(ctx, "SELECT data FROM blocks WHERE first = ?", f).Scan(&data); err != nil {
-				return fmt.Errorf("recover postings: block %d: %w", f, err)
-			}
-			b, err := decodeBlock(f, data, s.names)
+		var blocks []*rowBlock
+		for id := from; id <= maxID && len(blocks) < recoverBlocks; {
+			b, err := s.blockAtOrAfter(ctx, s.w, id)
 			if err != nil {
-				return fmt.Errorf("recover postings: block %d: %w", f, err)
+				return fmt.Errorf("recover postings: %w", err)
+			}
+			if b == nil {
+				break
 			}
 			blocks = append(blocks, b)
+			id = b.last + 1
 		}
-		firsts = firsts[n:]
 		last := maxID
-		if len(firsts) > 0 {
+		if n := len(blocks); n > 0 {
 			last = blocks[n-1].last
 		}
 		err := s.writeTx(ctx, func(d *dconn) error {
@@ -337,8 +320,9 @@ func (s *store) recoverPostings(ctx context.Context, maxID int64) error {
 		if err != nil {
 			return fmt.Errorf("recover postings: %w", err)
 		}
-		if len(firsts) == 0 {
+		if last >= maxID {
 			return nil
 		}
+		from = last + 1
 	}
 }

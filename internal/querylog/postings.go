@@ -171,14 +171,8 @@ func (p *postingBuilder) writeClosed(d *dconn, open int64) error {
 	if n == 0 {
 		return nil
 	}
-	// A key's bucket is its top bits: in key order the closed buckets'
-	// postings come first.
-	p.sortKeys()
-	if err := p.writeOrdered(d, n); err != nil {
+	if err := p.writeFirst(d, n, open<<bucketBits-1); err != nil {
 		return err
-	}
-	if err := d.exec(throughSQL, open<<bucketBits-1); err != nil {
-		return fmt.Errorf("record postings: %w", err)
 	}
 	p.wroteBelow = open
 	return nil
@@ -187,13 +181,18 @@ func (p *postingBuilder) writeClosed(d *dconn, open int64) error {
 // writeAll writes every posting the builder holds and records the ids
 // through last as covered (the writer's close).
 func (p *postingBuilder) writeAll(d *dconn, last int64) error {
-	if len(p.keys) > 0 {
-		p.sortKeys()
-		if err := p.writeOrdered(d, len(p.keys)); err != nil {
-			return err
-		}
+	return p.writeFirst(d, len(p.keys), last)
+}
+
+// writeFirst writes the first n postings in key order (a key's bucket is
+// its top bits: the oldest buckets' come first) and records the ids
+// through through as covered.
+func (p *postingBuilder) writeFirst(d *dconn, n int, through int64) error {
+	p.sortKeys()
+	if err := p.writeOrdered(d, n); err != nil {
+		return err
 	}
-	if err := d.exec(throughSQL, last); err != nil {
+	if err := d.exec(throughSQL, through); err != nil {
 		return fmt.Errorf("record postings: %w", err)
 	}
 	return nil
@@ -253,9 +252,6 @@ func (p *postingBuilder) reset() {
 		p.idx = map[int64]int32{}
 	}
 	clear(p.idx)
-	if p.pub != nil {
-		clear(p.bufs) // published: never reused (pendingPostings)
-	}
 	p.keys = p.keys[:0]
 	p.cur, p.lastStatusI = -1, -1
 }
@@ -427,12 +423,6 @@ const postingsChunk = 64
 // postingsChunkSQL inserts postingsChunk postings.
 var postingsChunkSQL = "INSERT INTO postings (k, first, ids) VALUES " + strings.TrimSuffix(strings.Repeat("(?,?,?),", postingsChunk), ",")
 
-// The statements of a builder with ignoreDup.
-var (
-	postingsIgnoreSQL      = strings.Replace(postingsSQL, "INSERT", "INSERT OR IGNORE", 1)
-	postingsChunkIgnoreSQL = strings.Replace(postingsChunkSQL, "INSERT", "INSERT OR IGNORE", 1)
-)
-
 // write inserts the batch's postings in key order, postingsChunk per
 // statement (one statement per posting cost twice as much).
 func (p *postingBuilder) write(d *dconn) error {
@@ -445,14 +435,11 @@ func (p *postingBuilder) write(d *dconn) error {
 func (p *postingBuilder) writeOrdered(d *dconn, total int) error {
 	for next := 0; next < total; {
 		n, q := 1, postingsSQL
-		if p.ignoreDup {
-			q = postingsIgnoreSQL
-		}
 		if total-next >= postingsChunk {
 			n, q = postingsChunk, postingsChunkSQL
-			if p.ignoreDup {
-				q = postingsChunkIgnoreSQL
-			}
+		}
+		if p.ignoreDup {
+			q = "INSERT OR IGNORE" + strings.TrimPrefix(q, "INSERT")
 		}
 		st, err := d.stmt(q)
 		if err != nil {

@@ -221,8 +221,8 @@ func Open(ctx context.Context, cfg Config, opts Options) (*Writer, error) {
 			st.close()
 			return nil, fmt.Errorf("open querylog: %w", err)
 		}
-		w.posts.pub = &st.pend
 		w.posts.reset()
+		w.posts.pub = &st.pend // never reset again: see pendingPostings
 		w.store = st
 	}
 	w.head.Store(w.nextID)
