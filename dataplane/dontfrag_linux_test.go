@@ -1,7 +1,6 @@
 package dataplane
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -97,25 +96,9 @@ func TestAnswerPastInterfaceMTULeavesTruncated(t *testing.T) {
 			if tc.maxUDP > 0 {
 				cfg.MaxUDPSize = tc.maxUDP
 			}
-			s, err := New(cfg, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			s.Swap(snap)
-			// The sockets are made in the namespace; the server's
-			// goroutines run anywhere.
-			in(func() { err = s.Start(context.Background()) })
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				if err := s.Shutdown(ctx); err != nil {
-					t.Errorf("shutdown: %v", err)
-				}
-			})
+			s := startServerIn(t, cfg, Options{}, snap, in)
 			var nc net.Conn
+			var err error
 			in(func() { nc, err = net.Dial("udp", s.UDPAddrs()[0].String()) })
 			if err != nil {
 				t.Fatal(err)

@@ -167,6 +167,14 @@ func startServer(t testing.TB, cfg Config, snap *Snapshot) *Server {
 // startServerWith is startServer with opts (a query logger, ...).
 func startServerWith(t testing.TB, cfg Config, opts Options, snap *Snapshot) *Server {
 	t.Helper()
+	return startServerIn(t, cfg, opts, snap, func(start func()) { start() })
+}
+
+// startServerIn is startServerWith with the listeners opened by in, which
+// runs start where the sockets must be made (a network namespace's
+// thread); the server's goroutines run anywhere.
+func startServerIn(t testing.TB, cfg Config, opts Options, snap *Snapshot, in func(start func())) *Server {
+	t.Helper()
 	s, err := New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +182,8 @@ func startServerWith(t testing.TB, cfg Config, opts Options, snap *Snapshot) *Se
 	if snap != nil {
 		s.Swap(snap)
 	}
-	if err := s.Start(context.Background()); err != nil {
+	in(func() { err = s.Start(context.Background()) })
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
