@@ -166,10 +166,7 @@ func (r *udpReplier) flush(batch []queuedReply) {
 			break // closed
 		}
 		if r.err != nil {
-			if r.err == unix.EMSGSIZE && cutIov(r.hdrs[r.sent].Hdr.Iov) {
-				continue // sent again cut (setDontFragment)
-			}
-			r.sent++
+			r.sent += refused(r.err, &r.hdrs[r.sent])
 		}
 	}
 	for i := range r.n {

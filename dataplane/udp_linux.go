@@ -275,10 +275,7 @@ func (b *batchLoop) flush() {
 			return // closed
 		}
 		if b.err != nil {
-			if b.err == unix.EMSGSIZE && cutIov(b.out[b.sent].Hdr.Iov) {
-				continue // sent again cut (setDontFragment)
-			}
-			b.sent++ // the first datagram failed (e.g. EPERM): drop it
+			b.sent += refused(b.err, &b.out[b.sent])
 		}
 	}
 }
@@ -391,6 +388,17 @@ func setDontFragment(c *net.UDPConn) {
 			_ = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_MTU_DISCOVER, unix.IPV6_PMTUDISC_PROBE)
 		}
 	})
+}
+
+// refused handles the first datagram of a send the kernel refused with
+// err and returns how far the send moves past it: 0 when it was an answer
+// past the MTU (EMSGSIZE, setDontFragment), now cut to fit and sent again,
+// else 1, dropping it (e.g. EPERM) as a lost answer.
+func refused(err error, h *unix.Mmsghdr) int {
+	if err == unix.EMSGSIZE && cutIov(h.Hdr.Iov) {
+		return 0
+	}
+	return 1
 }
 
 // cutIov cuts the answer iov points at to its question with TC set
