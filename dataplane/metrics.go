@@ -21,8 +21,7 @@ func rcodeIndex(rc int) int {
 }
 
 type metrics struct {
-	queries       [numTransports][numStatuses][len(rcodeLabels)]prometheus.Counter
-	latency       [numTransports]prometheus.Observer
+	answers       *answerStats
 	cacheHits     prometheus.Counter
 	cacheMisses   prometheus.Counter
 	cachePrefetch prometheus.Counter
@@ -40,15 +39,6 @@ func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
 		Namespace: "service", Subsystem: "dns", Name: "panics_total",
 		Help: "Queries whose stage panicked; each was answered SERVFAIL (EDE Other) and logged with its stack.",
 	}, []string{"stage"})
-	qv := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Namespace: "service", Subsystem: "dns", Name: "queries_total",
-		Help: "DNS queries answered, by transport, status class and rcode.",
-	}, []string{"transport", "status", "rcode"})
-	lv := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Namespace: "service", Subsystem: "dns", Name: "query_duration_seconds",
-		Help:    "Time from reading a query to its answer being decided.",
-		Buckets: []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
-	}, []string{"transport"})
 	ev := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "service", Subsystem: "dns", Name: "ecs_clients_total",
 		Help: "EDNS Client Subnet options from listeners.ecsClientFrom forwarders, by result: used as the client, or short_prefix (ignored: not a /32 or /128).",
@@ -57,6 +47,7 @@ func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
 		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "service", Subsystem: "dns_cache", Name: name, Help: help})
 	}
 	m := &metrics{
+		answers:       newAnswerStats(),
 		cacheHits:     counter("hits_total", "Cache hits (fresh)."),
 		cacheMisses:   counter("misses_total", "Cache misses."),
 		cachePrefetch: counter("prefetches_total", "Background refreshes of popular entries."),
@@ -69,16 +60,8 @@ func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
 	for _, st := range stages {
 		m.panics = append(m.panics, pv.WithLabelValues(st.name))
 	}
-	for t := range numTransports {
-		m.latency[t] = lv.WithLabelValues(t.String())
-		for st := range numStatuses {
-			for r, rl := range rcodeLabels {
-				m.queries[t][st][r] = qv.WithLabelValues(t.String(), st.String(), rl)
-			}
-		}
-	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{qv, lv, pv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed, ev} {
+		for _, c := range []prometheus.Collector{m.answers, pv, m.cacheHits, m.cacheMisses, m.cachePrefetch, m.cacheStale, m.shed, ev} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("register: %w", err)
 			}
@@ -87,17 +70,18 @@ func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
 	return m, nil
 }
 
+// observe counts q at once; a UDP batch counts its queries in a
+// statsBatch instead.
 func (m *metrics) observe(q *Query) {
+	c, b, ns := answerCell(q)
+	a := m.answers
+	a.counts[c].Add(1)
 	t := q.Transport
 	if t >= numTransports {
 		t = TransportUDP
 	}
-	st := q.Status
-	if st >= numStatuses {
-		st = StatusFailed
-	}
-	m.queries[t][st][rcodeIndex(q.Rcode)].Inc()
-	m.latency[t].Observe(q.Duration.Seconds())
+	a.buckets[t][b].Add(1)
+	a.sumNanos[t].Add(ns)
 }
 
 func (m *metrics) panicked(stage int) {

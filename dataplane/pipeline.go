@@ -929,16 +929,22 @@ func stageLog(s *Server, q *Query) stageResult {
 
 // logAnswered is the log stage of a query whose stage deferred it, once
 // its batch was answered at now: a batch of queries reads the clock once
-// instead of once each.
-func (s *Server) logAnswered(q *Query, now time.Time) {
+// instead of once each, and counts its queries for the metrics in sb.
+func (s *Server) logAnswered(q *Query, now time.Time, sb *statsBatch) {
 	q.logPending = false
 	q.Duration = now.Sub(q.Start)
-	s.logDone(q)
+	sb.add(q)
+	s.logRecord(q)
 }
 
 // logDone counts a finished query and hands its record to the query log.
 func (s *Server) logDone(q *Query) {
 	s.metrics.observe(q)
+	s.logRecord(q)
+}
+
+// logRecord hands q's record to the query log.
+func (s *Server) logRecord(q *Query) {
 	if q.NoLog || !s.logging() {
 		return
 	}

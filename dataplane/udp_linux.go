@@ -48,8 +48,9 @@ type batchLoop struct {
 	nout    int
 	sent    int
 
-	got int
-	err error
+	got   int
+	err   error
+	stats statsBatch // the batch's answers, for the metrics
 	// The prefetch state of the batch's queries, per Prefetcher of the
 	// snapshot (see prefetchStep).
 	pstate [maxPrefetchers][udpBatch]prefetch.State
@@ -136,9 +137,10 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 		answered := time.Now()
 		for i := 0; i < b.got; i++ {
 			if q := b.qs[i]; q.logPending {
-				s.logAnswered(q, answered)
+				s.logAnswered(q, answered, &b.stats)
 			}
 		}
+		b.stats.flush(s.metrics.answers, TransportUDP)
 		b.flush()
 		if pf != nil {
 			b.prefetchDone(pf)
