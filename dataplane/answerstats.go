@@ -111,6 +111,7 @@ type statsBatch struct {
 	counts  [numAnswerCells]uint32
 	buckets [numBuckets]uint32
 	nanos   uint64
+	hits    uint32 // fresh cache hits (service_dns_cache_hits_total)
 	touched [64]uint16 // cells counted since the last flush
 	nt      int
 	all     bool // more cells than touched holds: flush scans them all
@@ -130,13 +131,22 @@ func (b *statsBatch) add(q *Query) {
 	b.counts[c]++
 	b.buckets[bk]++
 	b.nanos += ns
+	if q.freshHit {
+		b.hits++
+	}
 	b.dirty = true
 }
 
-// flush adds the batch's counts to a and clears them.
-func (b *statsBatch) flush(a *answerStats, t Transport) {
+// flush adds the batch's counts to m and clears them; t is the batch's
+// transport.
+func (b *statsBatch) flush(m *metrics, t Transport) {
 	if !b.dirty {
 		return
+	}
+	a := m.answers
+	if b.hits != 0 {
+		m.cacheHits.Add(float64(b.hits))
+		b.hits = 0
 	}
 	if b.all {
 		for c, n := range b.counts {

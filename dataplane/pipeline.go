@@ -561,7 +561,11 @@ func stageCache(s *Server, q *Query) stageResult {
 	e, st := c.Get(q.fwdLower(), q.Type, q.Class, q.cacheFlags(), q.cacheNow)
 	switch st {
 	case cache.Fresh:
-		s.metrics.cacheHits.Inc()
+		if q.logLater {
+			q.freshHit = true
+		} else {
+			s.metrics.cacheHits.Inc()
+		}
 		if q.chase != nil {
 			if e.Rcode() == dns.RcodeServerFailure {
 				return q.fail(StatusFailed, ReasonCacheServfail, dns.RcodeServerFailure)

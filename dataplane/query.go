@@ -248,6 +248,9 @@ type Query struct {
 	// which logs it (logAnswered) once the batch is answered, before the
 	// answers are sent, and marks it logPending.
 	logLater, logPending bool
+	// freshHit: a fresh cache hit that the UDP batch counts with its
+	// answers (statsBatch) instead of at once.
+	freshHit bool
 	// decision is the blocking stage's (Blocker.DecideInto writes it).
 	decision Decision
 	fastEDE  bool

@@ -140,7 +140,7 @@ func (s *Server) serveUDPBatchOn(rc syscall.RawConn, r *udpReplier) bool {
 				s.logAnswered(q, answered, &b.stats)
 			}
 		}
-		b.stats.flush(s.metrics.answers, TransportUDP)
+		b.stats.flush(s.metrics, TransportUDP)
 		b.flush()
 		if pf != nil {
 			b.prefetchDone(pf)
