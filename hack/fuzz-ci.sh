@@ -31,6 +31,7 @@ targets=(
 	"./dataplane FuzzLightMiss"
 	"./dataplane FuzzQuestionName"
 	"./dataplane/authority FuzzPrefetch"
+	"./dataplane/blocklist FuzzMatch"
 )
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT

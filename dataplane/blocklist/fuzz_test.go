@@ -93,8 +93,14 @@ func FuzzMatch(f *testing.F) {
 		f.Fatal(err)
 	}
 	l := NewList(ListSpec{Name: "l"}, []*Source{src})
+	cached, _ := cachedCopy(l)
 	f.Fuzz(func(t *testing.T, name string) {
 		m := l.Match(name)
+		for range 2 { // a miss, then a hit
+			if c := cached.Match(name); c != m {
+				t.Fatalf("%q: verdict table %+v, Match %+v", name, c, m)
+			}
+		}
 		if m2 := l.Match(strings.ToUpper(name) + "."); !strings.HasSuffix(name, ".") && len(name) < maxName &&
 			(m2.Matched != m.Matched || m2.Exception != m.Exception) && strings.ToUpper(name) == asciiUpper(name) {
 			t.Fatalf("case or dot changed the verdict of %q", name)

@@ -13,6 +13,7 @@ type List struct {
 	spec    ListSpec
 	sources []*Source
 	hasRe   bool
+	cache   *matchCache // recent verdicts of a large list (matchcache.go)
 }
 
 // NewList combines compiled sources (nil entries are skipped).
@@ -36,6 +37,10 @@ func (l *List) index() {
 		if len(s.blockRe) > 0 || len(s.exceptRe) > 0 {
 			l.hasRe = true
 		}
+	}
+	l.cache = nil
+	if !l.spec.Disabled && l.SizeBytes() >= cacheMinBytes {
+		l.cache = newMatchCache()
 	}
 }
 
@@ -79,11 +84,15 @@ func (l *List) Status() ListStatus {
 	return st
 }
 
-// SizeBytes estimates the retained heap of the list's tables.
+// SizeBytes estimates the retained heap of the list's tables and its
+// verdict table.
 func (l *List) SizeBytes() int {
 	n := 0
 	for _, s := range l.sources {
 		n += s.SizeBytes()
+	}
+	if l.cache != nil {
+		n += int(unsafe.Sizeof(cacheSet{})) * len(l.cache.sets)
 	}
 	return n
 }
@@ -136,6 +145,21 @@ func (l *List) Match(name string) Match {
 	if len(name) == 0 || len(name) > maxName {
 		return none
 	}
+	if c := l.cache; c != nil {
+		k := cacheKeyString(name)
+		if m, ok := c.get(k); ok {
+			return m
+		}
+		m := l.match(name)
+		c.put(k, m)
+		return m
+	}
+	return l.match(name)
+}
+
+// match is Match without the verdict table, for a name Match checked.
+func (l *List) match(name string) Match {
+	none := Match{Source: -1}
 	block, exc := none, none
 	h := uint64(fnvOffset)
 	for i := len(name) - 1; i >= 0; i-- {

@@ -69,19 +69,50 @@ func (t *Table) PrefetchRecord(h uint64) {
 	}
 }
 
-// PrefetchStages is 2 (Prefetch, then PrefetchRecord) when the table has a
-// list large enough to prefetch, else 0.
+// PrefetchStages is 3 when the table has a list large enough to prefetch
+// (the verdict table's set; the verdict's record, or the filter and slot;
+// the record), else 0.
 func (t *Table) PrefetchStages() int {
 	if len(t.prefetch) == 0 {
 		return 0
 	}
-	return 2
+	return 3
 }
 
-// PrefetchStart is Prefetch, keeping the hash in st.
+// Stage 0 starts loading the name's set in every list's verdict table
+// (blocklist.List.Cached) and keeps the name's cache key in st.K and its
+// hash in st.N.
 func (t *Table) PrefetchStart(qname []byte, _ uint16, st *prefetch.State) {
-	st.N = t.Prefetch(qname)
+	st.N, st.K = 0, 0
+	if len(t.prefetch) == 0 {
+		return
+	}
+	var buf [256]byte
+	name := presentation(&buf, qname)
+	if len(name) == 0 {
+		return
+	}
+	k := blocklist.CacheKey(name)
+	for _, l := range t.prefetch {
+		l.PrefetchCache(k)
+	}
+	st.N, st.K = blocklist.Hash(name), k
 }
 
-// PrefetchStage is PrefetchRecord of st's hash (stage 1).
-func (t *Table) PrefetchStage(_ int, st *prefetch.State) { t.PrefetchRecord(st.N) }
+// PrefetchStage runs stage 1 (a list with its verdict cached loads the
+// verdict's rule record, the others the filter and first slot, as
+// Prefetch) and stage 2 (PrefetchRecord in the lists without a cached
+// verdict).
+func (t *Table) PrefetchStage(stage int, st *prefetch.State) {
+	if st.N == 0 {
+		return
+	}
+	for _, l := range t.prefetch {
+		switch {
+		case stage == 1 && !l.PrefetchVerdict(st.K):
+			l.Prefetch(st.N)
+		case stage == 2 && !l.Cached(st.K):
+			l.PrefetchRecord(st.N)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/svcdns/svc/api/v1alpha1"
 	"github.com/svcdns/svc/dataplane"
 	"github.com/svcdns/svc/dataplane/blocklist"
+	"github.com/svcdns/svc/dataplane/prefetch"
 )
 
 // bigRules is a domains list of n names, large enough to be prefetched
@@ -63,6 +65,29 @@ func TestPrefetchTheLargeListsAnyPolicyProbes(t *testing.T) {
 		if a := testing.AllocsPerRun(100, func() { tab.PrefetchRecord(tab.Prefetch(q)) }); a != 0 {
 			t.Errorf("prefetching %s allocates %v", n, a)
 		}
+		// The UDP loop's stages, before Decide filled the lists' verdict
+		// tables and after (Decide above did: stage 1 then finds the
+		// verdict and loads its record).
+		var st prefetch.State
+		stages := func() {
+			tab.PrefetchStart(q, dns.TypeA, &st)
+			for i := 1; i < tab.PrefetchStages(); i++ {
+				tab.PrefetchStage(i, &st)
+			}
+		}
+		stages()
+		if st.N != blocklist.Hash([]byte(n)) || st.K != blocklist.CacheKey([]byte(strings.ToLower(n))) {
+			t.Errorf("%s: stage state %x %x", n, st.N, st.K)
+		}
+		if a := testing.AllocsPerRun(100, stages); a != 0 {
+			t.Errorf("the prefetch stages of %s allocate %v", n, a)
+		}
+		if after := tab.Decide(q, dns.TypeA, dataplane.ClientInfo{}); fmt.Sprint(after) != fmt.Sprint(before) {
+			t.Errorf("%s: Decide %+v after the stages, %+v before", n, after, before)
+		}
+	}
+	if tab.PrefetchStages() != 3 {
+		t.Errorf("%d prefetch stages, want 3", tab.PrefetchStages())
 	}
 	tab.PrefetchRecord(tab.Prefetch(nil))
 	tab.PrefetchRecord(tab.Prefetch([]byte{0xff, 'x'}))

@@ -16,8 +16,8 @@ import "unsafe"
 // of one prefetcher define what it holds; P keeps what it points to alive,
 // so a caller clears a State it no longer uses.
 type State struct {
-	P unsafe.Pointer
-	N uint64
+	P    unsafe.Pointer
+	N, K uint64
 }
 
 // MaxStages bounds the stages of a prefetcher: a query's first loads are
