@@ -111,7 +111,7 @@ type statsBatch struct {
 	counts  [numAnswerCells]uint32
 	buckets [numBuckets]uint32
 	nanos   uint64
-	hits    uint32 // fresh cache hits (service_dns_cache_hits_total)
+	hits    uint32     // fresh cache hits (service_dns_cache_hits_total)
 	touched [64]uint16 // cells counted since the last flush
 	nt      int
 	all     bool // more cells than touched holds: flush scans them all
