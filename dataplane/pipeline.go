@@ -391,6 +391,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 	d := &q.decision
 	b.DecideInto(q.Lower, q.Type, q.ClientInfo, d)
 	q.List, q.Rule, q.RulePre, q.RulePost, q.Policy, q.NoLog = d.List, d.Rule, d.RulePre, d.RulePost, d.Policy, d.NoLog
+	q.ruleIsName = d.RuleIsName
 	if d.UpstreamGroup != "" && q.forwardGroup == "" {
 		q.forwardGroup = d.UpstreamGroup
 	}
@@ -425,7 +426,7 @@ func stageBlocking(s *Server, q *Query) stageResult {
 			if code == 0 {
 				code = dns.ExtendedErrorCodeBlocked
 			}
-			q.ede = &dns.EDNS0_EDE{InfoCode: code, ExtraText: d.ExtraText()}
+			q.ede = &dns.EDNS0_EDE{InfoCode: code, ExtraText: d.withRuleText(q.Lower).ExtraText()}
 		}
 		return stageDone
 	}
@@ -544,7 +545,7 @@ func (q *Query) fastBlock(d *Decision) {
 	}
 	if q.EDNS.Present {
 		q.fastEDE, q.edeCode, q.edeText = true, d.EDECode, d.EDEText
-		q.edeRule = d.EDERule && d.Rule != ""
+		q.edeRule = d.EDERule && (d.Rule != "" || d.RuleIsName)
 		if q.edeCode == 0 {
 			q.edeCode = dns.ExtendedErrorCodeBlocked
 		}

@@ -119,8 +119,49 @@ func TestUDPBatchPrefetchesAndAnswersAlike(t *testing.T) {
 		}
 	}
 	watched.mu.Lock()
-	defer watched.mu.Unlock()
 	for _, n := range dataplane.NotPrefetched(burst, watched.names) {
 		t.Errorf("%s was not prefetched", n)
+	}
+	watched.mu.Unlock()
+
+	// The same names again with EDNS: the list's verdicts are now cached
+	// (the prefetch loads no record for a rule that is the name asked),
+	// and each block's EDE names the rule, the name asked in lower case,
+	// which the data plane took from the question.
+	var again [][]byte
+	edeWant := map[uint16]string{}
+	for i := 0; i < 48; i += 2 {
+		name := fmt.Sprintf("p%d.ads%d.blk.", i*1000, (i*1000)%97)
+		m := new(dns.Msg)
+		m.SetQuestion(strings.ToUpper(name), dns.TypeA)
+		m.SetEdns0(1232, false)
+		m.Id = uint16(2000 + i)
+		b, err := m.Pack()
+		if err != nil {
+			t.Fatal(err)
+		}
+		edeWant[m.Id] = "policy (global) list default/big rule " + strings.TrimSuffix(name, ".")
+		again = append(again, b)
+	}
+	ids = map[uint16]bool{}
+	for id := range edeWant {
+		ids[id] = true
+	}
+	for id, m := range dataplane.SendBurst(t, srv.UDPAddrs()[0], again, ids) {
+		var text string
+		if opt := m.IsEdns0(); opt != nil {
+			for _, o := range opt.Option {
+				if e, ok := o.(*dns.EDNS0_EDE); ok {
+					text = e.ExtraText
+				}
+			}
+		}
+		if m.Rcode != dns.RcodeNameError || text != edeWant[id] {
+			t.Errorf("%d: %s, EDE %q, want NXDOMAIN with %q", id, dns.RcodeToString[m.Rcode], text, edeWant[id])
+		}
+	}
+	ex, err := srv.Explain(context.Background(), dataplane.QueryRequest{Name: "P2000.ADS60.BLK."})
+	if err != nil || ex.Rule != "p2000.ads60.blk" || ex.List != "default/big" {
+		t.Errorf("explain: %+v, %v; want rule p2000.ads60.blk of default/big", ex, err)
 	}
 }

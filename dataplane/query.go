@@ -251,6 +251,9 @@ type Query struct {
 	// freshHit: a fresh cache hit that the UDP batch counts with its
 	// answers (statsBatch) instead of at once.
 	freshHit bool
+	// ruleIsName: the rule's name is the question's (Decision.RuleIsName);
+	// Rule is empty.
+	ruleIsName bool
 	// decision is the blocking stage's (Blocker.DecideInto writes it).
 	decision Decision
 	fastEDE  bool
@@ -350,10 +353,12 @@ type QueryRecord struct {
 	// RulePre and RulePost wrap Rule as in Decision: RuleText joins them
 	// (off the DNS path).
 	RulePre, RulePost string
-	// RuleIsName: RuleText is the question's name as the query log writes
-	// it (an exact-domain list entry). Compared when the rule's bytes were
-	// just read by the match; the logger reading them again, from a list of
-	// a million names, cost it a cache miss per blocked row.
+	// RuleIsName: the rule's name is the question's name as the query log
+	// writes it (an exact-domain list entry), between RulePre and RulePost;
+	// Rule is that name or empty (Decision.RuleIsName). Compared when the
+	// rule's bytes were just read by the match; the logger reading them
+	// again, from a list of a million names, cost it a cache miss per
+	// blocked row.
 	RuleIsName bool
 	Policy     string
 	Upstream   string
@@ -364,10 +369,30 @@ type QueryRecord struct {
 }
 
 // RuleText is the rule's text (Decision.RuleText).
-func (r *QueryRecord) RuleText() string { return joinRule(r.RulePre, r.Rule, r.RulePost) }
+func (r *QueryRecord) RuleText() string {
+	if r.RuleIsName && r.Rule == "" {
+		return joinRule(r.RulePre, ruleName(r.name[:r.nameLen]), r.RulePost)
+	}
+	return joinRule(r.RulePre, r.Rule, r.RulePost)
+}
+
+// ruleName is a wire name in presentation form without its trailing dot,
+// as a list stores a rule's name (Decision.RuleIsName). It allocates.
+func ruleName(name []byte) string {
+	b := wire.AppendPresentation(make([]byte, 0, len(name)), name)
+	if len(b) > 1 && b[len(b)-1] == '.' {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
 
 // RuleText is the rule's text (Decision.RuleText).
-func (q *Query) RuleText() string { return joinRule(q.RulePre, q.Rule, q.RulePost) }
+func (q *Query) RuleText() string {
+	if q.ruleIsName {
+		return joinRule(q.RulePre, ruleName(q.Lower), q.RulePost)
+	}
+	return joinRule(q.RulePre, q.Rule, q.RulePost)
+}
 
 // Name returns the question name in presentation form, lower-cased.
 func (r *QueryRecord) Name() string {
@@ -410,7 +435,7 @@ func (q *Query) FillRecord(rec *QueryRecord) {
 	rec.List, rec.Rule, rec.RulePre, rec.RulePost = q.List, q.Rule, q.RulePre, q.RulePost
 	rec.Policy, rec.Upstream, rec.Zone, rec.Duration = q.Policy, q.Upstream, q.Zone, q.Duration
 	rec.nameLen = uint8(copy(rec.name[:], q.Lower))
-	rec.RuleIsName = q.Rule != "" && q.RulePre == "" && q.RulePost == "" && wire.IsPresentation(q.Lower, q.Rule)
+	rec.RuleIsName = q.ruleIsName || q.Rule != "" && q.RulePre == "" && q.RulePost == "" && wire.IsPresentation(q.Lower, q.Rule)
 }
 
 // loggingSwitch is implemented by query loggers that can be switched off

@@ -75,9 +75,15 @@ type Decision struct {
 	// constants, so a block by such a rule allocates nothing; RuleText
 	// joins the three.
 	RulePre, RulePost string
-	Policy            string
-	UpstreamGroup     string // policy's upstream group, empty for the default
-	NoLog             bool   // policy excludes these clients from the query log
+	// RuleIsName: the rule's name is the question's name (presentation,
+	// lower case, no trailing dot) and Rule is empty: the Blocker did not
+	// read it from the list (for a list of a million names, a cache miss
+	// per block). Whoever writes the rule's text takes the name from the
+	// question (Query.RuleText, the EDE, the query log).
+	RuleIsName    bool
+	Policy        string
+	UpstreamGroup string // policy's upstream group, empty for the default
+	NoLog         bool   // policy excludes these clients from the query log
 	// EDECode and EDEText are the Extended DNS Error (RFC 8914) a block
 	// answer carries when the client sent EDNS: 15 Blocked for a list rule,
 	// 17 Filtered for a policy's own decision. EDECode 0 on a block means 15.
@@ -100,6 +106,15 @@ func (d Decision) ExtraText() string {
 		return d.EDEText
 	}
 	return d.EDEText + ruleSep + d.RuleText()
+}
+
+// withRuleText is d with its rule's text in Rule: the question's name
+// (presentation, no trailing dot) when RuleIsName. It allocates then.
+func (d Decision) withRuleText(qname []byte) Decision {
+	if d.RuleIsName {
+		d.Rule, d.RuleIsName = ruleName(qname), false
+	}
+	return d
 }
 
 // RuleText is the rule's text: RulePre, Rule and RulePost joined. It

@@ -157,7 +157,16 @@ func TestMatchEqualsLegacy(t *testing.T) {
 			if r.IntN(4) == 0 {
 				name += "."
 			}
-			if got, want := l.Match(name), l.legacyMatch(name); got != want {
+			got, want := l.Match(name), l.legacyMatch(name)
+			// Whole: the rule's name is the name asked (lower case, no
+			// trailing dot), which the legacy matcher did not report.
+			_, ruleName, _ := l.RuleParts(got)
+			asked := strings.ToLower(strings.TrimSuffix(name, "."))
+			if _, _, ok := l.NameRule(got); got.Whole != (got.Source >= 0 && ruleName == asked) || ok != got.Whole {
+				t.Fatalf("sources %v, %q: Whole %v for rule name %q", perm, name, got.Whole, ruleName)
+			}
+			got.Whole = false
+			if got != want {
 				t.Fatalf("sources %v, %q: got %+v, want %+v", perm, name, got, want)
 			}
 		}

@@ -124,6 +124,10 @@ type Match struct {
 	// Rule is the deciding rule: the block rule when Matched, the exception
 	// when Exception.
 	Rule RuleID
+	// Whole: the rule's name (RuleParts' name) is the name asked, lower
+	// case, without the trailing dot; a caller that has that name need not
+	// read the rule's record for it (NameRule).
+	Whole bool
 }
 
 // Match reports whether name is on the list. name is a query name in
@@ -220,10 +224,10 @@ func (l *List) probe(suffix string, h uint64, self bool, block, exc *Match) {
 		// Suffixes are probed shortest first, so for one source the first
 		// hit wins; a lower source index beats a later hit of a higher one.
 		if b != 0 && (!block.Matched || si < block.Source) {
-			*block = Match{Matched: true, Source: si, Rule: RuleID{kind: lowestBit(b), plain: f&flagPlain != 0, off: off}}
+			*block = Match{Matched: true, Source: si, Rule: RuleID{kind: lowestBit(b), plain: f&flagPlain != 0, off: off}, Whole: self}
 		}
 		if e != 0 && (!exc.Exception || si < exc.Source) {
-			*exc = Match{Exception: true, Source: si, Rule: RuleID{kind: lowestBit(e), off: off}}
+			*exc = Match{Exception: true, Source: si, Rule: RuleID{kind: lowestBit(e), off: off}, Whole: self}
 		}
 	}
 }
@@ -286,6 +290,21 @@ func (l *List) RuleParts(m Match) (pre, name, post string) {
 	name = s.tab.nameAt(m.Rule.off)
 	pre, post = ruleAffixes(m.Rule.kind, m.Rule.plain)
 	return pre, name, post
+}
+
+// NameRule reports whether m's rule is a name of a table whose text is
+// the name asked (m.Whole), and returns the constant text around it as
+// RuleParts does: RuleParts without reading the rule's record.
+func (l *List) NameRule(m Match) (pre, post string, ok bool) {
+	if !m.Whole || m.Source < 0 || m.Source >= len(l.sources) {
+		return "", "", false
+	}
+	switch m.Rule.kind {
+	case 0, kindBlockRe, kindExceptRe:
+		return "", "", false
+	}
+	pre, post = ruleAffixes(m.Rule.kind, m.Rule.plain)
+	return pre, post, true
 }
 
 // String is for logs.

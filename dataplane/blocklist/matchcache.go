@@ -70,6 +70,7 @@ const (
 	cvMatched   = 1 << 62
 	cvException = 1 << 61
 	cvPlain     = 1 << 60
+	cvWhole     = 1 << 59
 )
 
 func packMatch(m Match) (uint64, bool) {
@@ -87,6 +88,9 @@ func packMatch(m Match) (uint64, bool) {
 	if m.Rule.plain {
 		v |= cvPlain
 	}
+	if m.Whole {
+		v |= cvWhole
+	}
 	return v, true
 }
 
@@ -96,6 +100,7 @@ func unpackMatch(v uint64) Match {
 		Exception: v&cvException != 0,
 		Source:    int(v>>32&0xffff) - 1,
 		Rule:      RuleID{kind: uint8(v >> 48), plain: v&cvPlain != 0, off: uint32(v)},
+		Whole:     v&cvWhole != 0,
 	}
 }
 
@@ -160,14 +165,18 @@ func (l *List) PrefetchCache(key uint64) {
 // PrefetchVerdict reports whether the list has its verdict on the name
 // whose CacheKey is key and, when that verdict names a rule stored in a
 // table, starts loading the rule's record, which the caller reads for the
-// rule's text (RuleParts).
-func (l *List) PrefetchVerdict(key uint64) bool {
+// rule's text (RuleParts), unless the rule is the name itself and the
+// caller says it takes the text from the name (nameRule; see NameRule).
+func (l *List) PrefetchVerdict(key uint64, nameRule bool) bool {
 	if l == nil || l.cache == nil {
 		return false
 	}
 	m, ok := l.cache.get(key)
 	if !ok {
 		return false
+	}
+	if nameRule && m.Whole {
+		return true
 	}
 	if k := m.Rule.kind; k != 0 && k&(kindBlockRe|kindExceptRe) == 0 && m.Source >= 0 && m.Source < len(l.sources) {
 		if t := l.sources[m.Source].tab; t != nil {

@@ -14,7 +14,9 @@ import (
 
 // The data plane keeps its decision in the query and has DecideInto write
 // it: whatever the Decision held before (an earlier query's, in a reused
-// buffer), the result is Decide's.
+// buffer), the result is Decide's, but for a rule that is the name asked,
+// whose text DecideInto leaves to the caller to take from the name
+// (RuleIsName) where Decide writes it in Rule.
 func TestDecideIntoIsDecide(t *testing.T) {
 	now := time.Now()
 	tab := build(t, Input{
@@ -32,6 +34,12 @@ func TestDecideIntoIsDecide(t *testing.T) {
 		want := tab.Decide(q, dns.TypeA, dataplane.ClientInfo{})
 		got := stale
 		tab.DecideInto(q, dns.TypeA, dataplane.ClientInfo{}, &got)
+		if n == "ads.example" != got.RuleIsName || got.RuleIsName && got.Rule != "" {
+			t.Errorf("%s: RuleIsName %v, Rule %q", n, got.RuleIsName, got.Rule)
+		}
+		if got.RuleIsName {
+			got.Rule, got.RuleIsName = n, false
+		}
 		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
 			t.Errorf("%s: DecideInto over an old decision gave\n%+v\nDecide gives\n%+v", n, got, want)
 		}

@@ -526,8 +526,15 @@ func (p *compiled) applies(groups []string) bool {
 // line (its EDE text is the list's, joined with the rule only when an answer
 // carries it); an adblock rule's text and a blocked service's EDE text are
 // still built per block.
+//
+// Decide gives the rule's text in Rule; DecideInto may leave it to the
+// caller to take from the name (Decision.RuleIsName).
 func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) (d dataplane.Decision) {
 	t.DecideInto(qname, qtype, client, &d)
+	if d.RuleIsName {
+		var buf [256]byte
+		d.Rule, d.RuleIsName = string(presentation(&buf, qname)), false
+	}
 	return d
 }
 
@@ -566,7 +573,14 @@ func (t *Table) DecideInto(qname []byte, qtype uint16, client dataplane.ClientIn
 		for i := range p.block {
 			if m, l := p.block[i].match(name, client.Groups); m.Matched {
 				d.Verdict, d.List = dataplane.VerdictBlock, p.block[i].name
-				d.RulePre, d.Rule, d.RulePost = l.RuleParts(m)
+				if pre, post, ok := l.NameRule(m); ok && plainName(qname) {
+					// The rule's name is the query's: the caller takes it
+					// from there, and the rule's record, a cache miss in a
+					// large list, is not read.
+					d.RulePre, d.RulePost, d.RuleIsName = pre, post, true
+				} else {
+					d.RulePre, d.Rule, d.RulePost = l.RuleParts(m)
+				}
 				t.answer(d, p, &p.block[i])
 				d.EDEText, d.EDERule = p.block[i].ede, true
 				return
@@ -656,6 +670,27 @@ func (p *compiled) rewriteDecision(d dataplane.Decision, rw *rewrite, qname []by
 
 // presentation writes a wire-format name as dotted text without the
 // trailing dot into buf.
+// plainName reports whether the wire name's presentation form needs no
+// escapes and no lower-casing (a-z, 0-9, '-', '_'), so that it is the
+// rule's name as the list stores it, and the same whether
+// written raw (presentation) or escaped (wire.AppendPresentation, as the
+// query log writes names).
+func plainName(wire []byte) bool {
+	for off := 0; off < len(wire) && wire[off] != 0; {
+		l := int(wire[off])
+		if off+1+l > len(wire) {
+			return false
+		}
+		for _, c := range wire[off+1 : off+1+l] {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+		off += l + 1
+	}
+	return true
+}
+
 func presentation(buf *[256]byte, wire []byte) []byte {
 	n := 0
 	for off := 0; off < len(wire); {

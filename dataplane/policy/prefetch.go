@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"unsafe"
+
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/prefetch"
 )
@@ -83,7 +85,7 @@ func (t *Table) PrefetchStages() int {
 // (blocklist.List.Cached) and keeps the name's cache key in st.K and its
 // hash in st.N.
 func (t *Table) PrefetchStart(qname []byte, _ uint16, st *prefetch.State) {
-	st.N, st.K = 0, 0
+	st.N, st.K, st.P = 0, 0, nil
 	if len(t.prefetch) == 0 {
 		return
 	}
@@ -97,7 +99,15 @@ func (t *Table) PrefetchStart(qname []byte, _ uint16, st *prefetch.State) {
 		l.PrefetchCache(k)
 	}
 	st.N, st.K = blocklist.Hash(name), k
+	if plainName(qname) {
+		st.P = unsafe.Pointer(&plainMark)
+	}
 }
+
+// plainMark in a State's P says that the query's name is plainName: a
+// block by a rule that is the name itself takes the rule's text from the
+// name (DecideInto), so its record is not loaded.
+var plainMark byte
 
 // PrefetchStage runs stage 1 (a list with its verdict cached loads the
 // verdict's rule record, the others the filter and first slot, as
@@ -109,7 +119,7 @@ func (t *Table) PrefetchStage(stage int, st *prefetch.State) {
 	}
 	for _, l := range t.prefetch {
 		switch {
-		case stage == 1 && !l.PrefetchVerdict(st.K):
+		case stage == 1 && !l.PrefetchVerdict(st.K, st.P == unsafe.Pointer(&plainMark)):
 			l.Prefetch(st.N)
 		case stage == 2 && !l.Cached(st.K):
 			l.PrefetchRecord(st.N)

@@ -349,9 +349,12 @@ func (c *converter) convertInto(rec *dataplane.QueryRecord, r *querylog.Row) {
 	if len(rec.Groups) > 0 {
 		r.Group = rec.Groups[0]
 	}
-	if rec.RuleIsName {
+	switch {
+	case rec.RuleIsName && rec.RulePre == "" && rec.RulePost == "":
 		r.Rule = r.Domain // the same string: the block encoder compares pointers first
-	} else {
+	case rec.RuleIsName:
+		r.Rule = rec.RulePre + r.Domain + rec.RulePost
+	default:
 		r.Rule = rec.RuleText()
 	}
 }

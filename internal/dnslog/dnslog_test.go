@@ -237,6 +237,14 @@ func (b ruleBlocker) DecideInto(qname []byte, qtype uint16, client dataplane.Cli
 	}
 	if rule, ok := b[name]; ok {
 		*d = dataplane.Decision{Verdict: dataplane.VerdictBlock, List: "ads", Rule: rule}
+		// "||^" and "": a rule that is the name itself, left to the
+		// caller (Decision.RuleIsName), with and without adblock's text
+		if rule == "||^" || rule == "" {
+			d.Rule, d.RuleIsName = "", true
+			if rule != "" {
+				d.RulePre, d.RulePost = "||", "^"
+			}
+		}
 	}
 }
 
@@ -245,12 +253,15 @@ func (b ruleBlocker) DecideInto(qname []byte, qtype uint16, client dataplane.Cli
 // row's own domain string, which the block encoder stores as "the same
 // as the domain" without reading the rule's bytes.
 func TestBlockedRowRule(t *testing.T) {
-	bl := ruleBlocker{"ads.example.com.": "ads.example.com", "x.example.org.": "example.org", "ads.example.net.": "ads.example.net."}
-	rows := logRows(t, dataplane.SnapshotInput{Blocker: bl, BlockingEnabled: true}, "ADS.example.com.", "x.example.org.", "ads.example.net.")
+	bl := ruleBlocker{"ads.example.com.": "ads.example.com", "x.example.org.": "example.org", "ads.example.net.": "ads.example.net.",
+		"name.example.": "", "adblock.example.": "||^"}
+	rows := logRows(t, dataplane.SnapshotInput{Blocker: bl, BlockingEnabled: true}, "ADS.example.com.", "x.example.org.", "ads.example.net.",
+		"Name.Example.", "adblock.example.")
 	for i, want := range []struct {
 		domain, rule string
 		same         bool
-	}{{"ads.example.com", "ads.example.com", true}, {"x.example.org", "example.org", false}, {"ads.example.net", "ads.example.net.", false}} {
+	}{{"ads.example.com", "ads.example.com", true}, {"x.example.org", "example.org", false}, {"ads.example.net", "ads.example.net.", false},
+		{"name.example", "name.example", true}, {"adblock.example", "||adblock.example^", false}} {
 		r := rows[i]
 		if r.Status != "blocked" || r.Domain != want.domain || r.Rule != want.rule {
 			t.Fatalf("row %d: status %q domain %q rule %q, want blocked %q %q", i, r.Status, r.Domain, r.Rule, want.domain, want.rule)

@@ -355,6 +355,10 @@ func TestBlockEDE(t *testing.T) {
 		text   string
 	}{
 		{r.lanUDP, "www.ads.example.", dns.ExtendedErrorCodeBlocked, "policy default/lan list default/ads rule ||ads.example^"},
+		// the rule's name is the name asked: its text comes from the
+		// question (Decision.RuleIsName), in lower case
+		{r.lanUDP, "ads.example.", dns.ExtendedErrorCodeBlocked, "policy default/lan list default/ads rule ||ads.example^"},
+		{r.lanUDP, "ADS.Example.", dns.ExtendedErrorCodeBlocked, "policy default/lan list default/ads rule ||ads.example^"},
 		{r.lanUDP, "www.tiktok.com.", dns.ExtendedErrorCodeFiltered, "policy default/lan list service:tiktok rule ||tiktok.com^"},
 		{r.otherUDP, "x.malware.example.", dns.ExtendedErrorCodeBlocked, "policy (global) list default/malware rule ||malware.example^"},
 	}
@@ -470,6 +474,13 @@ func TestLogAllowVsBlock(t *testing.T) {
 	if rec.Status != dataplane.StatusBlocked || rec.Reason != dataplane.ReasonBlockList || rec.List != "default/ads" ||
 		rec.RuleText() != "||ads.example^" || rec.Policy != "default/lan" || rec.Upstream != "" {
 		t.Fatalf("blocked record: %+v", rec)
+	}
+	for i, n := range []string{"ads.example.", "ADS.Example."} {
+		r.exchange(t, r.lanUDP, query(n, dns.TypeA, false))
+		rec = r.log.last(t, "ads.example.", i+1)
+		if rec.Status != dataplane.StatusBlocked || rec.List != "default/ads" || rec.RuleText() != "||ads.example^" {
+			t.Fatalf("blocked record of %s, the rule its name: %+v, rule %q", n, rec, rec.RuleText())
+		}
 	}
 	// passing through a policy with no match: answered, no list
 	r.exchange(t, r.lanUDP, query("plain.example.", dns.TypeA, false))
