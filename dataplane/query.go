@@ -376,13 +376,12 @@ func (r *QueryRecord) RuleText() string {
 	return joinRule(r.RulePre, r.Rule, r.RulePost)
 }
 
-// ruleName is a wire name in presentation form without its trailing dot,
-// as a list stores a rule's name (Decision.RuleIsName). It allocates.
+// ruleName is the name of a rule that is the question's
+// (Decision.RuleIsName, set for wire.Dotted's plain names only). It
+// allocates.
 func ruleName(name []byte) string {
-	b := wire.AppendPresentation(make([]byte, 0, len(name)), name)
-	if len(b) > 1 && b[len(b)-1] == '.' {
-		b = b[:len(b)-1]
-	}
+	var buf [256]byte
+	b, _ := wire.Dotted(&buf, name)
 	return string(b)
 }
 

@@ -155,7 +155,8 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 			if q.edeRule {
 				pre, rule, post = q.RulePre, q.Rule, q.RulePost
 				if q.ruleIsName {
-					rule = presentationNoDot(&name, q.Lower)
+					b, _ := wire.Dotted(&name, q.Lower)
+					rule = unsafe.String(unsafe.SliceData(b), len(b)) // lives as long as name
 				}
 			}
 			out = appendEDE(out, opt, q.edeCode, q.edeText, pre, rule, post)
@@ -167,28 +168,6 @@ func (s *Server) encodeFast(q *Query, out []byte, truncated bool) []byte {
 	}
 	wire.PutHeader(out, h)
 	return out
-}
-
-// presentationNoDot writes the wire name into buf in presentation form
-// without escapes or the trailing dot, and returns it as a string that
-// lives as long as buf: the name of a rule that is the question's
-// (Decision.RuleIsName, which a Blocker sets only for a name that needs no
-// escapes).
-func presentationNoDot(buf *[256]byte, name []byte) string {
-	n := 0
-	for off := 0; off < len(name) && name[off] != 0; {
-		l := int(name[off])
-		if off+1+l > len(name) || n+l+1 > len(buf) {
-			break
-		}
-		if n > 0 {
-			buf[n] = '.'
-			n++
-		}
-		n += copy(buf[n:], name[off+1:off+1+l])
-		off += l + 1
-	}
-	return unsafe.String(&buf[0], n)
 }
 
 // blockRRLen is the longest record of a fast block answer: an AAAA whose

@@ -20,6 +20,7 @@ import (
 	"github.com/svcdns/svc/dataplane/blocklist"
 	"github.com/svcdns/svc/dataplane/catalogue"
 	"github.com/svcdns/svc/dataplane/safesearch"
+	"github.com/svcdns/svc/dataplane/wire"
 )
 
 // Settings are the blocking.* and blockPage.* settings a table needs.
@@ -533,7 +534,8 @@ func (t *Table) Decide(qname []byte, qtype uint16, client dataplane.ClientInfo) 
 	t.DecideInto(qname, qtype, client, &d)
 	if d.RuleIsName {
 		var buf [256]byte
-		d.Rule, d.RuleIsName = string(presentation(&buf, qname)), false
+		name, _ := wire.Dotted(&buf, qname)
+		d.Rule, d.RuleIsName = string(name), false
 	}
 	return d
 }
@@ -552,7 +554,7 @@ func (t *Table) DecideInto(qname []byte, qtype uint16, client dataplane.ClientIn
 	}
 	buf := t.bufs.Get().(*[256]byte)
 	defer t.bufs.Put(buf)
-	name := presentation(buf, qname)
+	name, plain := wire.Dotted(buf, qname)
 	allowedBy := -1
 	for i := range p.allow {
 		if m, _ := p.allow[i].match(name, client.Groups); m.Matched {
@@ -573,7 +575,7 @@ func (t *Table) DecideInto(qname []byte, qtype uint16, client dataplane.ClientIn
 		for i := range p.block {
 			if m, l := p.block[i].match(name, client.Groups); m.Matched {
 				d.Verdict, d.List = dataplane.VerdictBlock, p.block[i].name
-				if pre, post, ok := l.NameRule(m); ok && plainName(qname) {
+				if pre, post, ok := l.NameRule(m); ok && plain {
 					// The rule's name is the query's: the caller takes it
 					// from there, and the rule's record, a cache miss in a
 					// large list, is not read.
@@ -659,51 +661,12 @@ func (p *compiled) rewriteDecision(d dataplane.Decision, rw *rewrite, qname []by
 		d.Answer = rw.answers
 		return d
 	}
-	owner := dns.Fqdn(string(presentation(new([256]byte), qname)))
+	dotted, _ := wire.Dotted(new([256]byte), qname)
+	owner := dns.Fqdn(string(dotted))
 	for _, a := range rw.answers {
 		c := dns.Copy(a)
 		c.Header().Name = owner
 		d.Answer = append(d.Answer, c)
 	}
 	return d
-}
-
-// presentation writes a wire-format name as dotted text without the
-// trailing dot into buf.
-// plainName reports whether the wire name's presentation form needs no
-// escapes and no lower-casing (a-z, 0-9, '-', '_'), so that it is the
-// rule's name as the list stores it, and the same whether
-// written raw (presentation) or escaped (wire.AppendPresentation, as the
-// query log writes names).
-func plainName(wire []byte) bool {
-	for off := 0; off < len(wire) && wire[off] != 0; {
-		l := int(wire[off])
-		if off+1+l > len(wire) {
-			return false
-		}
-		for _, c := range wire[off+1 : off+1+l] {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-				return false
-			}
-		}
-		off += l + 1
-	}
-	return true
-}
-
-func presentation(buf *[256]byte, wire []byte) []byte {
-	n := 0
-	for off := 0; off < len(wire); {
-		l := int(wire[off])
-		if l == 0 || off+1+l > len(wire) || n+l+1 > len(buf) {
-			break
-		}
-		if n > 0 {
-			buf[n] = '.'
-			n++
-		}
-		n += copy(buf[n:], wire[off+1:off+1+l])
-		off += l + 1
-	}
-	return buf[:n]
 }

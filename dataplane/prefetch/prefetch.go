@@ -18,6 +18,7 @@ import "unsafe"
 type State struct {
 	P    unsafe.Pointer
 	N, K uint64
+	Flag bool
 }
 
 // MaxStages bounds the stages of a prefetcher: a query's first loads are

@@ -373,6 +373,39 @@ func AppendPresentation(dst, name []byte) []byte {
 	return dst
 }
 
+// Dotted writes a well-formed wire name's labels into buf joined by dots,
+// without escapes or the final dot ("www.example.com"), as block lists
+// match names, stopping before a label that does not fit. plain reports
+// that the whole name was written, no byte needed an escape and none is
+// upper case: the text is then
+// also AppendPresentation's without its final dot, lower-cased, which is
+// how a list stores a rule's name and the query log a domain.
+func Dotted(buf *[256]byte, name []byte) (dotted []byte, plain bool) {
+	n, plain := 0, true
+	for off := 0; off < len(name); {
+		l := int(name[off])
+		if l == 0 {
+			break
+		}
+		if off+1+l > len(name) || n+l+1 > len(buf) {
+			plain = false // cut short: not the whole name
+			break
+		}
+		if n > 0 {
+			buf[n] = '.'
+			n++
+		}
+		for _, c := range name[off+1 : off+1+l] {
+			if presentationEscape[c] != 0 || c >= 'A' && c <= 'Z' {
+				plain = false
+			}
+		}
+		n += copy(buf[n:], name[off+1:off+1+l])
+		off += l + 1
+	}
+	return buf[:n], plain
+}
+
 // How AppendPresentation writes a byte of a label: as itself (0), after a
 // backslash (escapeChar) or as a backslash and three decimal digits
 // (escapeDecimal).

@@ -201,7 +201,38 @@ func FuzzAppendPresentation(f *testing.F) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("AppendPresentation(%q) = %q, want %q", name, got, want)
 		}
+		// A plain Dotted name is the presentation, lower-cased, without
+		// its final dot (how lists store rules and the log writes domains).
+		var buf [256]byte
+		if d, plain := Dotted(&buf, name); plain && len(d) > 0 {
+			if p := AppendPresentation(nil, name); string(d)+"." != strings.ToLower(string(p)) {
+				t.Fatalf("Dotted(%q) = %q plain, presentation %q", name, d, p)
+			}
+		}
 	})
+}
+
+func TestDotted(t *testing.T) {
+	for _, c := range []struct {
+		name, dotted string
+		plain        bool
+	}{
+		{"\x03www\x07example\x03com\x00", "www.example.com", true},
+		{"\x03a_b\x01-\x00", "a_b.-", true},
+		{"\x03WWW\x03com\x00", "WWW.com", false}, // upper case
+		{"\x03a.b\x03com\x00", "a.b.com", false}, // a dot in a label
+		{"\x03a b\x03com\x00", "a b.com", false}, // needs an escape
+		{"\x03www\x07exa", "www", false},         // cut short
+		{"\x00", "", true},                       // the root
+		{strings.Repeat("\x3f"+strings.Repeat("a", 63), 5) + "\x00", strings.TrimSuffix(strings.Repeat(strings.Repeat("a", 63)+".", 4), "."), false}, // past 256 bytes
+	} {
+		name := []byte(c.name)
+		var buf [256]byte
+		d, plain := Dotted(&buf, name)
+		if string(d) != c.dotted || plain != c.plain {
+			t.Errorf("Dotted(%q) = %q %v, want %q %v", name, d, plain, c.dotted, c.plain)
+		}
+	}
 }
 
 func TestAppendPresentationEveryByte(t *testing.T) {
