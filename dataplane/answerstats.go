@@ -56,10 +56,11 @@ func newAnswerStats() *answerStats {
 	}
 }
 
-// answerCell is q's index in answerStats.counts, the bucket of its
-// duration and the duration in nanoseconds.
-func answerCell(q *Query) (cell, bucket int, nanos uint64) {
-	t := q.Transport
+// answerCell is q's transport (UDP when unknown), its index in
+// answerStats.counts, the bucket of its duration and the duration in
+// nanoseconds.
+func answerCell(q *Query) (t Transport, cell, bucket int, nanos uint64) {
+	t = q.Transport
 	if t >= numTransports {
 		t = TransportUDP
 	}
@@ -72,7 +73,7 @@ func answerCell(q *Query) (cell, bucket int, nanos uint64) {
 	for bucket < len(latencyBounds) && d > latencyBounds[bucket] {
 		bucket++
 	}
-	return cell, bucket, uint64(d)
+	return t, cell, bucket, uint64(d)
 }
 
 func (a *answerStats) Describe(ch chan<- *prometheus.Desc) {
@@ -115,11 +116,10 @@ type statsBatch struct {
 	touched [64]uint16 // cells counted since the last flush
 	nt      int
 	all     bool // more cells than touched holds: flush scans them all
-	dirty   bool
 }
 
 func (b *statsBatch) add(q *Query) {
-	c, bk, ns := answerCell(q)
+	_, c, bk, ns := answerCell(q)
 	if b.counts[c] == 0 {
 		if b.nt < len(b.touched) {
 			b.touched[b.nt] = uint16(c)
@@ -134,14 +134,13 @@ func (b *statsBatch) add(q *Query) {
 	if q.freshHit {
 		b.hits++
 	}
-	b.dirty = true
 }
 
 // flush adds the batch's counts to m and clears them; t is the batch's
 // transport.
 func (b *statsBatch) flush(m *metrics, t Transport) {
-	if !b.dirty {
-		return
+	if b.nt == 0 && !b.all {
+		return // nothing counted: every add touches a cell
 	}
 	a := m.answers
 	if b.hits != 0 {
@@ -169,5 +168,5 @@ func (b *statsBatch) flush(m *metrics, t Transport) {
 		}
 	}
 	a.sumNanos[t].Add(b.nanos)
-	b.nanos, b.dirty = 0, false
+	b.nanos = 0
 }

@@ -73,13 +73,9 @@ func newMetrics(reg prometheus.Registerer, stages []stage) (*metrics, error) {
 // observe counts q at once; a UDP batch counts its queries in a
 // statsBatch instead.
 func (m *metrics) observe(q *Query) {
-	c, b, ns := answerCell(q)
+	t, c, b, ns := answerCell(q)
 	a := m.answers
 	a.counts[c].Add(1)
-	t := q.Transport
-	if t >= numTransports {
-		t = TransportUDP
-	}
 	a.buckets[t][b].Add(1)
 	a.sumNanos[t].Add(ns)
 }

@@ -118,14 +118,8 @@ func (c *matchCache) get(key uint64) (Match, bool) {
 }
 
 func (c *matchCache) has(key uint64) bool {
-	s := c.set(key)
-	for i := range s {
-		v := s[i].v.Load()
-		if v&cvValid != 0 && s[i].kv.Load()^v == key {
-			return true
-		}
-	}
-	return false
+	_, ok := c.get(key)
+	return ok
 }
 
 // put stores m for key in an empty way of its set, or over the way the
