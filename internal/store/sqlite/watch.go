@@ -43,7 +43,15 @@ func (d *Driver) Watch(ctx context.Context, opts store.WatchOptions) (_ <-chan s
 		}
 	}
 	ch := make(chan store.Event, d.watchSz)
+	// Added under nmu, and only while open: an Add racing Close's Wait
+	// panics ("WaitGroup is reused before previous Wait has returned").
+	d.nmu.Lock()
+	if d.closed {
+		d.nmu.Unlock()
+		return nil, store.ErrClosed
+	}
 	d.wg.Add(1)
+	d.nmu.Unlock()
 	go func() {
 		defer d.wg.Done()
 		defer close(ch)
