@@ -42,6 +42,7 @@ func TestPrefetchEndsOnTheNodeLookupReads(t *testing.T) {
 	if n := tab.PrefetchStages(); n != 4 {
 		t.Fatalf("PrefetchStages = %d for a 5,000-name zone, want 4", n)
 	}
+	nt := &tab.zones["\x07example\x03com\x00"].nodes
 	found, asked := 0, 0
 	for i := 0; i < 5000; i += 3 {
 		name := fmt.Sprintf("host%d.example.com.", i)
@@ -54,17 +55,24 @@ func TestPrefetchEndsOnTheNodeLookupReads(t *testing.T) {
 		raw = raw[:n] // the datagram's case
 		asked++
 		nd := prefetched(tab, raw, dns.TypeA)
-		switch {
-		case nd == nil: // a probe longer than prefetchProbe
-		case nd.wire == string(q):
+		if nd != nil && nd.wire == string(q) {
 			found++
-		case !sameTag(tab, nd.wire, q):
-			t.Fatalf("%s: the prefetch ended on node %q", name, nd.wire)
+			continue
+		}
+		// A miss is allowed only where stage 1 cannot see the name: its
+		// slot lies prefetchProbe or more slots past home (nil), or a slot
+		// before it in the probe carries its tag (that slot's node).
+		dist, first := probeOf(nt, q)
+		switch {
+		case nd == nil && dist < prefetchProbe && first == nil:
+			t.Errorf("%s: no prefetch, though its slot is %d past home", name, dist)
+		case nd != nil && nd != first:
+			t.Errorf("%s: the prefetch ended on node %q, not the first slot with the name's tag", name, nd.wire)
 		}
 	}
-	// Missed: names past prefetchProbe slots, and names after another
-	// with the same 8-bit tag in the probe (a 1 in 256 chance per slot).
-	if found < asked*97/100 {
+	// Most names are seen: a probe at load 3/4 is rarely longer than 8
+	// slots (the share of misses depends on the process's hash seed).
+	if found < asked*85/100 {
 		t.Errorf("the prefetch found %d of %d names", found, asked)
 	}
 
@@ -139,4 +147,22 @@ func FuzzPrefetch(f *testing.F) {
 func sameTag(tab *Table, a string, b []byte) bool {
 	nt := &tab.zones["\x07example\x03com\x00"].nodes
 	return tagOf(maphash.String(nt.seed, a)) == tagOf(maphash.Bytes(nt.seed, b))
+}
+
+// probeOf returns how many slots past its home the node of name q lies in
+// nt, and the node of the first slot before it within prefetchProbe slots
+// of home that carries q's tag (nil if none).
+func probeOf(nt *nodeTable, q []byte) (dist int, first *node) {
+	home, tag := nt.home(q)
+	mask := uint64(len(nt.slots) - 1)
+	for i := home; ; i = (i + 1) & mask {
+		nd := nt.slots[i]
+		if nd == nil || nd.wire == string(q) {
+			return dist, first
+		}
+		if first == nil && dist < prefetchProbe && nt.tags[i] == tag {
+			first = nd
+		}
+		dist++
+	}
 }

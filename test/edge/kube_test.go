@@ -182,6 +182,7 @@ func TestEdgeBackendsFromKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sa := chartEdgeRBAC(t, c)
+	kubeenv.WaitAllowed(t, admin, "system:serviceaccount:"+kubeNS+":"+sa, "list", "discovery.k8s.io", "endpointslices", kubeNS)
 	const svc = "r-dns" // the chart's data-plane Service (--backends=dns/r-dns)
 	port := freeport.UDPTCP(t)
 

@@ -5,9 +5,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -52,5 +56,35 @@ func Apply(t testing.TB, c client.Client, docs string) {
 		if err := c.Patch(t.Context(), u, client.Apply, client.FieldOwner("kubectl"), client.ForceOwnership); err != nil {
 			t.Fatalf("apply %s %s: %v", u.GetKind(), u.GetName(), err)
 		}
+	}
+}
+
+// WaitAllowed asks SubjectAccessReview, for up to 10 s, until user may do
+// verb on resource (group/resource) in namespace. The RBAC authorizer
+// reads Roles and bindings from an informer, so a grant applied a moment
+// ago may not be seen yet: a CI run under load refused a ServiceAccount
+// the list its RoleBinding, created milliseconds earlier, grants. Tests
+// that act as a ServiceAccount right after applying its RBAC wait here
+// first, as a Deployment's restarts would in a cluster.
+func WaitAllowed(t testing.TB, cs kubernetes.Interface, user, verb, group, resource, namespace string) {
+	t.Helper()
+	spec := authorizationv1.SubjectAccessReviewSpec{User: user, ResourceAttributes: &authorizationv1.ResourceAttributes{
+		Namespace: namespace, Verb: verb, Group: group, Resource: resource}}
+	if strings.HasPrefix(user, "system:serviceaccount:") {
+		spec.Groups = []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(t.Context(), &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SubjectAccessReview for %s: %v", user, err)
+		}
+		if sar.Status.Allowed {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("%s may not %s %s.%s in %s 10 s after its RBAC was applied: %s", user, verb, resource, group, namespace, sar.Status.Reason)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
