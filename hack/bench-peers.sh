@@ -3,8 +3,8 @@
 # service and, where installed, Knot, NSD, Unbound, dnsdist and CoreDNS, in
 # the same run, all driven by Debian's dnsperf 2.10:
 #   auth   10,000 A records of one zone, asked in turn (authoritative)
-#   cache  CACHE_NAMES (1,000) names forwarded once (warm-up) and then
-#          answered from cache
+#   cache  CACHE_NAMES (10,000, as many as the block and auth workloads ask)
+#          names forwarded once (warm-up) and then answered from cache
 #   block  names of a 1,000,000-name block list (NXDOMAIN or 0.0.0.0)
 #   miss   a unique name per query, forwarded to a loopback upstream (CoreDNS
 #          answering every name from a template): the cache-miss path of
@@ -23,7 +23,7 @@
 # pages (/proc/PID/status), the service's Go heap in use, and the ratio of
 # RSS to CoreDNS's.
 # Env: SECONDS_PER_RUN (5), SVC (bin/svc), PEERS (svc svc-nolog knot nsd
-# unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000), CACHE_NAMES (1000),
+# unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000), CACHE_NAMES (10000),
 # IDLE_SECONDS (20; 0 leaves the memory table out), ROUNDS (1: each
 # workload's rows are run this many times, the peers interleaved round by
 # round, and each server then gets a summary line: the median answers per
@@ -42,7 +42,7 @@ workloads="${WORKLOADS:-auth cache block miss}"
 idle_secs="${IDLE_SECONDS:-20}"
 rounds="${ROUNDS:-1}"
 nblock="${BLOCK_NAMES:-1000000}"
-ncache="${CACHE_NAMES:-1000}"
+ncache="${CACHE_NAMES:-10000}"
 tools="$HOME/.cache/service-tools/bin"
 coredns="$(command -v coredns || echo "$tools/coredns")"
 work="$(mktemp -d /tmp/svc-bench-peers.XXXXXX)"
@@ -441,6 +441,14 @@ for w in $workloads; do
     hi=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | tail -1)
     printf '%-6s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
   done
+done
+# Item 2: a blocked answer's cost against a cached one's, both workloads
+# asking 10,000 names (the block list's and the cache's), same run.
+for s in svc svc-nolog; do
+  [ -n "${pers[block.$s]:-}" ] && [ -n "${pers[cache.$s]:-}" ] || continue
+  printf 'block/cache %-9s %.2f (answers per core-second, medians: block %.0f, cache %.0f; the cache workload asks %s names, the block workload 10,000)\n' "$s" \
+    "$(awk -v b="$(median ${pers[block.$s]})" -v c="$(median ${pers[cache.$s]})" 'BEGIN {print b / c}')" \
+    "$(median ${pers[block.$s]})" "$(median ${pers[cache.$s]})" "$ncache" | tee -a "$work/table"
 done
 echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
 
