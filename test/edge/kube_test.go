@@ -2,6 +2,7 @@ package edge
 
 import (
 	"fmt"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"net"
 	"os/exec"
 	"path/filepath"
@@ -182,7 +183,12 @@ func TestEdgeBackendsFromKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sa := chartEdgeRBAC(t, c)
-	kubeenv.WaitAllowed(t, admin, "system:serviceaccount:"+kubeNS+":"+sa, "list", "discovery.k8s.io", "endpointslices", kubeNS)
+	if !kubeenv.AccessReview(t.Context(), t, admin, authorizationv1.SubjectAccessReviewSpec{
+		User: "system:serviceaccount:" + kubeNS + ":" + sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + kubeNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: kubeNS, Verb: "list", Group: "discovery.k8s.io", Resource: "endpointslices"},
+	}, true) {
+		t.Fatalf("%s may not list endpointslices in %s 10 s after the chart's RBAC was applied", sa, kubeNS)
+	}
 	const svc = "r-dns" // the chart's data-plane Service (--backends=dns/r-dns)
 	port := freeport.UDPTCP(t)
 

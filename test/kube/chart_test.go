@@ -287,7 +287,7 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	for _, ch := range checks {
 		user := "system:serviceaccount:" + ns + ":service-" + ch.sa
-		got := accessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
+		got := kubeenv.AccessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
 			User:   user,
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
@@ -304,7 +304,7 @@ func TestLeastPrivilege(t *testing.T) {
 		sa, name string
 		allow    bool
 	}{{"dataplane", ns, true}, {"operator", ns, true}, {"dataplane", "elsewhere", false}, {"operator", "kube-system", false}} {
-		got := accessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
+		got := kubeenv.AccessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
 			User: "system:serviceaccount:" + ns + ":service-" + ch.sa, Groups: []string{"system:serviceaccounts", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "namespaces", Name: ch.name},
 		}, ch.allow)

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/svcdns/svc/test/kube/kubeenv"
 )
 
 // vipValues turn on svc vip run in the data-plane pods (docs/vip.md).
@@ -107,7 +109,7 @@ func TestChartVIP(t *testing.T) {
 		{"create", "events.k8s.io", "events", ns, true},
 		{"create", "events.k8s.io", "events", "elsewhere", false},
 	} {
-		got := accessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
+		got := kubeenv.AccessReview(ctx, t, cs, authorizationv1.SubjectAccessReviewSpec{
 			User: "system:serviceaccount:" + ns + ":service-dataplane", Groups: []string{"system:serviceaccounts", "system:authenticated"},
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: ch.verb, Group: ch.group, Resource: ch.resource, Namespace: ch.namespace},
 		}, ch.allow)
