@@ -6,6 +6,11 @@
 #   cache  CACHE_NAMES (10,000, as many as the block and auth workloads ask)
 #          names forwarded once (warm-up) and then answered from cache
 #   block  names of a 1,000,000-name block list (NXDOMAIN or 0.0.0.0)
+#   cachebl the cache workload on a service node that also has the block
+#          workload's list (the service and svc-nolog only): a node that
+#          blocks answers cached names after a lookup in its lists, so
+#          block/cachebl compares a blocked answer with a cached one on the
+#          same node (item 2), block/cache with a node that blocks nothing
 #   miss   a unique name per query, forwarded to a loopback upstream (CoreDNS
 #          answering every name from a template): the cache-miss path of
 #          item 3; here dnsperf -v records every answer's latency for p99
@@ -23,7 +28,7 @@
 # pages (/proc/PID/status), the service's Go heap in use, and the ratio of
 # RSS to CoreDNS's.
 # Env: SECONDS_PER_RUN (5), SVC (bin/svc), PEERS (svc svc-nolog knot nsd
-# unbound dnsdist coredns), WORKLOADS (auth cache block miss), BLOCK_NAMES (1000000), CACHE_NAMES (10000),
+# unbound dnsdist coredns), WORKLOADS (auth cache block cachebl miss), BLOCK_NAMES (1000000), CACHE_NAMES (10000),
 # IDLE_SECONDS (20; 0 leaves the memory table out), ROUNDS (1: each
 # workload's rows are run this many times, the peers interleaved round by
 # round, and each server then gets a summary line: the median answers per
@@ -38,7 +43,7 @@ svc="${SVC:-bin/svc}"
 [ -x "$svc" ] || go build -o "$svc" ./cmd/svc
 svc="$(cd "$(dirname "$svc")" && pwd)/$(basename "$svc")"
 peers="${PEERS:-svc svc-nolog knot nsd unbound dnsdist coredns}"
-workloads="${WORKLOADS:-auth cache block miss}"
+workloads="${WORKLOADS:-auth cache block cachebl miss}"
 idle_secs="${IDLE_SECONDS:-20}"
 rounds="${ROUNDS:-1}"
 nblock="${BLOCK_NAMES:-1000000}"
@@ -97,6 +102,8 @@ with open(f"{w}/objects.yaml", "w") as o:
 with open(f"{w}/q-cache.txt", "w") as q:
     for i in range(ncache):
         q.write(f"c{i}.cache.up. A\n")
+with open(f"{w}/q-cache.txt") as a, open(f"{w}/q-cachebl.txt", "w") as b:
+    b.write(a.read())
 with open(f"{w}/blocklist.txt", "w") as b, open(f"{w}/hosts", "w") as h, open(f"{w}/unbound-block.conf", "w") as u:
     for i in range(nblock):
         b.write(f"b{i}.ads{i%997}.blk\n")
@@ -119,7 +126,7 @@ up.:$p_up {
     }
 }
 EOF
-if [[ " $workloads " == *" cache "* || " $workloads " == *" miss "* || "$idle_secs" != 0 ]]; then
+if [[ " $workloads " == *" cache"* || " $workloads " == *" miss "* || "$idle_secs" != 0 ]]; then
   [ -x "$coredns" ] || { echo "bench-peers: the cache and miss upstream needs CoreDNS ($coredns; hack/install-dns-clients.sh)" >&2; exit 1; }
   $pin1 "$coredns" -conf "$work/Corefile.up" >"$work/up.log" 2>&1 &
   pids+=($!)
@@ -136,7 +143,7 @@ start_svc() {
   rm -rf "$work/svc-data" "$work/svc-objects"/*
   case "$1" in
     auth) cp "$work/objects.yaml" "$work/svc-objects/" ;;
-    block) cat >"$work/svc-objects/block.yaml" <<EOF
+    block | cachebl) cat >"$work/svc-objects/block.yaml" <<EOF
 apiVersion: service.io/v1alpha1
 kind: BlockList
 metadata:
@@ -312,7 +319,8 @@ ready() {
   local q want
   case "$1" in
     auth) q="h1.bench."; want="status: NOERROR" ;;
-    block) q="$(head -1 "$work/q-block.txt" | cut -d' ' -f1)"; want="status: NXDOMAIN|0\.0\.0\.0" ;;
+    # cachebl: the list is loaded (the cache is warmed after).
+    block | cachebl) q="$(head -1 "$work/q-block.txt" | cut -d' ' -f1)"; want="status: NXDOMAIN|0\.0\.0\.0" ;;
     *) q="ready.cache.up."; want="status: NOERROR" ;;
   esac
   for _ in $(seq 600); do
@@ -366,7 +374,7 @@ rss() { # RSS (or the /proc/PID/status field $1) of the server and its descendan
 }
 hz=$(getconf CLK_TCK)
 
-printf '%-6s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s %8s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop opsP99ms | tee "$work/table"
+printf '%-8s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s %8s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop opsP99ms | tee "$work/table"
 declare -A base pers ratios
 # median of the numbers given; "-" for none.
 median() {
@@ -376,6 +384,7 @@ for w in $workloads; do
   for round in $(seq "$rounds"); do
   for s in $peers; do
     pid=""
+    if [ "$w" = cachebl ] && [ "$s" != svc ] && [ "$s" != svc-nolog ]; then continue; fi
     if ! "start_$s" "$w"; then continue; fi
     pids+=("$pid")
     if ! ready "$w"; then
@@ -387,7 +396,7 @@ for w in $workloads; do
     quiet
     idle=$(rss)
     args=(-s 127.0.0.1 -p "$p_srv" -d "$work/q-$w.txt" -c 10 -q 200 -t 5)
-    if [ "$w" = cache ]; then # warm: every name once
+    if [ "$w" = cache ] || [ "$w" = cachebl ]; then # warm: every name once
       dnsperf "${args[@]}" -n 1 >/dev/null 2>&1 || true
     fi
     verbose=()
@@ -429,7 +438,7 @@ for w in $workloads; do
     [ "$s" = svc ] && base[$w]=$per
     r="-"
     [ -n "${base[$w]:-}" ] && r=$(echo "$per / ${base[$w]}" | bc -l | xargs printf '%.2f')
-    printf '%-6s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s %8s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" "$ops99" | tee -a "$work/table"
+    printf '%-8s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s %8s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" "$ops99" | tee -a "$work/table"
     pers[$w.$s]+="$per "
     [ "$r" != "-" ] && ratios[$w.$s]+="$r "
   done
@@ -439,16 +448,19 @@ for w in $workloads; do
     [ -n "${pers[$w.$s]:-}" ] || continue
     lo=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | head -1)
     hi=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | tail -1)
-    printf '%-6s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
+    printf '%-8s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
   done
 done
 # Item 2: a blocked answer's cost against a cached one's, both workloads
-# asking 10,000 names (the block list's and the cache's), same run.
-for s in svc svc-nolog; do
-  [ -n "${pers[block.$s]:-}" ] && [ -n "${pers[cache.$s]:-}" ] || continue
-  printf 'block/cache %-9s %.2f (answers per core-second, medians: block %.0f, cache %.0f; the cache workload asks %s names, the block workload 10,000)\n' "$s" \
-    "$(awk -v b="$(median ${pers[block.$s]})" -v c="$(median ${pers[cache.$s]})" 'BEGIN {print b / c}')" \
-    "$(median ${pers[block.$s]})" "$(median ${pers[cache.$s]})" "$ncache" | tee -a "$work/table"
+# asking 10,000 names (the block list's and the cache's), same run: on a
+# node without the list (cache) and on the node that blocks (cachebl).
+for c in cache cachebl; do
+  for s in svc svc-nolog; do
+    [ -n "${pers[block.$s]:-}" ] && [ -n "${pers[$c.$s]:-}" ] || continue
+    printf 'block/%-7s %-9s %.2f (answers per core-second, medians: block %.0f, %s %.0f; the cache workloads ask %s names, the block workload 10,000)\n' "$c" "$s" \
+      "$(awk -v b="$(median ${pers[block.$s]})" -v c="$(median ${pers[$c.$s]})" 'BEGIN {print b / c}')" \
+      "$(median ${pers[block.$s]})" "$c" "$(median ${pers[$c.$s]})" "$ncache" | tee -a "$work/table"
+  done
 done
 echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
 

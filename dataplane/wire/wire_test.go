@@ -190,12 +190,15 @@ func appendPresentationBytewise(dst, name []byte) []byte {
 }
 
 // FuzzAppendPresentation: the label-at-a-time form is the byte-by-byte
-// one for any input, escapes and truncated labels included.
+// one for any input, escapes and truncated labels included, and so is
+// Dotted's fused loop (hack/fuzz-ci.sh runs this target).
 func FuzzAppendPresentation(f *testing.F) {
 	f.Add([]byte("\x03www\x07example\x03com\x00"))
 	f.Add([]byte("\x05a.b\\c\x04 \x7f\"@\x00"))
 	f.Add([]byte("\x03ab"))
 	f.Add([]byte{0})
+	f.Add([]byte("\x03WwW\x01.\x00"))
+	f.Add([]byte(strings.Repeat("\x3f"+strings.Repeat("a", 63), 5) + "\x00"))
 	f.Fuzz(func(t *testing.T, name []byte) {
 		got, want := AppendPresentation([]byte("x"), name), appendPresentationBytewise([]byte("x"), name)
 		if !bytes.Equal(got, want) {
@@ -203,13 +206,63 @@ func FuzzAppendPresentation(f *testing.F) {
 		}
 		// A plain Dotted name is the presentation, lower-cased, without
 		// its final dot (how lists store rules and the log writes domains).
-		var buf [256]byte
-		if d, plain := Dotted(&buf, name); plain && len(d) > 0 {
+		var buf, ref [256]byte
+		d, plain := Dotted(&buf, name)
+		if rd, rplain := dottedBytewise(&ref, name); !bytes.Equal(d, rd) || plain != rplain {
+			t.Fatalf("Dotted(%q) = %q %v, reference %q %v", name, d, plain, rd, rplain)
+		}
+		if plain && len(d) > 0 {
 			if p := AppendPresentation(nil, name); string(d)+"." != strings.ToLower(string(p)) {
 				t.Fatalf("Dotted(%q) = %q plain, presentation %q", name, d, p)
 			}
 		}
 	})
+}
+
+// dottedBytewise is Dotted as first written (a check loop, then a copy,
+// per label): the reference for FuzzAppendPresentation and BenchmarkDotted.
+func dottedBytewise(buf *[256]byte, name []byte) (dotted []byte, plain bool) {
+	n, plain := 0, true
+	for off := 0; off < len(name); {
+		l := int(name[off])
+		if l == 0 {
+			break
+		}
+		if off+1+l > len(name) || n+l+1 > len(buf) {
+			plain = false
+			break
+		}
+		if n > 0 {
+			buf[n] = '.'
+			n++
+		}
+		for _, c := range name[off+1 : off+1+l] {
+			if presentationEscape[c] != 0 || c >= 'A' && c <= 'Z' {
+				plain = false
+			}
+		}
+		n += copy(buf[n:], name[off+1:off+1+l])
+		off += l + 1
+	}
+	return buf[:n], plain
+}
+
+// BenchmarkDotted: the block decision's name conversion against the
+// reference in the same run.
+func BenchmarkDotted(b *testing.B) {
+	names := [][]byte{[]byte("\x0eclients4-fonts\x06google\x03com\x00"), []byte("\x05h1234\x05bench\x00"),
+		[]byte("\x07ads1234\x0aadvertiser\x07example\x03net\x00")}
+	var buf [256]byte
+	for _, c := range []struct {
+		label string
+		f     func(*[256]byte, []byte) ([]byte, bool)
+	}{{"fused", Dotted}, {"bytewise", dottedBytewise}} {
+		b.Run(c.label, func(b *testing.B) {
+			for i := range b.N {
+				c.f(&buf, names[i%len(names)])
+			}
+		})
+	}
 }
 
 func TestDotted(t *testing.T) {
