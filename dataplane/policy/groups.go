@@ -157,7 +157,9 @@ func (g *Groups) Identify(addr netip.Addr, clientID string) dataplane.ClientInfo
 // the transport has none) and client name ("" when unknown). It does not
 // allocate once a membership combination has been seen.
 func (g *Groups) IdentifyClient(addr netip.Addr, clientID, name string) dataplane.ClientInfo {
-	if g == nil {
+	if g == nil || len(g.names) == 0 {
+		// No groups (a node with the global policy only): nothing to
+		// look up, on every query.
 		return dataplane.ClientInfo{Name: name}
 	}
 	var m mask
