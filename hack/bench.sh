@@ -28,10 +28,13 @@ go build -o .run/svcbench ./test/bench
 # NSD, Unbound, dnsdist and CoreDNS in the same run (dnsperf, server on
 # CPU 0, dnsperf on CPU 1), with each side's CPU share, answers per server
 # core-second as ratios to the service's, SERVFAIL and lost counts, p99 of
-# the cache misses and each server's RSS at rest.
+# the cache misses and each server's RSS at rest. Three rounds, peers
+# interleaved, each summarised by its median and range: a single run of
+# this 2-core machine varies by 5-10%, as much as some of the gaps it
+# measures (BENCH_PEERS_ROUNDS overrides).
 echo "== hack/bench-peers.sh (workloads x peers)" | tee -a "$out"
 go build -o .run/svc-peers ./cmd/svc
-SVC=.run/svc-peers hack/bench-peers.sh | tee -a "$out"
+SVC=.run/svc-peers ROUNDS="${BENCH_PEERS_ROUNDS:-3}" hack/bench-peers.sh | tee -a "$out"
 # Cache-miss flood (issue #20 item 1): 20 s of uncached names from one client
 # at a silent upstream while a second client (another /24) asks 1 q/s at a
 # responsive group; the server's peak RSS, its RSS after, kernel drops and
