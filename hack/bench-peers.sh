@@ -21,7 +21,12 @@
 # share, answers per server core-second, its ratio to the service's on the
 # same workload, queries lost (dnsperf timeout 5 s) and SERVFAIL answers,
 # and (miss) p99 latency; with the server's RSS at rest before the load
-# and at its end.
+# and at its end. Each row but miss is then driven a second time, as long,
+# by test/bench's batched closed-loop generator (-drive: sendmmsg/recvmmsg,
+# 4 sockets x 16 queries in flight, the same query file, on CPU 1), which
+# saturates a server where dnsperf may not: its server CPU share, answers
+# per server core-second and ratio to the service's are the last three
+# columns (bSrvCPU, b/core-s, b/svc; BATCHED=0 leaves them out).
 # A second table (issue #27 item 4) is memory at rest: each forwarding
 # server started with the cache workload's config, asked one query, left
 # alone IDLE_SECONDS, then its RSS split into anonymous and file-backed
@@ -48,6 +53,12 @@ idle_secs="${IDLE_SECONDS:-20}"
 rounds="${ROUNDS:-1}"
 nblock="${BLOCK_NAMES:-1000000}"
 ncache="${CACHE_NAMES:-10000}"
+batched="${BATCHED:-1}"
+svcbench=""
+if [ "$batched" != 0 ]; then
+  svcbench="$(mktemp /tmp/svcbench.XXXXXX)"
+  go build -o "$svcbench" ./test/bench
+fi
 tools="$HOME/.cache/service-tools/bin"
 coredns="$(command -v coredns || echo "$tools/coredns")"
 work="$(mktemp -d /tmp/svc-bench-peers.XXXXXX)"
@@ -56,6 +67,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
+  [ -z "$svcbench" ] || rm -f "$svcbench"
 }
 trap cleanup EXIT
 pin0="" pin1=""
@@ -374,8 +386,8 @@ rss() { # RSS (or the /proc/PID/status field $1) of the server and its descendan
 }
 hz=$(getconf CLK_TCK)
 
-printf '%-8s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s %8s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop opsP99ms | tee "$work/table"
-declare -A base pers ratios
+printf '%-8s %-9s %9s %7s %8s %11s %7s %7s %8s %8s %7s %7s %7s %8s %7s %9s %6s\n' workload server answers/s srvCPU dnsperf ans/core-s /svc lost SERVFAIL p99ms rssMiB loadMiB logDrop opsP99ms bSrvCPU b/core-s b/svc | tee "$work/table"
+declare -A base pers ratios bbase bpers bratios
 # median of the numbers given; "-" for none.
 median() {
   printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (!NR) {print "-"; exit} if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
@@ -422,6 +434,21 @@ for w in $workloads; do
     if [ "$s" = svc ]; then # query-log rows dropped (a full buffer)
       drops=$(curl -s "http://127.0.0.1:$p_met/metrics" | awk '$1 == "service_querylog_dropped_rows_total" {printf "%.0f", $2}')
     fi
+    bcpu="-" bper="-" br="-"
+    if [ -n "$svcbench" ] && [ "$w" != miss ]; then
+      if $pin1 "$svcbench" -drive "127.0.0.1:$p_srv" -queries "$work/q-$w.txt" -duration "${secs}s" \
+        -pids "$(tree "$pid" | sort -u | tr '\n' ' ')" >"$work/bout" 2>&1; then
+        bcpu=$(sed -n 's/.*server CPU \([0-9]*\)%.*/\1/p' "$work/bout")%
+        bper=$(sed -n 's/.* \([0-9]*\) answers per server core-second.*/\1/p' "$work/bout")
+        [ "$s" = svc ] && bbase[$w]=$bper
+        [ -n "${bbase[$w]:-}" ] && [ -n "$bper" ] && br=$(echo "$bper / ${bbase[$w]}" | bc -l | xargs printf '%.2f')
+        bpers[$w.$s]+="$bper "
+        [ "$br" != "-" ] && bratios[$w.$s]+="$br "
+      else
+        echo "bench-peers: the batched generator failed on $s $w:" >&2
+        tail -3 "$work/bout" >&2 || true
+      fi
+    fi
     kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true
     qps=$(sed -n 's/.*Queries per second: *\([0-9.]*\).*/\1/p' "$work/out")
     done_=$(sed -n 's/.*Queries completed: *\([0-9]*\).*/\1/p' "$work/out")
@@ -438,7 +465,7 @@ for w in $workloads; do
     [ "$s" = svc ] && base[$w]=$per
     r="-"
     [ -n "${base[$w]:-}" ] && r=$(echo "$per / ${base[$w]}" | bc -l | xargs printf '%.2f')
-    printf '%-8s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s %8s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" "$ops99" | tee -a "$work/table"
+    printf '%-8s %-9s %9.0f %6.0f%% %7.0f%% %11.0f %7s %7s %8s %8s %7s %7s %7s %8s %7s %9s %6s\n' "$w" "$s" "${qps:-0}" "$(echo "$srv*100" | bc -l)" "$(echo "$gen*100" | bc -l)" "$per" "$r" "${lost:-?}" "$sf" "$p99" "$idle" "$loaded" "${drops:-?}" "$ops99" "$bcpu" "${bper:--}" "$br" | tee -a "$work/table"
     pers[$w.$s]+="$per "
     [ "$r" != "-" ] && ratios[$w.$s]+="$r "
   done
@@ -449,6 +476,10 @@ for w in $workloads; do
     lo=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | head -1)
     hi=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | tail -1)
     printf '%-8s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
+    [ -n "${bpers[$w.$s]:-}" ] || continue
+    lo=$(printf '%s\n' ${bratios[$w.$s]:-} | sort -g | head -1)
+    hi=$(printf '%s\n' ${bratios[$w.$s]:-} | sort -g | tail -1)
+    printf '%-8s %-9s batched generator, median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${bpers[$w.$s]}")" "$(median ${bpers[$w.$s]})" "$(median ${bratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
   done
 done
 # Item 2: a blocked answer's cost against a cached one's, both workloads
@@ -462,7 +493,7 @@ for c in cache cachebl; do
       "$(median ${pers[block.$s]})" "$c" "$(median ${pers[$c.$s]})" "$ncache" | tee -a "$work/table"
   done
 done
-echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
+echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; bSrvCPU, b/core-s, b/svc = the same row driven by test/bench's batched generator (-drive, 4 sockets x 16 in flight, CPU 1) for ${secs}s more; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
 
 [ "$idle_secs" = 0 ] && exit 0
 # Memory at rest: the cache workload's config, one query answered, then

@@ -28,6 +28,15 @@
 // the table gives medians and ratios to miekg and plain.
 //
 // Usage: go build -o svcbench ./test/bench && ./svcbench [-duration 2s] [-rounds 5]
+//
+// With -drive ADDR the generator drives a server it did not start (Knot,
+// NSD, Unbound, dnsdist, CoreDNS or a node; hack/bench-peers.sh runs it
+// after dnsperf on each row) with the queries of a dnsperf input file
+// (-queries), for -duration after a 300 ms warm-up, and prints one line:
+// answers per second, the CPU share of the processes -pids names (the
+// server and its children) and of the generator, and answers per server
+// core-second (issue #27 item 1: the same comparison as dnsperf's, by a
+// generator that saturates the server first).
 package main
 
 import (
@@ -81,7 +90,19 @@ func main() {
 	window := flag.Int("window", 16, "queries in flight per socket")
 	only := flag.String("kinds", strings.Join(kinds, ","), "kinds to run")
 	profDir := flag.String("profile-dir", "", "write each server's CPU profile (last round) here")
+	drive := flag.String("drive", "", "drive the server at this address (host:port) instead of starting ours")
+	queries := flag.String("queries", "", "with -drive: a dnsperf input file (name TYPE per line)")
+	pids := flag.String("pids", "", "with -drive: the server's process IDs, space-separated, for its CPU time")
 	flag.Parse()
+	if *drive != "" {
+		repin()
+		runtime.GOMAXPROCS(1)
+		if err := driveServer(*drive, *queries, *pids, *duration, *clients, *window); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *serve != "" {
 		if err := child(*serve, *up, *profile); err != nil {
 			fmt.Fprintln(os.Stderr, "serve:", err)
@@ -162,7 +183,7 @@ func parent(only []string, d time.Duration, rounds, clients, window int, profDir
 				return err
 			}
 			var cpu0, cpu1, user0, user1 time.Duration
-			qps, lost, err := load(p.Addr, k, d, clients, window,
+			qps, lost, err := load(p.Addr, k, nil, d, clients, window,
 				func() { user0, cpu0 = cpuTimes(p.Pid()); cpu0 += user0 },
 				func() { user1, cpu1 = cpuTimes(p.Pid()); cpu1 += user1 })
 			p.Stop(5 * time.Second)
@@ -241,8 +262,93 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2fx", a/b)
 }
 
-// load drives addr for warm-up plus d and returns answers per second.
-func load(addr, kind string, d time.Duration, clients, window int, mark0, mark1 func()) (float64, int64, error) {
+// driveServer is -drive: the generator against a server at addr that
+// another program started, asking the queries of a dnsperf input file.
+func driveServer(addr, file, pidList string, d time.Duration, clients, window int) error {
+	pkts, err := readQueries(file)
+	if err != nil {
+		return err
+	}
+	var pids []int
+	for _, f := range strings.Fields(pidList) {
+		var p int
+		if _, err := fmt.Sscan(f, &p); err != nil || p <= 0 {
+			return fmt.Errorf("-pids: %q is not a process ID", f)
+		}
+		pids = append(pids, p)
+	}
+	srvCPU := func() (t time.Duration) {
+		for _, p := range pids {
+			t += cpuTime(p)
+		}
+		return t
+	}
+	var s0, s1, g0, g1 time.Duration
+	var t0, t1 time.Time
+	qps, lost, err := load(addr, "drive", pkts, d, clients, window,
+		func() { s0, g0, t0 = srvCPU(), selfCPU(), time.Now() },
+		func() { s1, g1, t1 = srvCPU(), selfCPU(), time.Now() })
+	if err != nil {
+		return err
+	}
+	wall := t1.Sub(t0).Seconds()
+	busy := (s1 - s0).Seconds() / wall
+	per := 0.0
+	if busy > 0 {
+		per = qps / busy
+	}
+	fmt.Printf("drive: %.0f answers/s, server CPU %.0f%%, generator CPU %.0f%%, %.0f answers per server core-second, %d read timeouts\n",
+		qps, 100*busy, 100*(g1-g0).Seconds()/wall, per, lost)
+	return nil
+}
+
+// readQueries packs each line of a dnsperf input file ("name TYPE") as a
+// query with a recursion-desired flag, as dnsperf sends it.
+func readQueries(file string) ([][]byte, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	var pkts [][]byte
+	for n, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		qt := dns.TypeA
+		if len(f) > 1 {
+			t, ok := dns.StringToType[strings.ToUpper(f[1])]
+			if !ok {
+				return nil, fmt.Errorf("%s:%d: unknown type %q", file, n+1, f[1])
+			}
+			qt = t
+		}
+		m := new(dns.Msg)
+		m.SetQuestion(dns.Fqdn(f[0]), qt)
+		m.Id = uint16(len(pkts))
+		p, err := m.Pack()
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", file, n+1, err)
+		}
+		pkts = append(pkts, p)
+	}
+	if len(pkts) == 0 {
+		return nil, fmt.Errorf("%s: no queries", file)
+	}
+	return pkts, nil
+}
+
+// selfCPU is this process's user+system CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// load drives addr for warm-up plus d and returns answers per second. pkts,
+// when set, are the queries (kind "drive": any RCODE is counted, as each
+// server blocks its own way); else kind picks them.
+func load(addr, kind string, pkts [][]byte, d time.Duration, clients, window int, mark0, mark1 func()) (float64, int64, error) {
 	raddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
 		return 0, 0, err
@@ -271,7 +377,7 @@ func load(addr, kind string, d time.Duration, clients, window int, mark0, mark1 
 		}
 		_ = c.SetReadBuffer(4 << 20)
 		_ = c.SetWriteBuffer(4 << 20)
-		g := newGen(c, kind, w, window)
+		g := newGen(c, kind, pkts, w, window)
 		if kind == "miss" {
 			g.timeout = time.Second // answers wait for the upstream
 		}
@@ -332,6 +438,7 @@ type gen struct {
 	timeout  time.Duration
 	seq      uint64
 	rcode    byte // the answers' expected RCODE; NOERROR answers must carry a record
+	anyRcode bool // count every answer (-drive)
 
 	sh   []unix.Mmsghdr
 	siov []unix.Iovec
@@ -348,10 +455,12 @@ type gen struct {
 	rfn  func(uintptr) bool
 }
 
-func newGen(c *net.UDPConn, kind string, w, window int) *gen {
+func newGen(c *net.UDPConn, kind string, pkts [][]byte, w, window int) *gen {
 	rc, _ := c.SyscallConn()
 	g := &gen{c: c, rc: rc, window: window, timeout: 50 * time.Millisecond}
 	switch kind {
+	case "drive":
+		g.pkts, g.anyRcode = pkts, true
 	case "cache", "cachelog":
 		for i := 0; i < cacheNames; i++ {
 			g.pkts = append(g.pkts, query(fmt.Sprintf("c%d.example.net.", i), uint16(i)))
@@ -427,7 +536,7 @@ func (g *gen) run(stop, counting *atomic.Bool) (n, bad int64, err error) {
 			}
 			return n, bad, err
 		}
-		if checked < 16 {
+		if checked < 16 && !g.anyRcode {
 			for i := 0; i < g.got && checked < 16; i++ {
 				b := g.rbuf[i][:g.rh[i].Len]
 				if len(b) < 12 || b[3]&0xF != g.rcode || (g.rcode == dns.RcodeSuccess && binary.BigEndian.Uint16(b[6:]) == 0) {
