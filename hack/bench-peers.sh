@@ -34,9 +34,9 @@
 # RSS to CoreDNS's.
 # Env: SECONDS_PER_RUN (5), SVC (bin/svc), PEERS (svc svc-nolog knot nsd
 # unbound dnsdist coredns), WORKLOADS (auth cache block cachebl miss), BLOCK_NAMES (1000000), CACHE_NAMES (10000),
-# IDLE_SECONDS (20; 0 leaves the memory table out), ROUNDS (1: each
-# workload's rows are run this many times, the peers interleaved round by
-# round, and each server then gets a summary line: the median answers per
+# IDLE_SECONDS (20; 0 leaves the memory table out), ROUNDS (1: every
+# workload's rows are run this many times, round after round, and each
+# server then gets a summary line per workload: the median answers per
 # core-second and the median and range of its per-round ratio to the
 # service; this machine's noise between single runs is 5-10%).
 set -euo pipefail
@@ -392,8 +392,11 @@ declare -A base pers ratios bbase bpers bratios
 median() {
   printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {if (!NR) {print "-"; exit} if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'
 }
-for w in $workloads; do
-  for round in $(seq "$rounds"); do
+# Rounds outermost: each round runs every workload, so a drift of the
+# machine's speed over the run (minutes) falls on all workloads alike, as
+# block/cache below needs.
+for round in $(seq "$rounds"); do
+  for w in $workloads; do
   for s in $peers; do
     pid=""
     if [ "$w" = cachebl ] && [ "$s" != svc ] && [ "$s" != svc-nolog ]; then continue; fi
@@ -470,6 +473,8 @@ for w in $workloads; do
     [ "$r" != "-" ] && ratios[$w.$s]+="$r "
   done
   done
+done
+for w in $workloads; do
   [ "$rounds" -gt 1 ] || continue
   for s in $peers; do
     [ -n "${pers[$w.$s]:-}" ] || continue
@@ -491,6 +496,10 @@ for c in cache cachebl; do
     printf 'block/%-7s %-9s %.2f (answers per core-second, medians: block %.0f, %s %.0f; the cache workloads ask %s names, the block workload 10,000)\n' "$c" "$s" \
       "$(awk -v b="$(median ${pers[block.$s]})" -v c="$(median ${pers[$c.$s]})" 'BEGIN {print b / c}')" \
       "$(median ${pers[block.$s]})" "$c" "$(median ${pers[$c.$s]})" "$ncache" | tee -a "$work/table"
+    [ -n "${bpers[block.$s]:-}" ] && [ -n "${bpers[$c.$s]:-}" ] || continue
+    printf 'block/%-7s %-9s %.2f by the batched generator (medians: block %.0f, %s %.0f)\n' "$c" "$s" \
+      "$(awk -v b="$(median ${bpers[block.$s]})" -v c="$(median ${bpers[$c.$s]})" 'BEGIN {print b / c}')" \
+      "$(median ${bpers[block.$s]})" "$c" "$(median ${bpers[$c.$s]})" | tee -a "$work/table"
   done
 done
 echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; bSrvCPU, b/core-s, b/svc = the same row driven by test/bench's batched generator (-drive, 4 sockets x 16 in flight, CPU 1) for ${secs}s more; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"
