@@ -346,8 +346,8 @@ func selfCPU() time.Duration {
 }
 
 // load drives addr for warm-up plus d and returns answers per second. pkts,
-// when set, are the queries (kind "drive": any RCODE is counted, as each
-// server blocks its own way); else kind picks them.
+// when set, are the queries (kind "drive": NOERROR and NXDOMAIN answers
+// are both right, as each server blocks its own way); else kind picks them.
 func load(addr, kind string, pkts [][]byte, d time.Duration, clients, window int, mark0, mark1 func()) (float64, int64, error) {
 	raddr, err := net.ResolveUDPAddr("udp", addr)
 	if err != nil {
@@ -408,6 +408,9 @@ func load(addr, kind string, pkts [][]byte, d time.Duration, clients, window int
 		return 0, 0, firstErr
 	}
 	if b := bad.Load(); b > 0 {
+		if kind == "drive" {
+			return 0, 0, fmt.Errorf("%d answers were neither NOERROR nor NXDOMAIN", b)
+		}
 		return 0, 0, fmt.Errorf("%d answers were not NOERROR with one answer record", b)
 	}
 	return float64(total.Load()) / el.Seconds(), lost.Load(), nil
@@ -438,7 +441,7 @@ type gen struct {
 	timeout  time.Duration
 	seq      uint64
 	rcode    byte // the answers' expected RCODE; NOERROR answers must carry a record
-	anyRcode bool // count every answer (-drive)
+	drive    bool // -drive: every answer must be NOERROR or NXDOMAIN (servers block their own way)
 
 	sh   []unix.Mmsghdr
 	siov []unix.Iovec
@@ -460,7 +463,7 @@ func newGen(c *net.UDPConn, kind string, pkts [][]byte, w, window int) *gen {
 	g := &gen{c: c, rc: rc, window: window, timeout: 50 * time.Millisecond}
 	switch kind {
 	case "drive":
-		g.pkts, g.anyRcode = pkts, true
+		g.pkts, g.drive = pkts, true
 	case "cache", "cachelog":
 		for i := 0; i < cacheNames; i++ {
 			g.pkts = append(g.pkts, query(fmt.Sprintf("c%d.example.net.", i), uint16(i)))
@@ -536,7 +539,16 @@ func (g *gen) run(stop, counting *atomic.Bool) (n, bad int64, err error) {
 			}
 			return n, bad, err
 		}
-		if checked < 16 && !g.anyRcode {
+		if g.drive {
+			// Every answer: a server that answers SERVFAIL or REFUSED
+			// quickly must not look fast.
+			for i := 0; i < g.got; i++ {
+				b := g.rbuf[i][:g.rh[i].Len]
+				if len(b) < 12 || b[3]&0xF != dns.RcodeSuccess && b[3]&0xF != dns.RcodeNameError {
+					bad++
+				}
+			}
+		} else if checked < 16 {
 			for i := 0; i < g.got && checked < 16; i++ {
 				b := g.rbuf[i][:g.rh[i].Len]
 				if len(b) < 12 || b[3]&0xF != g.rcode || (g.rcode == dns.RcodeSuccess && binary.BigEndian.Uint16(b[6:]) == 0) {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -47,6 +50,48 @@ func TestReadQueries(t *testing.T) {
 	} {
 		if _, err := readQueries(write(c.name, c.text)); err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.err)
+		}
+	}
+}
+
+// TestDriveCountsOnlyRightAnswers: -drive measures a server that answers,
+// and refuses to rate one that answers SERVFAIL (a fast failure must not
+// look like a fast server).
+func TestDriveCountsOnlyRightAnswers(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "q.txt")
+	if err := os.WriteFile(file, []byte("a.example. A\nb.example. A\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		rcode byte
+		ok    bool
+	}{{dns.RcodeSuccess, true}, {dns.RcodeNameError, true}, {dns.RcodeServerFailure, false}} {
+		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			buf := make([]byte, 512)
+			for {
+				n, from, err := pc.ReadFrom(buf)
+				if err != nil {
+					return
+				}
+				if n < 12 {
+					continue
+				}
+				buf[2] |= 0x80 // QR
+				buf[3] = buf[3]&0xF0 | c.rcode
+				_, _ = pc.WriteTo(buf[:n], from)
+			}
+		}()
+		err = driveServer(pc.LocalAddr().String(), file, strconv.Itoa(os.Getpid()), 200*time.Millisecond, 2, 4)
+		pc.Close()
+		<-done
+		if (err == nil) != c.ok {
+			t.Errorf("rcode %s: error %v, want ok %v", dns.RcodeToString[int(c.rcode)], err, c.ok)
 		}
 	}
 }
