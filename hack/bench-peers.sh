@@ -474,32 +474,39 @@ for round in $(seq "$rounds"); do
   done
   done
 done
-for w in $workloads; do
-  [ "$rounds" -gt 1 ] || continue
-  for s in $peers; do
-    [ -n "${pers[$w.$s]:-}" ] || continue
-    lo=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | head -1)
-    hi=$(printf '%s\n' ${ratios[$w.$s]:-} | sort -g | tail -1)
-    printf '%-8s %-9s median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${pers[$w.$s]}")" "$(median ${pers[$w.$s]})" "$(median ${ratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
-    [ -n "${bpers[$w.$s]:-}" ] || continue
-    lo=$(printf '%s\n' ${bratios[$w.$s]:-} | sort -g | head -1)
-    hi=$(printf '%s\n' ${bratios[$w.$s]:-} | sort -g | tail -1)
-    printf '%-8s %-9s batched generator, median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$w" "$s" "$(wc -w <<<"${bpers[$w.$s]}")" "$(median ${bpers[$w.$s]})" "$(median ${bratios[$w.$s]:-})" "${lo:--}" "${hi:--}" | tee -a "$work/table"
+# summary <workload> <server> <generator> <per-round answers per
+# core-second> <per-round ratios>: the median and the ratio's range.
+summary() {
+  [ -n "$4" ] || return 0
+  local lo hi
+  lo=$(printf '%s\n' $5 | sort -g | head -1)
+  hi=$(printf '%s\n' $5 | sort -g | tail -1)
+  printf '%-8s %-9s %s, median of %d rounds: %.0f answers per core-second, /svc %s (rounds %s-%s)\n' "$1" "$2" "$3" \
+    "$(wc -w <<<"$4")" "$(median $4)" "$(median $5)" "${lo:--}" "${hi:--}" | tee -a "$work/table"
+}
+# blockover <cache workload> <server> <generator> <block's per-round
+# answers per core-second> <the cache workload's>: item 2's ratio of
+# medians.
+blockover() {
+  [ -n "$4" ] && [ -n "$5" ] || return 0
+  printf 'block/%-7s %-9s %.2f by %s (answers per core-second, medians: block %.0f, %s %.0f; the cache workloads ask %s names, the block workload 10,000)\n' "$1" "$2" \
+    "$(awk -v b="$(median $4)" -v c="$(median $5)" 'BEGIN {print b / c}')" "$3" "$(median $4)" "$1" "$(median $5)" "$ncache" | tee -a "$work/table"
+}
+if [ "$rounds" -gt 1 ]; then
+  for w in $workloads; do
+    for s in $peers; do
+      summary "$w" "$s" dnsperf "${pers[$w.$s]:-}" "${ratios[$w.$s]:-}"
+      summary "$w" "$s" "batched generator" "${bpers[$w.$s]:-}" "${bratios[$w.$s]:-}"
+    done
   done
-done
+fi
 # Item 2: a blocked answer's cost against a cached one's, both workloads
 # asking 10,000 names (the block list's and the cache's), same run: on a
 # node without the list (cache) and on the node that blocks (cachebl).
 for c in cache cachebl; do
   for s in svc svc-nolog; do
-    [ -n "${pers[block.$s]:-}" ] && [ -n "${pers[$c.$s]:-}" ] || continue
-    printf 'block/%-7s %-9s %.2f (answers per core-second, medians: block %.0f, %s %.0f; the cache workloads ask %s names, the block workload 10,000)\n' "$c" "$s" \
-      "$(awk -v b="$(median ${pers[block.$s]})" -v c="$(median ${pers[$c.$s]})" 'BEGIN {print b / c}')" \
-      "$(median ${pers[block.$s]})" "$c" "$(median ${pers[$c.$s]})" "$ncache" | tee -a "$work/table"
-    [ -n "${bpers[block.$s]:-}" ] && [ -n "${bpers[$c.$s]:-}" ] || continue
-    printf 'block/%-7s %-9s %.2f by the batched generator (medians: block %.0f, %s %.0f)\n' "$c" "$s" \
-      "$(awk -v b="$(median ${bpers[block.$s]})" -v c="$(median ${bpers[$c.$s]})" 'BEGIN {print b / c}')" \
-      "$(median ${bpers[block.$s]})" "$c" "$(median ${bpers[$c.$s]})" | tee -a "$work/table"
+    blockover "$c" "$s" dnsperf "${pers[block.$s]:-}" "${pers[$c.$s]:-}"
+    blockover "$c" "$s" "the batched generator" "${bpers[block.$s]:-}" "${bpers[$c.$s]:-}"
   done
 done
 echo "(server on CPU 0, dnsperf and the upstream on CPU 1; ${secs}s per row; dnsperf -c 10 -q 200; ans/core-s = answers per second of server CPU; /svc = that ratio to the service's; bSrvCPU, b/core-s, b/svc = the same row driven by test/bench's batched generator (-drive, 4 sockets x 16 in flight, CPU 1) for ${secs}s more; rssMiB = server RSS once ready and quiet, before the load (the service settles its memory in the seconds after: see the memory table), loadMiB = at the end of the load; p99 from dnsperf -v on miss only; logDrop = query-log rows the service dropped for a full buffer; opsP99ms = p99 of the service's /healthz/live answered during the load, asked every 100 ms)"

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/svcdns/svc/test/fakeupstream"
 )
 
 // TestReadQueries: -drive asks what a dnsperf input file lists, and a file
@@ -66,30 +67,11 @@ func TestDriveCountsOnlyRightAnswers(t *testing.T) {
 		rcode byte
 		ok    bool
 	}{{dns.RcodeSuccess, true}, {dns.RcodeNameError, true}, {dns.RcodeServerFailure, false}} {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			buf := make([]byte, 512)
-			for {
-				n, from, err := pc.ReadFrom(buf)
-				if err != nil {
-					return
-				}
-				if n < 12 {
-					continue
-				}
-				buf[2] |= 0x80 // QR
-				buf[3] = buf[3]&0xF0 | c.rcode
-				_, _ = pc.WriteTo(buf[:n], from)
-			}
-		}()
-		err = driveServer(pc.LocalAddr().String(), file, strconv.Itoa(os.Getpid()), 200*time.Millisecond, 2, 4)
-		pc.Close()
-		<-done
+		addr := fakeupstream.Serve(t, func(w dns.ResponseWriter, r *dns.Msg) {
+			m := new(dns.Msg)
+			_ = w.WriteMsg(m.SetRcode(r, int(c.rcode)))
+		})
+		err := driveServer(addr, file, strconv.Itoa(os.Getpid()), 200*time.Millisecond, 2, 4)
 		if (err == nil) != c.ok {
 			t.Errorf("rcode %s: error %v, want ok %v", dns.RcodeToString[int(c.rcode)], err, c.ok)
 		}
